@@ -1,0 +1,25 @@
+# The README's two commands: `make demo` and `make test`. Both set up .venv first when needed.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+export MALLOC_TOP_PAD_ ?= 67108864
+
+.PHONY: setup demo test test-long bench clean
+
+setup:
+	@scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/robot-dynamics demo
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider test
+
+# Longer fuzz profile (more hypothesis examples), not run by CI.
+test-long: setup
+	HYPOTHESIS_PROFILE=long $(PY) -m pytest -q -p no:cacheprovider test
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf build $(VENV) *.egg-info
