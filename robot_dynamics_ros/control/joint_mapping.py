@@ -1,0 +1,349 @@
+"""JointState messages -> model-order arrays, and model-order arrays -> command-order arrays.
+
+This module is the ONE place in the package where joint names are matched (never positions in a
+message). Every node (gravity compensation, computed torque, simulator, replay, benchmarks) goes through
+:class:`JointStateMapper` and :func:`index_map`; there is no second copy of the name matching, the
+per-message checks or the staleness logic.
+
+Hot-path design (issue 7): the name -> index map of a message's name ordering is built once and cached
+(a list comparison against the previous ordering, then a dict lookup keyed by the name tuple; never a
+list search per joint), and the state arrays are preallocated. Only a failing message pays for building
+an error text.
+
+Semantics, following ``sensor_msgs/JointState`` and ros2_control's ``joint_state_broadcaster``:
+
+* ``position`` must have one entry per name; ``velocity`` and ``effort`` either one per name or empty
+  ("not available"). Any other length -> the whole message is rejected.
+* Duplicate names, or a non-finite position (NaN/Inf), or an infinite velocity -> the whole message is
+  rejected (nothing of it is used).
+* A NaN velocity (what ``joint_state_broadcaster`` sends for a joint without a velocity interface) means
+  "velocity unknown": when velocities are required, that joint counts as *missing* in this message (its
+  stored state is not updated), never as a zero velocity.
+* Names unknown to the model are ignored (counted in :attr:`JointStateMapper.unknown_names`).
+* A message may carry a subset of the joints (several publishers); each joint keeps its last reported
+  value. The mapper is :attr:`~JointStateMapper.ready` only once every model joint has been reported;
+  until then :meth:`~JointStateMapper.missing` names the absent joints.
+* A non-zero header stamp older than the stamp already stored for one of its joints is rejected as
+  out of order.
+* Staleness (:meth:`~JointStateMapper.age`): per joint, the age of its header stamp against the node's
+  clock, or, when the stamp was zero, the age of its arrival time on a monotonic clock; the state's age
+  is the oldest joint's age.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["RejectCode", "Rejection", "JointStateMapper", "index_map"]
+
+
+class RejectCode(enum.Enum):
+    """Why a JointState message was rejected (one rate-limited log key and one counter per code)."""
+
+    LENGTH = "wrong field length"
+    DUPLICATE = "duplicate joint name"
+    NONFINITE = "non-finite value"
+    OUT_OF_ORDER = "out-of-order header stamp"
+    NO_KNOWN_JOINT = "no known joint"
+
+
+class Rejection(NamedTuple):
+    """A rejected message: the category and a one-line text naming the field and the value."""
+
+    code: RejectCode
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.code.value}: {self.detail}"
+
+
+def index_map(names: Sequence[str], targets: Sequence[str], *, what: str = "joint") -> np.ndarray:
+    """Return, for each name in ``targets``, its position in ``names``.
+
+    Use it once at configuration time (command joint list -> model order, simulator joint list -> MuJoCo
+    addresses), never per message.
+
+    Args:
+        names: the reference ordering (e.g. ``RobotModel.joint_names``).
+        targets: the names to look up, in the wanted order (e.g. the configured command joints).
+        what: how the error message calls a name.
+
+    Returns:
+        ``(len(targets),)`` integer array ``idx`` with ``names[idx[k]] == targets[k]``.
+
+    Raises:
+        ValueError: a target is not in ``names`` (naming it and listing the known names), or appears twice.
+    """
+    pos = {name: i for i, name in enumerate(names)}
+    out = np.empty(len(targets), dtype=np.intp)
+    seen: set[str] = set()
+    for k, name in enumerate(targets):
+        if name in seen:
+            raise ValueError(f"{what} '{name}' is listed twice")
+        seen.add(name)
+        try:
+            out[k] = pos[name]
+        except KeyError:
+            raise ValueError(f"{what} '{name}' is not one of {list(names)}") from None
+    return out
+
+
+class _Ordering:
+    """Cached mapping for one name ordering of incoming messages."""
+
+    __slots__ = ("names", "src", "dst", "n_msg", "unknown", "duplicate", "full_identity")
+
+    def __init__(self, names: tuple[str, ...], index: dict[str, int]):
+        self.names = names
+        self.n_msg = len(names)
+        src, dst, unknown = [], [], []
+        for k, name in enumerate(names):
+            j = index.get(name)
+            if j is None:
+                unknown.append(name)
+            else:
+                src.append(k)
+                dst.append(j)
+        self.src = np.asarray(src, dtype=np.intp)   # positions in the message
+        self.dst = np.asarray(dst, dtype=np.intp)   # positions in model order
+        self.unknown = tuple(unknown)
+        dupes = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
+        self.duplicate = tuple(dupes)
+        # message order == model order: plain slice copies, no fancy indexing
+        self.full_identity = (not unknown and len(dst) == len(index)
+                              and bool(np.all(self.dst == np.arange(len(dst)))))
+
+
+class JointStateMapper:
+    """Matches ``sensor_msgs/JointState`` messages to a model's joint order, by name; maps commands back.
+
+    Args:
+        joint_names: the model's joint order (``RobotModel.joint_names``); all arrays of this class that
+            are "model order" have this order, shape ``(n,)``.
+        command_joints: the joints of the effort command, in the order of the
+            ``std_msgs/Float64MultiArray`` the node publishes (a ros2_control forward controller's
+            ``joints`` list). Default: all of ``joint_names`` in model order.
+        require_velocity: when True (computed torque, friction compensation) a joint whose velocity is
+            NaN or absent counts as missing; when False (pure gravity compensation) only positions are
+            needed and :attr:`qd` may hold NaN for such joints.
+        max_cached_orderings: bound on the number of distinct name orderings remembered (fuzzed input
+            must not grow memory without bound).
+
+    Raises:
+        ValueError: a command joint is not a model joint, or is listed twice; duplicate model joints.
+
+    Attributes (model order, preallocated, updated in place by :meth:`update`):
+        q: ``(n,)`` last reported positions, rad (revolute) or m (prismatic); NaN until first reported.
+        qd: ``(n,)`` last reported velocities, rad/s or m/s; NaN until reported.
+        effort: ``(n,)`` last reported efforts, N·m or N; NaN where never reported.
+        stamp_ns: ``(n,)`` int64 header stamp of the message that last updated each joint (0: none).
+        arrival_ns: ``(n,)`` int64 arrival time (monotonic clock, ns) of that message; -1: never.
+    """
+
+    def __init__(self, joint_names: Sequence[str], command_joints: Sequence[str] | None = None, *,
+                 require_velocity: bool = True, max_cached_orderings: int = 64):
+        self.joint_names: tuple[str, ...] = tuple(joint_names)
+        self.n = len(self.joint_names)
+        self.index: dict[str, int] = {name: i for i, name in enumerate(self.joint_names)}
+        if len(self.index) != self.n:
+            raise ValueError(f"model joint names contain duplicates: {list(self.joint_names)}")
+        self.command_joints: tuple[str, ...] = tuple(self.joint_names if command_joints is None
+                                                     else command_joints)
+        #: model index of each command entry: ``command = tau_model[command_index]``
+        self.command_index = index_map(self.joint_names, self.command_joints, what="command joint")
+        self.require_velocity = bool(require_velocity)
+        self._max_cached = int(max_cached_orderings)
+
+        self.q = np.full(self.n, np.nan)
+        self.qd = np.full(self.n, np.nan)
+        self.effort = np.full(self.n, np.nan)
+        self.stamp_ns = np.zeros(self.n, dtype=np.int64)
+        self.arrival_ns = np.full(self.n, -1, dtype=np.int64)
+        self._have_q = np.zeros(self.n, dtype=bool)
+        self._have_qd = np.zeros(self.n, dtype=bool)
+        self._ready = False
+        self._command_out = np.zeros(len(self.command_joints))
+
+        self._orderings: dict[tuple[str, ...], _Ordering] = {}
+        self._last_names: list[str] | None = None
+        self._last_ordering: _Ordering | None = None
+
+        #: messages accepted / rejected since construction, rejections per :class:`RejectCode`
+        self.accepted = 0
+        self.rejected: dict[RejectCode, int] = {code: 0 for code in RejectCode}
+        #: names seen in messages that the model does not know (ignored)
+        self.unknown_names: set[str] = set()
+        #: the last rejection, or None
+        self.last_rejection: Rejection | None = None
+
+    # ------------------------------------------------------------------ incoming
+    def _ordering(self, names) -> _Ordering:
+        if self._last_ordering is not None and names == self._last_names:
+            return self._last_ordering
+        key = tuple(names)
+        entry = self._orderings.get(key)
+        if entry is None:
+            if len(self._orderings) >= self._max_cached:
+                self._orderings.clear()
+            entry = _Ordering(key, self.index)
+            self._orderings[key] = entry
+            self.unknown_names.update(entry.unknown)
+        self._last_names = list(key)
+        self._last_ordering = entry
+        return entry
+
+    def _reject(self, code: RejectCode, detail: str) -> Rejection:
+        r = Rejection(code, detail)
+        self.rejected[code] += 1
+        self.last_rejection = r
+        return r
+
+    def update(self, names: Sequence[str], position, velocity=(), effort=(), *,
+               stamp_ns: int = 0, arrival_ns: int = 0) -> Rejection | None:
+        """Take one JointState's fields into the model-order state.
+
+        Args:
+            names: ``JointState.name``.
+            position: ``JointState.position``, one entry per name (rad or m).
+            velocity: ``JointState.velocity``, one per name or empty (rad/s or m/s).
+            effort: ``JointState.effort``, one per name or empty (N·m or N).
+            stamp_ns: the header stamp in ns (``sec * 10**9 + nanosec``); 0 = not stamped.
+            arrival_ns: arrival time on a monotonic clock, ns (``time.monotonic_ns()``).
+
+        Returns:
+            None when accepted (the state arrays were updated), else a :class:`Rejection` naming the
+            field and the value; a rejected message changes no state.
+        """
+        entry = self._ordering(names)
+        m = entry.n_msg
+        if entry.duplicate:
+            return self._reject(RejectCode.DUPLICATE, f"name has {list(entry.duplicate)} more than once")
+        if len(position) != m:
+            return self._reject(RejectCode.LENGTH, f"position has {len(position)} entries for {m} names")
+        nv, ne = len(velocity), len(effort)
+        if nv not in (0, m):
+            return self._reject(RejectCode.LENGTH, f"velocity has {nv} entries for {m} names")
+        if ne not in (0, m):
+            return self._reject(RejectCode.LENGTH, f"effort has {ne} entries for {m} names")
+        if entry.src.size == 0:
+            return self._reject(RejectCode.NO_KNOWN_JOINT,
+                                f"none of {list(names)[:8]} is a model joint {list(self.joint_names)}")
+        pos = np.asarray(position, dtype=float)
+        if not np.isfinite(pos).all():
+            bad = int(np.flatnonzero(~np.isfinite(pos))[0])
+            return self._reject(RejectCode.NONFINITE, f"position['{names[bad]}'] = {pos[bad]}")
+        vel = np.asarray(velocity, dtype=float) if nv else None
+        if vel is not None and np.isinf(vel).any():
+            bad = int(np.flatnonzero(np.isinf(vel))[0])
+            return self._reject(RejectCode.NONFINITE, f"velocity['{names[bad]}'] = {vel[bad]}")
+        src, dst = entry.src, entry.dst
+        if stamp_ns:
+            prev = self.stamp_ns[dst]
+            if (prev > stamp_ns).any():
+                bad = int(dst[int(np.argmax(prev > stamp_ns))])
+                return self._reject(RejectCode.OUT_OF_ORDER,
+                                    f"stamp {stamp_ns * 1e-9:.9f} s is older than "
+                                    f"{self.stamp_ns[bad] * 1e-9:.9f} s already received for "
+                                    f"'{self.joint_names[bad]}'")
+
+        # ---- accepted: update in place
+        if vel is None:
+            vel_ok = None
+        else:
+            v = vel if entry.full_identity else vel[src]
+            vel_ok = ~np.isnan(v)
+        if self.require_velocity:
+            if vel_ok is None:
+                # no velocity at all: positions are stored, but no joint becomes complete
+                self.q[dst] = pos[src]
+                self._have_q[dst] = True
+                self.accepted += 1
+                return None
+            if not vel_ok.all():
+                src, dst, v = src[vel_ok], dst[vel_ok], v[vel_ok]
+                vel_ok = None
+        if entry.full_identity and src.size == self.n:
+            self.q[:] = pos
+            if vel is not None:
+                self.qd[:] = vel
+        else:
+            self.q[dst] = pos[src]
+            if vel is not None:
+                self.qd[dst] = v
+        if vel is not None:
+            if vel_ok is None:
+                self._have_qd[dst] = True
+            else:
+                self._have_qd[dst] = vel_ok
+        if ne:
+            eff = np.asarray(effort, dtype=float)
+            self.effort[dst] = eff[src]
+        self._have_q[dst] = True
+        self.stamp_ns[dst] = stamp_ns
+        self.arrival_ns[dst] = arrival_ns
+        if not self._ready:
+            self._ready = bool(self._have_q.all() and (not self.require_velocity or self._have_qd.all()))
+        self.accepted += 1
+        return None
+
+    def update_msg(self, msg, arrival_ns: int) -> Rejection | None:
+        """:meth:`update` from a ``sensor_msgs/JointState`` (duck-typed: ``name``, ``position``, ...)."""
+        st = msg.header.stamp
+        return self.update(msg.name, msg.position, msg.velocity, msg.effort,
+                           stamp_ns=st.sec * 1_000_000_000 + st.nanosec, arrival_ns=arrival_ns)
+
+    # ------------------------------------------------------------------ state queries
+    @property
+    def ready(self) -> bool:
+        """True once every model joint has a position (and a velocity when required)."""
+        return self._ready
+
+    def missing(self) -> list[str]:
+        """Names of the model joints not yet reported (position, or velocity when required)."""
+        have = self._have_q & (self._have_qd if self.require_velocity else True)
+        return [self.joint_names[i] for i in np.flatnonzero(~have)]
+
+    def age(self, now_stamp_ns: int, now_arrival_ns: int) -> float:
+        """Age of the state in s: the oldest joint's age (inf when some joint was never reported).
+
+        Args:
+            now_stamp_ns: "now" on the clock the header stamps use (the node's ROS clock), ns.
+            now_arrival_ns: "now" on the monotonic clock passed as ``arrival_ns`` to :meth:`update`, ns.
+        """
+        if not self._ready:
+            return math.inf
+        stamped = self.stamp_ns != 0
+        ages = np.where(stamped, now_stamp_ns - self.stamp_ns, now_arrival_ns - self.arrival_ns)
+        return float(ages.max()) * 1e-9
+
+    def reset(self) -> None:
+        """Forget the state (e.g. after the model changed); cached orderings and counters are kept."""
+        self.q.fill(np.nan)
+        self.qd.fill(np.nan)
+        self.effort.fill(np.nan)
+        self.stamp_ns.fill(0)
+        self.arrival_ns.fill(-1)
+        self._have_q.fill(False)
+        self._have_qd.fill(False)
+        self._ready = False
+
+    # ------------------------------------------------------------------ outgoing
+    def to_command(self, tau_model: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Reorder a model-order vector ``(n,)`` into command order ``(len(command_joints),)``.
+
+        Writes into ``out`` (default: an array owned by the mapper, reused on every call; copy it if
+        it must outlive the next call).
+        """
+        if out is None:
+            out = self._command_out
+        np.take(tau_model, self.command_index, out=out)
+        return out
+
+    def command_names(self) -> list[str]:
+        """The command joint names (e.g. for a Float64MultiArray layout label)."""
+        return list(self.command_joints)
+
