@@ -25,6 +25,7 @@ Timing semantics (``joint_trajectory_controller``, ros2_control):
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -262,6 +263,7 @@ class PiecewisePolynomialTrajectory:
         ha = np.full(K, accelerations is not None) if has_acceleration is None else np.asarray(has_acceleration,
                                                                                               bool)
         self.times = t
+        self._times_list = t.tolist()
         self.n = n
         self.positions = q
         self.start_time_rel = float(t[0])
@@ -285,17 +287,20 @@ class PiecewisePolynomialTrajectory:
 
     def sample(self, t: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """q (rad), qd (rad/s), qdd (rad/s²), each (n,), at relative time ``t`` (s)."""
-        tt = self.times
+        tt = self._times_list
         if t < tt[0] or t >= tt[-1]:
             z = np.zeros(self.n)
             return self.positions[0 if t < tt[0] else -1].copy(), z, z.copy()
-        k = int(np.searchsorted(tt, t, side="right")) - 1
-        c = self._coef[k]
+        k = bisect_right(tt, t) - 1
         x = t - tt[k]
-        q = c[0] + x * (c[1] + x * (c[2] + x * (c[3] + x * (c[4] + x * c[5]))))
-        qd = c[1] + x * (2 * c[2] + x * (3 * c[3] + x * (4 * c[4] + x * 5 * c[5])))
-        qdd = 2 * c[2] + x * (6 * c[3] + x * (12 * c[4] + x * 20 * c[5]))
-        return q, qd, qdd
+        x2 = x * x
+        x3 = x2 * x
+        # rows: d^r/dτ^r of (1, τ, τ², τ³, τ⁴, τ⁵) for r = 0, 1, 2; one (3, 6) @ (6, n) product
+        basis = np.array(((1.0, x, x2, x3, x3 * x, x3 * x2),
+                          (0.0, 1.0, 2 * x, 3 * x2, 4 * x3, 5 * x3 * x),
+                          (0.0, 0.0, 2.0, 6 * x, 12 * x2, 20 * x3)))
+        out = basis @ self._coef[k]
+        return out[0], out[1], out[2]
 
     def sample_many(self, t) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Vectorized :meth:`sample`: ``t`` (T,) relative times → q, qd, qdd each (T, n)."""
