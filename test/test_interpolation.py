@@ -127,13 +127,13 @@ def test_validation_reorders_into_controller_order():
     m = _msg(names, [(0.5, [3, 1, 2], [30, 10, 20], [300, 100, 200]), (1.25, [6, 4, 5], [], [])],
              stamp=(12, 500_000_000))
     spec = validate_joint_trajectory(m, JOINTS)
-    assert spec.start_time == pytest.approx(12.5)
+    assert spec.start_ns == 12_500_000_000
     np.testing.assert_array_equal(spec.times, [0.5, 1.25])
     np.testing.assert_array_equal(spec.positions, [[1, 2, 3], [4, 5, 6]])
     np.testing.assert_array_equal(spec.velocities[0], [10, 20, 30])
     np.testing.assert_array_equal(spec.accelerations[0], [100, 200, 300])
     assert list(spec.has_velocity) == [True, False] and list(spec.has_acceleration) == [True, False]
-    assert validate_joint_trajectory(_msg(JOINTS, [(1, [0, 0, 0], [], [])]), JOINTS).start_time is None
+    assert validate_joint_trajectory(_msg(JOINTS, [(1, [0, 0, 0], [], [])]), JOINTS).start_ns == 0
 
 
 @pytest.mark.parametrize("names, points, match", [
@@ -224,3 +224,16 @@ def test_executor_without_hold_position_returns_none_until_known():
     assert ex.sample(0.0) is None
     ex.set_hold_position([1, 2, 3])
     np.testing.assert_array_equal(ex.sample(0.0).q, [1, 2, 3])
+
+
+def test_executor_epoch_keeps_nanosecond_stamps_exact():
+    # stamp 1.7e9 s + 123456789 ns: as float epoch seconds this would be off by ~1e-7 s
+    stamp = (1_700_000_000, 123_456_789)
+    epoch_ns = 1_700_000_000 * 10**9
+    ex = TrajectoryExecutor(3, hold_position=[0, 0, 0], epoch_ns=epoch_ns)
+    # linear motion at 1000 rad/s through the start point: a 1e-7 s timing error would be 1e-4 rad
+    ex.submit(_spec([(0.0, [0, 0, 0], [1000, 1000, 1000], [0, 0, 0]),
+                     (1.0, [1000, 1000, 1000], [1000, 1000, 1000], [0, 0, 0])], stamp=stamp), received=0.0)
+    tick_ns = stamp[0] * 10**9 + stamp[1] + 250_000_001
+    s = ex.sample((tick_ns - epoch_ns) * 1e-9)
+    np.testing.assert_allclose(s.q, 1000 * 0.250000001, atol=1e-9)

@@ -66,8 +66,9 @@ class JointTrajectorySpec:
 
     Attributes:
         joint_names: (n,) the controller's joint order (not the message's).
-        start_time: absolute start time (s, the node's clock), or ``None`` for "start on receipt"
-            (``header.stamp`` zero).
+        start_ns: absolute start time (``header.stamp`` in integer ns on the node's clock), or 0 for
+            "start on receipt" (``header.stamp`` zero). Integer ns: a float of epoch seconds would only
+            resolve ~0.2 µs, too coarse to sample a fast trajectory to 1e-9 rad.
         times: (K,) ``time_from_start`` of the points (s), strictly increasing, ≥ 0.
         positions: (K, n) rad.
         velocities: (K, n) rad/s; rows where ``has_velocity`` is False are zeros (not given).
@@ -76,7 +77,7 @@ class JointTrajectorySpec:
     """
 
     joint_names: tuple[str, ...]
-    start_time: float | None
+    start_ns: int
     times: np.ndarray
     positions: np.ndarray
     velocities: np.ndarray
@@ -122,8 +123,11 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
     joint_names = tuple(joint_names)
     n = len(joint_names)
     msg_names = [str(x) for x in msg.joint_names]
-    stamp = duration_to_sec(msg.header.stamp)
-    start_time = None if stamp == 0.0 else stamp
+    try:
+        duration_to_sec(msg.header.stamp)
+    except TrajectoryRejected as exc:
+        raise TrajectoryRejected(f"header.stamp: {exc}") from None
+    start_ns = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
     points = list(msg.points)
 
     seen: dict[str, int] = {}
@@ -139,7 +143,7 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
                                  f"(expected names from {list(joint_names)})")
     if not points:
         empty = np.zeros((0, n))
-        return JointTrajectorySpec(joint_names, start_time, np.zeros(0), empty, empty.copy(), empty.copy(),
+        return JointTrajectorySpec(joint_names, start_ns, np.zeros(0), empty, empty.copy(), empty.copy(),
                                    np.zeros(0, bool), np.zeros(0, bool))
     missing = [name for name in joint_names if name not in seen]
     if missing:
@@ -193,7 +197,7 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
             j = int(order[i])
             raise TrajectoryRejected(f"points[{k}].positions[{j}] (joint '{joint_names[i]}') = {pos[k, i]} rad "
                                      f"is beyond the {name} limit {float(np.asarray(bound)[i])} rad")
-    return JointTrajectorySpec(joint_names, start_time, times, pos, vel, acc, has_v, has_a)
+    return JointTrajectorySpec(joint_names, start_ns, times, pos, vel, acc, has_v, has_a)
 
 
 def _segment_coefficients(h, q0, v0, a0, q1, v1, a1, kind):
@@ -358,17 +362,20 @@ class TrajectoryExecutor:
         n: number of controlled joints.
         hold_position: (n,) initial desired position (rad), held until a trajectory starts; ``None`` means
             "not known yet" (see :meth:`set_hold_position`; :meth:`sample` returns ``None`` until then).
+        epoch_ns: the clock reading (ns) that times passed to :meth:`submit` / :meth:`sample` count from,
+            e.g. the node's start time: keeping the float seconds small keeps them exact to ~1e-15 s.
 
     Usage: :meth:`submit` each validated :class:`JointTrajectorySpec` with the receive time, and call
-    :meth:`sample` once per control tick with the current time (both in seconds of the same clock).
+    :meth:`sample` once per control tick with the current time (both in seconds since ``epoch_ns``).
     A submitted trajectory waits until its start time (``header.stamp``, or the receive time when the
     stamp is zero); from then on it replaces whatever was executing. Its implicit first point is the
     desired state at that instant (so the motion is continuous when the first point is later than 0 s).
     Of several pending trajectories, the latest submitted one wins from its own start time.
     """
 
-    def __init__(self, n: int, hold_position=None):
+    def __init__(self, n: int, hold_position=None, epoch_ns: int = 0):
         self.n = int(n)
+        self.epoch_ns = int(epoch_ns)
         self._hold = None if hold_position is None else np.asarray(hold_position, float).copy()
         self._active: _Active | None = None
         self._pending: list[tuple[float, JointTrajectorySpec]] = []
@@ -383,11 +390,12 @@ class TrajectoryExecutor:
         self._hold = np.asarray(q, float).copy()
 
     def submit(self, spec: JointTrajectorySpec, received: float) -> float:
-        """Queue ``spec``; return its absolute start time (s). Pending trajectories starting at or after it
-        are dropped (the newer message replaces them)."""
+        """Queue ``spec`` received at ``received`` (s since ``epoch_ns``); return its start time (s since
+        ``epoch_ns``). Pending trajectories starting at or after it are dropped (the newer message replaces
+        them)."""
         if len(spec.joint_names) != self.n:
             raise ValueError(f"trajectory has {len(spec.joint_names)} joints; the executor has {self.n}")
-        t_start = received if spec.start_time is None else spec.start_time
+        t_start = received if spec.start_ns == 0 else (spec.start_ns - self.epoch_ns) * 1e-9
         self._pending = [(t, s) for (t, s) in self._pending if t < t_start]
         self._pending.append((t_start, spec))
         self._pending.sort(key=lambda p: p[0])
@@ -426,7 +434,7 @@ class TrajectoryExecutor:
         self._hold = pos[-1].copy()
 
     def sample(self, now: float) -> DesiredState | None:
-        """Desired state (q, qd, qdd; (n,) each) at absolute time ``now`` (s); ``None`` while nothing is
+        """Desired state (q, qd, qdd; (n,) each) at ``now`` (s since ``epoch_ns``); ``None`` while nothing is
         known (no hold position and no trajectory started yet)."""
         while self._pending and self._pending[0][0] <= now:
             t_start, spec = self._pending.pop(0)
