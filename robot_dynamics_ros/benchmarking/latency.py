@@ -1,0 +1,612 @@
+"""Joint-state -> command latency of the control path, measured over real DDS.
+
+What is measured (one *scenario*):
+
+- A publisher thread sends ``sensor_msgs/JointState`` for the 7 arm joints of a Panda at a fixed rate
+  (default 1 kHz), names in reversed URDF order (joint order is by name, so the node under test must map
+  them). Every message carries a distinct pose ``q_k`` (a smooth multi-sine around a demo pose) and its send
+  time (``time.time_ns()``, the ROS system clock) in ``header.stamp``.
+- The node under test turns it into a ``std_msgs/Float64MultiArray`` command: either a bare rclpy relay
+  (positions copied, no dynamics: the baseline) or our gravity-compensation node.
+- A receiver node stores the arrival time (``time.time_ns()``) and the data of every command.
+- Afterwards every command is matched to the message it answers by its *value*: the relay must return
+  ``q_k``, the gravity node ``g(q_k)`` computed here with Pinocchio directly (independent of the node's
+  code). The matched sequence number gives the latency ``t_arrival - t_send``, the messages never answered
+  (``dropped``) and the largest deviation of a command from the expected value (``max_output_error``).
+  Commands not matching any message within tolerance are counted as ``unmatched``.
+
+CPU of the node under test: in-process, the CPU time of the whole process (``/proc/self/stat``, utime +
+stime: executor thread(s), DDS threads) minus the publisher thread's own (``/proc/self/task/<tid>/stat``);
+it therefore includes the receiver's callbacks. Across two processes, the child process's CPU time from
+``/proc/<pid>/stat`` (all its threads). Both are divided by the wall time of the measurement window
+(``cpu_percent``, 100 = one core) and by the number of commands (``cpu_ms_per_1000_msgs``). The kernel
+counts in clock ticks (10 ms), so short windows are coarse.
+
+Isolation: the caller gives the process its own ``ROS_DOMAIN_ID`` and localhost discovery
+(:func:`isolate_dds`); each scenario uses its own ``rclpy.Context`` and topic names.
+"""
+from __future__ import annotations
+
+import array
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+#: the node-under-test kinds :func:`make_node_under_test` knows
+NODE_KINDS = ("relay", "gravity")
+#: executor kinds :func:`make_executor` knows
+EXECUTOR_KINDS = ("single", "multi", "events")
+TOPOLOGIES = ("inproc", "twoproc")
+
+ROBOT = "panda"
+JOINT_STATES_TOPIC = "joint_states"
+COMMAND_TOPIC = "bench_effort_controller/commands"
+#: a command matches the expected value when every component is within this (rad or N·m)
+MATCH_TOL = 1e-6
+
+
+# --------------------------------------------------------------------------------------------- environment
+def isolate_dds(domain_id: int | None = None) -> int:
+    """Give this process (and its children) its own ROS_DOMAIN_ID and localhost-only discovery.
+
+    Must run before ``rclpy.init``. Keeps an already set ``ROS_DOMAIN_ID`` unless ``domain_id`` is given.
+    Also sets ``MALLOC_TOP_PAD_`` (64 MiB) for children when unset (glibc trimming slows numpy code; see
+    shared/NOTES.md, "Benchmarks"). Returns the domain id in use.
+    """
+    if domain_id is not None:
+        os.environ["ROS_DOMAIN_ID"] = str(domain_id)
+    elif "ROS_DOMAIN_ID" not in os.environ:
+        os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(101, 200))
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    os.environ.setdefault("MALLOC_TOP_PAD_", "67108864")
+    return int(os.environ["ROS_DOMAIN_ID"])
+
+
+def machine_description() -> dict:
+    """CPU model, core count, kernel, Python, rclpy and RMW, load average: what a result table needs."""
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        from importlib.metadata import version
+
+        rclpy_version = version("rclpy")
+    except Exception:  # noqa: BLE001 - informational only
+        rclpy_version = "unknown"
+    try:
+        from rclpy.utilities import get_rmw_implementation_identifier
+
+        rmw = get_rmw_implementation_identifier()
+    except Exception:  # noqa: BLE001
+        rmw = "unknown"
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "rclpy": rclpy_version,
+        "rmw": rmw,
+        "loadavg_1min_at_start": round(os.getloadavg()[0], 2),
+        "malloc_top_pad": os.environ.get("MALLOC_TOP_PAD_"),
+    }
+
+
+def cpu_seconds(pid: int | str = "self", tid: int | None = None) -> float:
+    """User + system CPU time (s) of a process (all threads) or of one of its threads, from /proc."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # fields[0] is field 3 (state); utime and stime are fields 14 and 15 (1-based) of the stat line
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------------------------------------------ the robot
+@dataclass(frozen=True)
+class ProbeRobot:
+    """The arm the benchmark drives: URDF path, joint names (URDF order), held joints, base pose."""
+
+    urdf: str
+    joint_names: tuple[str, ...]
+    held_joints: dict[str, float]
+    base_pose: np.ndarray
+
+    @classmethod
+    def panda(cls) -> ProbeRobot:
+        from robot_dynamics_ros.robots import ROBOTS
+
+        entry = ROBOTS[ROBOT]
+        names = tuple(f"panda_joint{i}" for i in range(1, 8))
+        return cls(str(entry.path), names, dict(entry.held_joints),
+                   np.array([entry.demo_pose[n] for n in names]))
+
+
+def probe_positions(robot: ProbeRobot, count: int) -> np.ndarray:
+    """(count, n) joint positions (rad), one distinct pose per message, in ``robot.joint_names`` order.
+
+    A multi-sine around the base pose, 0.25 rad amplitude, a different prime period per joint, so that
+    consecutive poses differ by ~1e-3 rad in every joint and no pose repeats within thousands of messages.
+    """
+    k = np.arange(count, dtype=float)[:, None]
+    periods = np.array([997.0, 1009.0, 1013.0, 1019.0, 1021.0, 1031.0, 1033.0, 1039.0, 1049.0])[: robot.base_pose.size]
+    phases = np.linspace(0.0, 2.0, robot.base_pose.size)
+    return robot.base_pose[None, :] + 0.25 * np.sin(2.0 * np.pi * k / periods[None, :] + phases[None, :])
+
+
+def expected_gravity(robot: ProbeRobot, q: np.ndarray) -> np.ndarray:
+    """g(q) (N·m), (count, n) for (count, n) positions: Pinocchio's ``computeGeneralizedGravity`` directly.
+
+    Held joints (Panda fingers) at their catalogue values. Independent of the package's own dynamics code.
+    """
+    import pinocchio as pin
+
+    model = pin.buildModelFromUrdf(robot.urdf)
+    data = model.createData()
+    qfull = pin.neutral(model)
+    for name, value in robot.held_joints.items():
+        if model.existJointName(name):
+            qfull[model.joints[model.getJointId(name)].idx_q] = value
+    idx_q = [model.joints[model.getJointId(n)].idx_q for n in robot.joint_names]
+    idx_v = [model.joints[model.getJointId(n)].idx_v for n in robot.joint_names]
+    out = np.empty_like(q)
+    for i, row in enumerate(q):
+        qfull[idx_q] = row
+        out[i] = pin.computeGeneralizedGravity(model, data, qfull)[idx_v]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the nodes
+def make_executor(kind: str, context):
+    """An rclpy executor of the given kind ('single', 'multi', 'events') bound to ``context``."""
+    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
+
+    if kind == "single":
+        return SingleThreadedExecutor(context=context)
+    if kind == "multi":
+        return MultiThreadedExecutor(context=context)
+    if kind == "events":
+        from rclpy.experimental import EventsExecutor
+
+        return EventsExecutor(context=context)
+    raise ValueError(f"executor '{kind}': not one of {EXECUTOR_KINDS}")
+
+
+def make_relay(context, *, input_topic: str = JOINT_STATES_TOPIC, output_topic: str = COMMAND_TOPIC):
+    """The baseline: a bare rclpy node, JointState in -> Float64MultiArray (its positions) out, no dynamics.
+
+    QoS: reliable, keep last 10, both ways (the same as the gravity node's defaults).
+    """
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    class Relay(Node):
+        def __init__(self):
+            super().__init__("bench_relay", context=context)
+            self._out = Float64MultiArray()
+            self._pub = self.create_publisher(Float64MultiArray, output_topic, 10)
+            self.create_subscription(JointState, input_topic, self._on_joint_state, 10)
+
+        def _on_joint_state(self, msg):
+            self._out.data = msg.position
+            self._pub.publish(self._out)
+
+    return Relay()
+
+
+def make_gravity_node(context, robot: ProbeRobot, *, input_topic: str = JOINT_STATES_TOPIC,
+                      output_topic: str = COMMAND_TOPIC):
+    """Our gravity-compensation node, configured for ``robot`` and the benchmark's topics."""
+    from rclpy.parameter import Parameter
+
+    from robot_dynamics_ros.nodes import gravity_compensation as gc
+
+    overrides = [
+        Parameter("urdf_path", value=robot.urdf),
+        Parameter("joints", value=list(robot.joint_names)),
+        Parameter("held_joints", value=list(robot.held_joints)),
+        Parameter("held_positions", value=[float(v) for v in robot.held_joints.values()]),
+        Parameter("joint_states_topic", value=input_topic),
+        Parameter("command_topic", value=output_topic),
+    ]
+    return gc.GravityCompensationNode(context=context, parameter_overrides=overrides)
+
+
+def make_node_under_test(kind: str, context, robot: ProbeRobot):
+    if kind == "relay":
+        return make_relay(context)
+    if kind == "gravity":
+        return make_gravity_node(context, robot)
+    raise ValueError(f"node '{kind}': not one of {NODE_KINDS}")
+
+
+class _Spinner:
+    """Spins an executor in a background thread until :meth:`stop`."""
+
+    def __init__(self, executor, context):
+        self._executor = executor
+        self._context = context
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-spin", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self._context.ok():
+            self._executor.spin_once(timeout_sec=0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+
+class StampedPublisher:
+    """A thread that publishes the probe poses at ``rate_hz`` with the send time in ``header.stamp``.
+
+    Deadlines are absolute (``t0 + k / rate``), so a late wake-up does not lower the average rate.
+    ``send_ns[k]`` holds the ``time.time_ns()`` written into message k (0 = not sent).
+    """
+
+    def __init__(self, node, topic: str, names: tuple[str, ...], positions: np.ndarray, rate_hz: float,
+                 *, mark: int = 0, cpu_probe: Callable[[], float] = lambda: 0.0):
+        from sensor_msgs.msg import JointState
+
+        self._pub = node.create_publisher(JointState, topic, 10)
+        self._names = list(names)
+        # message order is the reverse of URDF order: the node under test must map by name
+        self._rows = [array.array("d", row[::-1]) for row in positions]
+        self._rate = float(rate_hz)
+        self._mark = mark
+        self._cpu_probe = cpu_probe
+        #: (cpu_probe(), this thread's CPU time, time.monotonic()) when message ``mark`` is due and at the end
+        self.at_mark: tuple[float, float, float] | None = None
+        self.at_end: tuple[float, float, float] | None = None
+        self.send_ns = np.zeros(len(positions), dtype=np.int64)
+        self.count = 0
+        self.tid: int | None = None
+        self._stop = threading.Event()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-publisher", daemon=True)
+
+    @property
+    def publisher(self):
+        return self._pub
+
+    def start(self) -> None:
+        self._thread.start()
+        self._started.wait(5.0)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        from sensor_msgs.msg import JointState
+
+        self.tid = threading.get_native_id()
+        self._started.set()
+        msg = JointState()
+        msg.name = self._names[::-1]
+        msg.header.frame_id = "bench"
+        zeros = array.array("d", [0.0] * len(self._names))
+        msg.velocity = zeros
+        period_ns = 1e9 / self._rate
+        t0 = time.monotonic_ns()
+        send_ns = self.send_ns
+        for k, row in enumerate(self._rows):
+            if self._stop.is_set():
+                break
+            if k == self._mark:
+                self.at_mark = (self._cpu_probe(), time.thread_time(), time.monotonic())
+            wait = t0 + int(k * period_ns) - time.monotonic_ns()
+            if wait > 0:
+                time.sleep(wait * 1e-9)
+            now = time.time_ns()
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
+            msg.position = row
+            self._pub.publish(msg)
+            send_ns[k] = now
+            self.count = k + 1
+        self.at_end = (self._cpu_probe(), time.thread_time(), time.monotonic())
+
+
+def make_receiver(context, topic: str = COMMAND_TOPIC):
+    """A node that records ``(time.time_ns(), data)`` of every command, nothing else in the callback."""
+    from rclpy.node import Node
+    from std_msgs.msg import Float64MultiArray
+
+    class Receiver(Node):
+        def __init__(self):
+            super().__init__("bench_receiver", context=context)
+            self.arrival_ns: list[int] = []
+            self.data: list = []
+            self.sub = self.create_subscription(Float64MultiArray, topic, self._on_command, 1000)
+
+        def _on_command(self, msg):
+            self.arrival_ns.append(time.time_ns())
+            self.data.append(msg.data)
+
+    return Receiver()
+
+
+# -------------------------------------------------------------------------------------------- the analysis
+def match_outputs(outputs: np.ndarray, expected: np.ndarray, *, back: int = 64, forward: int = 2048,
+                  tol: float = MATCH_TOL) -> tuple[np.ndarray, np.ndarray]:
+    """Sequence number of the expected row each output equals, searching a window around the last match.
+
+    Returns ``(seq, err)``: ``seq[i]`` is the matched row (-1 if no row is within ``tol``, max-norm) and
+    ``err[i]`` the max-norm distance to the nearest row found. The first output and any output after a
+    failed match are searched against all rows.
+    """
+    m = len(outputs)
+    seq = np.full(m, -1, dtype=np.int64)
+    err = np.full(m, np.inf)
+    ptr = None
+    for i in range(m):
+        out = outputs[i]
+        if not np.all(np.isfinite(out)):
+            continue
+        lo, hi = (0, len(expected)) if ptr is None else (max(0, ptr - back), min(len(expected), ptr + forward))
+        d = np.abs(expected[lo:hi] - out).max(axis=1)
+        k = int(np.argmin(d))
+        if d[k] > tol and ptr is not None:  # out of the window: search everywhere
+            lo, hi = 0, len(expected)
+            d = np.abs(expected - out).max(axis=1)
+            k = int(np.argmin(d))
+        err[i] = d[k]
+        if d[k] <= tol:
+            seq[i] = lo + k
+            ptr = lo + k + 1
+    return seq, err
+
+
+def summarize(send_ns: np.ndarray, window: tuple[int, int], arrival_ns: np.ndarray, seq: np.ndarray,
+              err: np.ndarray) -> dict:
+    """Latency percentiles (µs), dropped/unmatched/duplicate counts and output rate for seqs in ``window``."""
+    first, last = window  # message indices [first, last) are measured
+    in_window = (seq >= first) & (seq < last)
+    seq_w = seq[in_window]
+    lat_us = (arrival_ns[in_window] - send_ns[seq_w]) / 1e3
+    answered = np.unique(seq_w)
+    sent = last - first
+    span_s = max((send_ns[last - 1] - send_ns[first]) / 1e9, 1e-9) if sent > 1 else 1e-9
+    sent_rate = (sent - 1) / span_s if sent > 1 else 0.0
+    if lat_us.size:
+        p50, p99, p999 = np.percentile(lat_us, [50, 99, 99.9])
+        stats = {"p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
+                 "p999_us": round(float(p999), 1), "max_us": round(float(lat_us.max()), 1),
+                 "mean_us": round(float(lat_us.mean()), 1), "min_us": round(float(lat_us.min()), 1)}
+    else:
+        stats = {k: None for k in ("p50_us", "p99_us", "p999_us", "max_us", "mean_us", "min_us")}
+    matched_err = err[in_window]
+    return {
+        **stats,
+        "sent": int(sent),
+        "received": int(in_window.sum()),
+        "dropped": int(sent - answered.size),
+        "duplicates": int(seq_w.size - answered.size),
+        "unmatched": int((seq < 0).sum()),
+        "sent_rate_hz": round(sent_rate, 1),
+        # commands answered per second of sending: equals sent_rate_hz when nothing is dropped
+        "sustained_rate_hz": round(sent_rate * answered.size / sent, 1) if sent > 1 else 0.0,
+        "max_output_error": float(matched_err.max()) if matched_err.size else None,
+    }
+
+
+# --------------------------------------------------------------------------------------------- a scenario
+@dataclass
+class Scenario:
+    """One measurement: which node, executor, process topology, rate, duration and background load."""
+
+    node: str = "relay"
+    executor: str = "events"
+    topology: str = "inproc"
+    rate_hz: float = 1000.0
+    duration_s: float = 10.0
+    warmup_s: float = 1.0
+    load: str | None = None  # None or "retiming"
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        base = f"{self.node}-{self.topology}-{self.executor}"
+        if self.rate_hz != 1000.0:
+            base += f"-{int(self.rate_hz)}hz"
+        if self.load:
+            base += f"-{self.load}"
+        return self.label or base
+
+
+@dataclass
+class ScenarioResult:
+    name: str
+    scenario: dict
+    stats: dict = field(default_factory=dict)
+    cpu_percent: float | None = None
+    cpu_ms_per_1000_msgs: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, **self.scenario, **self.stats, "cpu_percent": self.cpu_percent,
+                "cpu_ms_per_1000_msgs": self.cpu_ms_per_1000_msgs, **self.extra}
+
+
+def _wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    t_end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > t_end:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def _child_command(sc: Scenario) -> list[str]:
+    return [sys.executable, "-m", "robot_dynamics_ros.benchmarking.latency", "serve",
+            "--node", sc.node, "--executor", sc.executor]
+
+
+def run_scenario(sc: Scenario, robot: ProbeRobot | None = None, *, load_factory=None) -> ScenarioResult:
+    """Run one scenario over real DDS and return its statistics (see the module docstring).
+
+    ``load_factory(context)`` (optional) returns an object with ``start()``, ``stop() -> dict`` that runs
+    the background load (e.g. back-to-back retiming requests) during the measurement window.
+    """
+    import rclpy
+
+    robot = robot or ProbeRobot.panda()
+    n_warm = int(round(sc.warmup_s * sc.rate_hz))
+    n_meas = int(round(sc.duration_s * sc.rate_hz))
+    positions = probe_positions(robot, n_warm + n_meas)
+    expected = positions[:, ::-1] if sc.node == "relay" else expected_gravity(robot, positions)
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
+    child = None
+    nodes = []
+    spinner = None
+    load = None
+    try:
+        executor = make_executor(sc.executor, ctx)
+        if sc.topology == "inproc":
+            nut = make_node_under_test(sc.node, ctx, robot)
+            nodes.append(nut)
+            executor.add_node(nut)
+        else:
+            child = subprocess.Popen(_child_command(sc), stdout=subprocess.PIPE, text=True,
+                                     env=dict(os.environ))
+            line = child.stdout.readline()
+            if not line.startswith("READY"):
+                raise RuntimeError(f"node-under-test process did not start (said {line!r}, "
+                                   f"exit {child.poll()})")
+        receiver = make_receiver(ctx)
+        nodes.append(receiver)
+        executor.add_node(receiver)
+        from rclpy.node import Node
+
+        pub_node = Node("bench_joint_state_publisher", context=ctx)
+        nodes.append(pub_node)
+        if child is not None:
+            pid = child.pid
+
+            def cpu_probe() -> float:
+                return cpu_seconds(pid)
+        else:
+            cpu_probe = cpu_seconds
+        publisher = StampedPublisher(pub_node, JOINT_STATES_TOPIC, robot.joint_names, positions, sc.rate_hz,
+                                     mark=n_warm, cpu_probe=cpu_probe)
+        spinner = _Spinner(executor, ctx)
+        spinner.start()
+        _wait_for(lambda: publisher.publisher.get_subscription_count() >= 1
+                  and receiver.count_publishers(COMMAND_TOPIC) >= 1, 20.0, "DDS discovery")
+        time.sleep(0.2)
+        if load_factory is not None:
+            load = load_factory(ctx)
+            load.start()
+        publisher.start()
+        publisher.join(timeout=sc.warmup_s + sc.duration_s + 30.0)
+        if publisher.at_mark is None or publisher.at_end is None:
+            raise RuntimeError("the publisher thread did not finish its messages")
+        (p0, th0, t0), (p1, th1, t1) = publisher.at_mark, publisher.at_end
+        wall = t1 - t0
+        # in-process the publisher thread's own CPU is not the node's: subtract it
+        cpu = (p1 - p0) if child is not None else (p1 - p0) - (th1 - th0)
+        time.sleep(0.3)  # stragglers
+        load_info = load.stop() if load is not None else {}
+        load = None
+        spinner.stop()
+        spinner = None
+        arrival = np.array(receiver.arrival_ns, dtype=np.int64)
+        n_out = len(receiver.data)
+        outputs = np.array([np.asarray(d) for d in receiver.data[:n_out]]).reshape(n_out, -1) \
+            if n_out else np.zeros((0, expected.shape[1]))
+        arrival = arrival[:n_out]
+        if outputs.shape[1] != expected.shape[1]:
+            raise RuntimeError(f"node '{sc.node}' published {outputs.shape[1]} values, expected "
+                               f"{expected.shape[1]}")
+        seq, err = match_outputs(outputs, expected)
+        stats = summarize(publisher.send_ns, (n_warm, publisher.count), arrival, seq, err)
+        result = ScenarioResult(sc.name, {k: v for k, v in asdict(sc).items() if k != "label"}, stats)
+        result.cpu_percent = round(100.0 * cpu / wall, 1)
+        result.cpu_ms_per_1000_msgs = round(cpu * 1e6 / max(stats["received"], 1), 1)
+        result.extra["cpu_measured_as"] = ("child process (all threads)" if child else
+                                           "process minus publisher thread (node + receiver + DDS threads)")
+        if load_info:
+            result.extra["load"] = load_info
+        return result
+    finally:
+        if load is not None:
+            load.stop()
+        if spinner is not None:
+            spinner.stop()
+        if child is not None:
+            _stop_child(child)
+        for n in nodes:
+            n.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
+def _stop_child(child: subprocess.Popen) -> None:
+    if child.poll() is None:
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(timeout=5.0)
+
+
+# ------------------------------------------------------------------------------------- child process entry
+def serve(node_kind: str, executor_kind: str) -> int:
+    """Run one node under test with the given executor until SIGINT (the two-process scenarios' child)."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = make_node_under_test(node_kind, ctx, ProbeRobot.panda())
+    executor = make_executor(executor_kind, ctx)
+    executor.add_node(node)
+    print("READY", flush=True)
+    try:
+        while ctx.ok():
+            executor.spin_once(timeout_sec=0.1)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+    return 0
+
+
+def _main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description="latency benchmark helper (child process)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve")
+    s.add_argument("--node", choices=NODE_KINDS, required=True)
+    s.add_argument("--executor", choices=EXECUTOR_KINDS, required=True)
+    args = p.parse_args(argv)
+    return serve(args.node, args.executor)
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
