@@ -1,0 +1,303 @@
+"""RobotModel: what the engines and nodes need from a URDF, in one place.
+
+A :class:`RobotModel` wraps our own reading of the URDF (:class:`~robot_dynamics_ros.description.RobotDescription`)
+and fixes the things every consumer must agree on:
+
+* the **actuated joints** ``joint_names`` — revolute, continuous and prismatic joints that are neither
+  held fixed nor mimic joints, in URDF tree order (depth-first from the root link). Every array of the
+  engines (q, qd, qdd, tau, rows/columns of M and C) is in this order; messages are mapped by name;
+* **mimic joints** are followed: ``q_mimic = multiplier · q_master + offset``. Their torque is carried by
+  the master joint (virtual work: ``tau_master += multiplier · tau_mimic``);
+* **held joints** (e.g. gripper fingers) are welded at a given value; a mimic joint of a held joint is held;
+* limits: position, velocity, effort from the URDF, acceleration (and overrides) from a MoveIt-style
+  ``joint_limits.yaml``; ``damping``/``friction`` from URDF ``<dynamics>``;
+* ``gravity`` (m/s², in the root link frame) and a **payload** on a named link, both changeable at run
+  time; each change bumps ``version`` so the engines update their cached models.
+
+Floating-base robots are rejected (by :mod:`robot_dynamics_ros.description`).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+from robot_dynamics_ros.description import RobotDescription, check_inertia, read_urdf_text
+from robot_dynamics_ros.errors import URDFError, UserError
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A rigid payload attached to ``link``.
+
+    Attributes:
+        link: name of the link carrying it.
+        mass: kg, ≥ 0.
+        com: (3,) centre of mass in the link frame, m.
+        inertia: (3, 3) inertia about the centre of mass, link-frame axes, kg·m².
+    """
+
+    link: str
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+
+
+class RobotModel:
+    """A fixed-base robot loaded from a URDF, with held joints, payload, gravity and limits.
+
+    Build with :meth:`from_urdf`. Attributes (arrays are (n,) in ``joint_names`` order, inf where unknown):
+
+    * ``description`` (:class:`RobotDescription`), ``urdf_xml`` (the URDF text it was built from);
+    * ``joint_names`` (tuple), ``n``, ``index`` (name -> position);
+    * ``lower``, ``upper`` (rad or m), ``velocity_limit`` (rad/s or m/s), ``effort_limit`` (N·m or N),
+      ``acceleration_limit`` (rad/s² or m/s²), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
+    * ``gravity`` (3,) m/s² in the root link frame (settable); ``held_joints`` (read-only mapping);
+    * ``payload`` (:class:`Payload` or None); ``version`` (int, bumped on every change);
+    * ``moving_joint_names``: actuated and mimic joints (everything that moves), tree order, with
+      ``mimic_source`` (index into ``joint_names``), ``mimic_multiplier`` and ``mimic_offset`` such that
+      ``q_moving = mimic_multiplier * q[mimic_source] + mimic_offset`` (:meth:`expand`).
+    """
+
+    def __init__(self, description: RobotDescription, urdf_xml: str, *,
+                 held_joints: Mapping[str, float] | None = None, gravity=(0.0, 0.0, -9.81),
+                 joint_limits: str | Path | Mapping | None = None):
+        self.description = description
+        self.urdf_xml = urdf_xml
+        d = description
+        self._held = d.resolve_held(dict(held_joints or {}))
+        self.held_joints: Mapping[str, float] = MappingProxyType(self._held)
+        moving = [jn for jn in d.moving_joints if jn not in self._held]
+        self.joint_names: tuple[str, ...] = tuple(jn for jn in moving if d.joints[jn].mimic is None)
+        self.n = len(self.joint_names)
+        self.index: Mapping[str, int] = MappingProxyType({jn: i for i, jn in enumerate(self.joint_names)})
+        if self.n == 0:
+            raise URDFError(f"URDF {d.source}: no actuated joints (every moving joint is held, mimic or "
+                            "fixed)")
+        # mimic map: q_moving = multiplier * q[source] + offset (chains of mimics are composed)
+        self.moving_joint_names: tuple[str, ...] = tuple(moving)
+        src, mult, off = [], [], []
+        for jn in moving:
+            m_, o_ = 1.0, 0.0
+            j = d.joints[jn]
+            while j.mimic is not None:  # q_j = mul * q_master + off, compose down to an actuated joint
+                m_, o_ = m_ * j.mimic.multiplier, m_ * j.mimic.offset + o_
+                j = d.joints[j.mimic.joint]
+            src.append(self.index[j.name])
+            mult.append(m_)
+            off.append(o_)
+        self.mimic_source = np.array(src, dtype=np.int64)
+        self.mimic_multiplier = np.array(mult)
+        self.mimic_offset = np.array(off)
+        self.has_mimic = len(moving) != self.n
+
+        joints = [d.joints[jn] for jn in self.joint_names]
+        self.lower = np.array([j.lower for j in joints], dtype=float)
+        self.upper = np.array([j.upper for j in joints], dtype=float)
+        self.velocity_limit = np.array([j.velocity for j in joints], dtype=float)
+        self.effort_limit = np.array([j.effort for j in joints], dtype=float)
+        self.acceleration_limit = np.full(self.n, np.inf)
+        self.damping = np.array([j.damping for j in joints], dtype=float)
+        self.friction = np.array([j.friction for j in joints], dtype=float)
+        self.joint_types: tuple[str, ...] = tuple(j.type for j in joints)
+        if joint_limits is not None:
+            self._apply_joint_limits(joint_limits)
+        self._check_mass()
+        self._gravity = np.zeros(3)
+        self._payload: Payload | None = None
+        self._version = 0
+        self.gravity = gravity
+        self._reduced_urdf: str | None = None
+
+    # ----------------------------------------------------------------------------------------------
+    @classmethod
+    def from_urdf(cls, source: str | Path, *, held_joints: Mapping[str, float] | None = None,
+                  gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None) -> RobotModel:
+        """Load a fixed-base robot.
+
+        Args:
+            source: a URDF file path, or the URDF XML text itself.
+            held_joints: joint name -> value (rad or m) to weld (e.g. ``{"panda_finger_joint1": 0.02}``).
+            gravity: (3,) m/s² in the root link frame.
+            joint_limits: a MoveIt ``joint_limits.yaml`` path or its loaded mapping (with or without the
+                top-level ``joint_limits`` key): ``max_acceleration`` (when ``has_acceleration_limits``)
+                fills ``acceleration_limit``; ``max_velocity``/``max_effort``/``min_position``/
+                ``max_position`` override the URDF when their ``has_*`` flag is true.
+
+        Raises:
+            URDFError: invalid URDF (naming the link/joint), a moving actuated joint whose subtree has no
+                mass or inertia (M(q) would be singular), bad held joint.
+            UserError: bad joint_limits file or values, bad gravity.
+        """
+        text, _ = read_urdf_text(source)
+        description = RobotDescription.from_urdf(source)
+        return cls(description, text, held_joints=held_joints, gravity=gravity, joint_limits=joint_limits)
+
+    # ----------------------------------------------------------------------------------------------
+    def _check_mass(self) -> None:
+        """Each actuated joint (with its mimic followers) must move some mass or inertia, else M is singular."""
+        d = self.description
+        for i, jn in enumerate(self.joint_names):
+            links: set[str] = set()
+            for k, mj in enumerate(self.moving_joint_names):
+                if self.mimic_source[k] == i:
+                    links.update(d.subtree_links(mj))
+            if all(d.links[ln].inertial.is_empty for ln in links):
+                raise URDFError(f"URDF {d.source}: joint '{jn}' moves links {sorted(links)} that carry no mass "
+                                "or inertia, so the mass matrix M(q) is singular; give them an <inertial> "
+                                "or hold the joint fixed")
+
+    def _apply_joint_limits(self, joint_limits) -> None:
+        where = "joint_limits"
+        if isinstance(joint_limits, (str, Path)):
+            import yaml
+
+            where = str(joint_limits)
+            try:
+                with open(joint_limits, encoding="utf-8") as fh:
+                    data = yaml.safe_load(fh)
+            except FileNotFoundError:
+                raise UserError(f"joint_limits '{joint_limits}': no such file") from None
+            except (OSError, yaml.YAMLError) as exc:
+                raise UserError(f"joint_limits '{joint_limits}': cannot read: {exc}") from None
+        else:
+            data = joint_limits
+        if not isinstance(data, Mapping):
+            raise UserError(f"{where}: expected a mapping of joint names, got {type(data).__name__}")
+        if "joint_limits" in data:
+            data = data["joint_limits"]
+        if not isinstance(data, Mapping):
+            raise UserError(f"{where}: 'joint_limits' must be a mapping of joint names")
+        fields = {"max_acceleration": ("has_acceleration_limits", self.acceleration_limit),
+                  "max_velocity": ("has_velocity_limits", self.velocity_limit),
+                  "max_effort": ("has_effort_limits", self.effort_limit),
+                  "min_position": ("has_position_limits", self.lower),
+                  "max_position": ("has_position_limits", self.upper)}
+        for jn, entry in data.items():
+            if jn not in self.description.joints:
+                raise UserError(f"{where}: joint '{jn}' is not a joint of {self.description.name}")
+            if jn not in self.index:  # held, mimic or fixed: nothing to limit
+                continue
+            if not isinstance(entry, Mapping):
+                raise UserError(f"{where}: joint '{jn}': expected a mapping, got {entry!r}")
+            i = self.index[jn]
+            for key, (flag, arr) in fields.items():
+                if key not in entry or not entry.get(flag, False):
+                    continue
+                try:
+                    v = float(entry[key])
+                except (TypeError, ValueError):
+                    raise UserError(f"{where}: joint '{jn}' {key}={entry[key]!r} is not a number") from None
+                if math.isnan(v) or (key.startswith("max_") and key != "max_position" and v <= 0):
+                    raise UserError(f"{where}: joint '{jn}' {key}={v} must be a positive number")
+                arr[i] = v
+            if self.lower[i] > self.upper[i]:
+                raise UserError(f"{where}: joint '{jn}' min_position {self.lower[i]} > max_position "
+                                f"{self.upper[i]}")
+
+    # ----------------------------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """Bumped on every change of gravity or payload, so engines know to update."""
+        return self._version
+
+    @property
+    def gravity(self) -> np.ndarray:
+        """(3,) gravitational acceleration in the root link frame, m/s² (a copy; assign to change)."""
+        return self._gravity.copy()
+
+    @gravity.setter
+    def gravity(self, value) -> None:
+        g = np.asarray(value, dtype=float)
+        if g.shape != (3,) or not np.all(np.isfinite(g)):
+            raise UserError(f"gravity: expected 3 finite numbers (m/s²), got {np.asarray(value).tolist()}")
+        self._gravity = g.copy()
+        self._version += 1
+
+    @property
+    def payload(self) -> Payload | None:
+        return self._payload
+
+    def set_payload(self, link: str, mass: float, com=(0.0, 0.0, 0.0),
+                    inertia=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))) -> None:
+        """Attach a rigid payload to ``link`` (replacing any previous payload).
+
+        Args:
+            link: a link name of the URDF.
+            mass: kg, ≥ 0.
+            com: (3,) centre of mass in the link frame, m.
+            inertia: (3, 3) about the centre of mass, link-frame axes, kg·m² (physical: PSD, triangle
+                inequality); a point mass by default.
+
+        Raises:
+            UserError: unknown link, negative/non-finite mass, bad com, non-physical inertia.
+        """
+        if link not in self.description.links:
+            raise UserError(f"payload link '{link}' is not a link of {self.description.name}")
+        m = float(mass)
+        if not math.isfinite(m) or m < 0:
+            raise UserError(f"payload mass {mass} kg must be finite and ≥ 0")
+        c = np.asarray(com, dtype=float)
+        if c.shape != (3,) or not np.all(np.isfinite(c)):
+            raise UserError(f"payload com: expected 3 finite numbers (m), got {np.asarray(com).tolist()}")
+        inertia_arr = np.asarray(inertia, dtype=float)
+        if inertia_arr.shape == (6,):  # ixx ixy ixz iyy iyz izz
+            a = inertia_arr
+            inertia_arr = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
+        try:
+            check_inertia(inertia_arr, "payload")
+        except URDFError as exc:
+            raise UserError(str(exc)) from None
+        self._payload = Payload(link, m, c.copy(), inertia_arr.copy())
+        self._version += 1
+
+    def clear_payload(self) -> None:
+        """Remove the payload (no-op when none)."""
+        if self._payload is not None:
+            self._payload = None
+            self._version += 1
+
+    # ----------------------------------------------------------------------------------------------
+    def neutral(self) -> np.ndarray:
+        """(n,) a reference configuration: 0 clipped into the position limits (rad or m)."""
+        return np.clip(np.zeros(self.n), self.lower, self.upper)
+
+    def random_configuration(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        """Uniform random q within the position limits ((n,) or (size, n)); unbounded joints in [-π, π]."""
+        lo = np.where(np.isfinite(self.lower), self.lower, -np.pi)
+        hi = np.where(np.isfinite(self.upper), self.upper, np.pi)
+        shape = (self.n,) if size is None else (size, self.n)
+        return rng.uniform(lo, hi, size=shape)
+
+    def expand(self, q: np.ndarray) -> np.ndarray:
+        """Positions of all moving joints (``moving_joint_names``) from actuated q: (..., n) -> (..., n_moving).
+
+        Mimic joints get ``multiplier · q_master + offset``. For velocities/accelerations use
+        :meth:`expand_rate` (no offset).
+        """
+        return np.asarray(q)[..., self.mimic_source] * self.mimic_multiplier + self.mimic_offset
+
+    def expand_rate(self, qd: np.ndarray) -> np.ndarray:
+        """Velocities (or accelerations) of all moving joints from actuated ones (offset-free)."""
+        return np.asarray(qd)[..., self.mimic_source] * self.mimic_multiplier
+
+    @property
+    def mimic_matrix(self) -> np.ndarray:
+        """(n_moving, n) G with q_moving = G q + mimic_offset; generalized forces map as tau = Gᵀ tau_moving."""
+        G = np.zeros((len(self.moving_joint_names), self.n))
+        G[np.arange(len(self.moving_joint_names)), self.mimic_source] = self.mimic_multiplier
+        return G
+
+    def reduced_urdf(self) -> str:
+        """URDF text with the held joints welded and geometry dropped (what Pinocchio/MuJoCo load)."""
+        if self._reduced_urdf is None:
+            self._reduced_urdf = self.description.to_urdf(self._held, drop_geometry=True)
+        return self._reduced_urdf
+
+    def __repr__(self) -> str:
+        return (f"RobotModel({self.description.name!r}, n={self.n}, joints={list(self.joint_names)}, "
+                f"held={dict(self._held)})")
