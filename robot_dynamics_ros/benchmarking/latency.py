@@ -53,6 +53,8 @@ JOINT_STATES_TOPIC = "joint_states"
 COMMAND_TOPIC = "bench_effort_controller/commands"
 #: a command matches the expected value when every component is within this (rad or N·m)
 MATCH_TOL = 1e-6
+#: a rate step of the ramp counts as sustained only if its p99 latency stays below this (µs)
+SWEEP_P99_BOUND_US = 2000.0
 
 
 # --------------------------------------------------------------------------------------------- environment
@@ -571,6 +573,150 @@ def _stop_child(child: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait(timeout=5.0)
+
+
+# ---------------------------------------------------------------------------------------------- the suite
+@dataclass
+class SuiteConfig:
+    """What ``robot-dynamics bench latency`` runs (see :func:`run_suite`)."""
+
+    duration_s: float = 60.0
+    rate_hz: float = 1000.0
+    executors: tuple[str, ...] = EXECUTOR_KINDS
+    nodes: tuple[str, ...] = NODE_KINDS
+    topologies: tuple[str, ...] = TOPOLOGIES
+    compare_duration_s: float | None = None  # executor comparison; None = duration_s
+    sweep: bool = True  # maximum sustainable rate
+    sweep_duration_s: float = 3.0
+    sweep_rates_hz: tuple[float, ...] = (1000, 2000, 3000, 4000, 6000, 8000, 10000)
+    retiming_load: bool = True
+    warmup_s: float = 1.0
+
+
+def _ratio(p99: float | None, ref: float | None) -> float | None:
+    if p99 is None or not ref:
+        return None
+    return round(p99 / ref, 3)
+
+
+def _pick_executor(results: list[dict], executors: tuple[str, ...], node: str) -> str:
+    """The executor with the lowest p99 (zero drops first) for ``node`` in-process."""
+    best, best_key = executors[0], None
+    for r in results:
+        if r.get("node") != node or r.get("topology") != "inproc" or r.get("load") or "error" in r \
+                or r.get("rate_hz") is None or r.get("p99_us") is None:
+            continue
+        key = (r["dropped"] > 0, r["p99_us"])
+        if best_key is None or key < best_key:
+            best, best_key = r["executor"], key
+    return best
+
+
+def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: None,
+              retiming_load_factory=None) -> dict:
+    """Run the scenarios of ``cfg`` and return the result document (``machine``, ``config``,
+    ``scenarios``, ``recommended_executor``, ``max_sustained_rate_hz``, ``targets``).
+
+    1. executor comparison, in-process, relay and gravity node alternately, each executor;
+    2. with the recommended executor (lowest gravity-node p99, zero drops first): both nodes across two
+       processes;
+    3. the same executor with back-to-back retiming requests as background load (if a factory is given);
+    4. maximum sustainable rate: the rate ramp of ``cfg.sweep_rates_hz`` until a step drops a message,
+       its p99 exceeds :data:`SWEEP_P99_BOUND_US`, or the publisher cannot keep the rate.
+    ``p99_ratio_vs_relay`` is relative to the relay with the same executor, topology and rate, no load.
+    """
+    robot = ProbeRobot.panda()
+    results: list[dict] = []
+
+    def run(sc: Scenario, load_factory=None) -> dict:
+        try:
+            r = run_scenario(sc, robot, load_factory=load_factory).as_dict()
+        except Exception as exc:  # noqa: BLE001 - one failing scenario must not hide the others
+            r = {"name": sc.name, **{k: v for k, v in asdict(sc).items() if k != "label"},
+                 "error": f"{type(exc).__name__}: {exc}"}
+        results.append(r)
+        progress(r)
+        return r
+
+    compare_s = cfg.compare_duration_s or cfg.duration_s
+    for ex in cfg.executors:
+        for node in cfg.nodes:
+            run(Scenario(node=node, executor=ex, topology="inproc", rate_hz=cfg.rate_hz,
+                         duration_s=compare_s, warmup_s=cfg.warmup_s))
+    best = _pick_executor(results, cfg.executors, "gravity" if "gravity" in cfg.nodes else cfg.nodes[0])
+    if compare_s != cfg.duration_s and "inproc" in cfg.topologies:
+        for node in cfg.nodes:
+            run(Scenario(node=node, executor=best, topology="inproc", rate_hz=cfg.rate_hz,
+                         duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, label=f"{node}-inproc-{best}-main"))
+    if "twoproc" in cfg.topologies:
+        for node in cfg.nodes:
+            run(Scenario(node=node, executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
+                         duration_s=cfg.duration_s, warmup_s=cfg.warmup_s))
+    if cfg.retiming_load and retiming_load_factory is not None:
+        for node in cfg.nodes:
+            run(Scenario(node=node, executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
+                         duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, load="retiming"),
+                load_factory=retiming_load_factory)
+    max_rate: dict[str, float | None] = {}
+    if cfg.sweep:
+        for node in cfg.nodes:
+            max_rate[node] = None
+            for rate in cfg.sweep_rates_hz:
+                r = run(Scenario(node=node, executor=best, topology="inproc", rate_hz=float(rate),
+                                 duration_s=cfg.sweep_duration_s, warmup_s=0.5,
+                                 label=f"{node}-inproc-{best}-sweep-{int(rate)}hz"))
+                r["sweep"] = True
+                # sustained: every message answered, latency bounded (no growing queue), and the
+                # publisher itself kept the rate (else the step measures the publisher, not the node)
+                ok = "error" not in r and r["dropped"] == 0 and r["p99_us"] is not None \
+                    and r["p99_us"] < SWEEP_P99_BOUND_US and r["sent_rate_hz"] >= 0.98 * rate
+                if not ok:
+                    break
+                max_rate[node] = float(rate)
+
+    # p99 relative to the relay under the same conditions (same executor, topology, rate, duration; no load)
+    for r in results:
+        if "error" in r:
+            continue
+        refs = [x for x in results if x.get("node") == "relay" and "error" not in x and not x.get("load")
+                and x["executor"] == r["executor"] and x["topology"] == r["topology"]
+                and x["rate_hz"] == r["rate_hz"] and x.get("sweep") == r.get("sweep")
+                and x["duration_s"] == r["duration_s"]]
+        r["p99_ratio_vs_relay"] = _ratio(r["p99_us"], refs[-1]["p99_us"]) if refs else None
+
+    return {
+        "benchmark": "latency",
+        "machine": machine_description(),
+        "config": asdict(cfg),
+        "recommended_executor": best,
+        "max_sustained_rate_hz": max_rate,
+        "scenarios": results,
+        "targets": evaluate_targets(results, best, cfg),
+    }
+
+
+def evaluate_targets(results: list[dict], best: str, cfg: SuiteConfig) -> dict:
+    """The issue-7 done-when checks on the main scenarios (recommended executor, cfg.rate_hz)."""
+    def find(node, topology, load=None):
+        c = [r for r in results if r.get("node") == node and r.get("topology") == topology
+             and r.get("executor") == best and r.get("load") == load and r.get("rate_hz") == cfg.rate_hz
+             and not r.get("sweep") and "error" not in r]
+        return max(c, key=lambda r: r["duration_s"]) if c else None
+
+    out: dict = {}
+    g_in, relay_in = find("gravity", "inproc"), find("relay", "inproc")
+    if g_in and relay_in:
+        out["inproc_p99_ratio_le_1.2"] = bool(g_in["p99_us"] <= 1.2 * relay_in["p99_us"])
+        out["inproc_zero_dropped"] = bool(g_in["dropped"] == 0)
+        out["inproc_duration_s"] = g_in["duration_s"]
+    g_two = find("gravity", "twoproc")
+    if g_two:
+        out["twoproc_p99_lt_1ms"] = bool(g_two["p99_us"] < 1000.0)
+        out["twoproc_zero_dropped"] = bool(g_two["dropped"] == 0)
+    g_load, relay_two = find("gravity", "twoproc", "retiming"), find("relay", "twoproc")
+    if g_load and relay_two:
+        out["retiming_load_p99_le_2x_relay"] = bool(g_load["p99_us"] <= 2.0 * relay_two["p99_us"])
+    return out
 
 
 # ------------------------------------------------------------------------------------- child process entry

@@ -1,0 +1,153 @@
+"""``robot-dynamics bench latency``: joint-state -> command latency of the control path over real DDS.
+
+Runs, in one process run and with the same executor, a bare rclpy relay (JointState in, Float64MultiArray
+out, no dynamics) and the gravity-compensation node on a 7-DoF Panda at ``--rate`` (1 kHz), in-process
+and across two processes, compares rclpy's executors, optionally adds back-to-back retiming requests as
+background load, and ramps the rate to the maximum the node sustains. See ``docs/realtime.md`` and
+:mod:`robot_dynamics_ros.benchmarking.latency` for what is measured and how.
+
+Writes the full result document to ``--output`` (JSON); the last stdout line is a JSON summary with, per
+scenario, ``p50_us``, ``p99_us``, ``max_us``, ``dropped``, ``cpu_percent`` and ``p99_ratio_vs_relay``.
+Exit status 0 when every scenario ran (targets met or not: they are reported), 1 when one failed to run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from robot_dynamics_ros.errors import UserError
+
+SUMMARY_KEYS = ("p50_us", "p99_us", "max_us", "dropped", "cpu_percent", "p99_ratio_vs_relay")
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+    return parse
+
+
+def _choices(allowed):
+    def parse(text: str) -> tuple[str, ...]:
+        items = tuple(x.strip() for x in text.split(",") if x.strip())
+        bad = [x for x in items if x not in allowed]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"'{text}': choose from {','.join(allowed)}")
+        return items
+    return parse
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    from robot_dynamics_ros.benchmarking.latency import EXECUTOR_KINDS, NODE_KINDS, TOPOLOGIES
+
+    parser.add_argument("benchmark", choices=["latency"], help="which benchmark (latency)")
+    parser.add_argument("--duration", type=_positive(float), default=60.0, metavar="S",
+                        help="measurement window per main scenario, s (default 60; plus 1 s warm-up)")
+    parser.add_argument("--rate", type=_positive(float), default=1000.0, metavar="HZ",
+                        help="joint-state rate, Hz (default 1000)")
+    parser.add_argument("--compare-duration", type=_positive(float), default=None, metavar="S",
+                        help="window of the in-process executor comparison, s (default: --duration)")
+    parser.add_argument("--executors", type=_choices(EXECUTOR_KINDS), default=EXECUTOR_KINDS,
+                        help=f"executors to compare, comma-separated (default {','.join(EXECUTOR_KINDS)})")
+    parser.add_argument("--nodes", type=_choices(NODE_KINDS), default=NODE_KINDS,
+                        help=f"nodes under test (default {','.join(NODE_KINDS)})")
+    parser.add_argument("--topologies", type=_choices(TOPOLOGIES), default=TOPOLOGIES,
+                        help=f"in-process and/or across two processes (default {','.join(TOPOLOGIES)})")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the maximum-rate ramp")
+    parser.add_argument("--sweep-duration", type=_positive(float), default=3.0, metavar="S",
+                        help="window per step of the rate ramp, s (default 3)")
+    parser.add_argument("--no-retiming-load", action="store_true",
+                        help="skip the scenarios with back-to-back retiming requests as background load")
+    parser.add_argument("--domain-id", type=int, default=None,
+                        help="ROS_DOMAIN_ID to use (default: $ROS_DOMAIN_ID, else a random one in 101..200)")
+    parser.add_argument("--output", type=Path, default=Path("bench_latency.json"),
+                        help="result document (JSON), default ./bench_latency.json")
+    parser.add_argument("--json", action="store_true",
+                        help="print only the JSON summary (no progress lines, no table)")
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if isinstance(v, float) else str(v)
+
+
+def _table(doc: dict) -> str:
+    cols = ("name", "p50_us", "p99_us", "max_us", "dropped", "sustained_rate_hz", "cpu_percent",
+            "cpu_ms_per_1000_msgs", "p99_ratio_vs_relay")
+    rows = [cols] + [tuple(_fmt(r.get(c)) if "error" not in r or c == "name" else "ERROR" for c in cols)
+                     for r in doc["scenarios"]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(cols))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
+
+
+def summary(doc: dict, output: Path) -> dict:
+    """The one-line JSON: per scenario the SUMMARY_KEYS, plus recommendation, rates and targets."""
+    return {
+        "benchmark": "latency",
+        "output": str(output),
+        "recommended_executor": doc["recommended_executor"],
+        "max_sustained_rate_hz": doc["max_sustained_rate_hz"],
+        "targets": doc["targets"],
+        "scenarios": {r["name"]: ({k: r.get(k) for k in SUMMARY_KEYS} if "error" not in r
+                                  else {"error": r["error"]}) for r in doc["scenarios"]},
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from robot_dynamics_ros.benchmarking import latency
+
+    latency.isolate_dds(args.domain_id)
+    if args.domain_id is not None and not 0 <= args.domain_id <= 232:
+        raise UserError(f"--domain-id {args.domain_id}: a ROS domain id is 0..232")
+    if args.rate * 0.5 < 1 or args.duration * args.rate < 10:
+        raise UserError(f"--duration {args.duration} s at --rate {args.rate} Hz: fewer than 10 messages")
+    try:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.touch()
+    except OSError as exc:
+        raise UserError(f"--output {args.output}: cannot write ({exc.strerror})") from None
+
+    cfg = latency.SuiteConfig(
+        duration_s=args.duration, rate_hz=args.rate, executors=args.executors, nodes=args.nodes,
+        topologies=args.topologies, compare_duration_s=args.compare_duration, sweep=not args.no_sweep,
+        sweep_duration_s=args.sweep_duration, retiming_load=not args.no_retiming_load)
+
+    def progress(r: dict) -> None:
+        if args.json:
+            return
+        if "error" in r:
+            print(f"{r['name']}: ERROR {r['error']}", flush=True)
+        else:
+            print(f"{r['name']}: p50 {r['p50_us']} us, p99 {r['p99_us']} us, max {r['max_us']} us, "
+                  f"dropped {r['dropped']}/{r['sent']}, cpu {r['cpu_percent']} %", flush=True)
+
+    load_factory = None
+    if cfg.retiming_load:
+        from robot_dynamics_ros.benchmarking.retiming_load import available, make_retiming_load
+
+        if available():
+            load_factory = make_retiming_load
+        elif not args.json:
+            print("retiming service not available: retiming-load scenarios skipped", flush=True)
+    doc = latency.run_suite(cfg, progress=progress, retiming_load_factory=load_factory)
+    args.output.write_text(json.dumps(doc, indent=1) + "\n")
+    if not args.json:
+        print(_table(doc))
+        print(f"recommended executor: {doc['recommended_executor']}; targets: {doc['targets']}")
+        print(f"results written to {args.output}")
+    print(json.dumps(summary(doc, args.output)), flush=True)
+    return 1 if any("error" in r for r in doc["scenarios"]) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from robot_dynamics_ros.cli import main
+
+    sys.exit(main(["bench", *sys.argv[1:]]))
