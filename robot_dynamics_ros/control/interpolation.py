@@ -57,7 +57,7 @@ def duration_to_sec(d) -> float:
     sec, nanosec = int(d.sec), int(d.nanosec)
     if not 0 <= nanosec < 1_000_000_000:
         raise TrajectoryRejected(f"nanosec={nanosec} is outside [0, 1e9)")
-    return sec + nanosec * 1e-9
+    return (sec * 1_000_000_000 + nanosec) / 1e9  # one rounding: 0.3 s prints as 0.3
 
 
 @dataclass(frozen=True)
