@@ -218,13 +218,16 @@ def make_gravity_node(context, robot: ProbeRobot, *, input_topic: str = JOINT_ST
 
     from robot_dynamics_ros.nodes import gravity_compensation as gc
 
+    controller, _, leaf = output_topic.strip("/").rpartition("/")
+    if leaf != "commands" or not controller:
+        raise ValueError(f"output topic '{output_topic}': the gravity node publishes on /<controller>/commands")
     overrides = [
         Parameter("urdf_path", value=robot.urdf),
         Parameter("joints", value=list(robot.joint_names)),
-        Parameter("held_joints", value=list(robot.held_joints)),
-        Parameter("held_positions", value=[float(v) for v in robot.held_joints.values()]),
-        Parameter("joint_states_topic", value=input_topic),
-        Parameter("command_topic", value=output_topic),
+        Parameter("held_joint_names", value=list(robot.held_joints)),
+        Parameter("held_joint_positions", value=[float(v) for v in robot.held_joints.values()]),
+        Parameter("joint_states_topic", value="/" + input_topic.strip("/")),
+        Parameter("controller_name", value=controller),
     ]
     return gc.GravityCompensationNode(context=context, parameter_overrides=overrides)
 
