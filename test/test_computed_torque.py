@@ -110,8 +110,8 @@ class Harness:
     def __init__(self, **params):
         self.ctx = rclpy.Context()
         rclpy.init(context=self.ctx)
-        overrides = [Parameter("urdf_path", value="panda"), Parameter("command_joints", value=COMMAND_ORDER),
-                     Parameter("control_rate", value=200.0), Parameter("max_state_age", value=5.0),
+        overrides = [Parameter("urdf_path", value="panda"), Parameter("joints", value=COMMAND_ORDER),
+                     Parameter("control_rate", value=200.0), Parameter("state_timeout", value=5.0),
                      Parameter("held_joint_names", value=["panda_finger_joint1", "panda_finger_joint2"]),
                      Parameter("held_joint_positions", value=[0.02, 0.02])]
         overrides += [Parameter(k, value=v) for k, v in params.items()]
@@ -121,7 +121,7 @@ class Harness:
         self.pub_traj = self.peer.create_publisher(JointTrajectory, "/ct_test/joint_trajectory", 10)
         self.commands: list[np.ndarray] = []
         self.desired: list[JointState] = []
-        self.peer.create_subscription(Float64MultiArray, "/ct_test/commands",
+        self.peer.create_subscription(Float64MultiArray, "/effort_controller/commands",
                                       lambda m: self.commands.append(np.array(m.data)), 100)
         self.peer.create_subscription(JointState, "/ct_test/desired_state", self.desired.append, 100)
         self.state = JointState(name=STATE_ORDER, position=[Q_MEASURED[n] for n in STATE_ORDER],

@@ -2,14 +2,20 @@
 
 Topics (names relative, remap as usual):
 
-* subscribes ``joint_states`` (``sensor_msgs/JointState``; any joint order, subsets allowed) and
-  ``~/joint_trajectory`` (``trajectory_msgs/JointTrajectory``, the ros2_control
+* subscribes ``joint_states_topic`` (default ``/joint_states``, ``sensor_msgs/JointState``; any joint
+  order, subsets allowed) and ``~/joint_trajectory`` (``trajectory_msgs/JointTrajectory``, the ros2_control
   ``joint_trajectory_controller`` topic interface: header stamp zero = start now, ``time_from_start``,
   a new trajectory replaces the old one from its start time, an empty one cancels);
-* publishes, on every control tick (``control_rate`` Hz), ``~/commands`` (``std_msgs/Float64MultiArray``,
-  one effort per entry of ``command_joints``, N·m) and ``~/desired_state`` (``sensor_msgs/JointState``:
-  ``position`` q_d, ``velocity`` qd_d, ``effort`` the feedforward torque RNEA(q_d, qd_d, qdd_d), for the
-  command joints, stamped with the tick time the trajectory was sampled at).
+* publishes, on every control tick, ``/<controller_name>/commands`` (``std_msgs/Float64MultiArray``, one
+  effort per entry of ``joints``, N·m — the same interface and parameters as the gravity-compensation
+  node) and ``~/desired_state`` (``sensor_msgs/JointState``: ``position`` q_d, ``velocity`` qd_d,
+  ``effort`` the feedforward torque RNEA(q_d, qd_d, qdd_d), for the command joints, stamped with the time
+  the trajectory was sampled at).
+
+Control ticks (``tick_source``): ``timer`` — a timer at ``control_rate`` Hz on the node's clock (ROS time,
+so ``use_sim_time`` works), sampling at the clock's time; ``joint_states`` — one tick per accepted
+JointState, sampling at its header stamp (the measurement time; the clock when the stamp is zero), the
+lowest-latency choice and a deterministic closed loop with a lockstep simulator.
 
 Control laws (``mode`` parameter; e = q_d − q, ė = qd_d − qd; arrays in model joint order):
 
@@ -29,8 +35,8 @@ Before the first trajectory, after the last point and after a cancel, the desire
 position (the first measured q, then the last desired position) with qd_d = qdd_d = 0: gravity
 compensation plus the mode's feedback. A bad trajectory is rejected with a logged reason naming the
 field, index and value; the previous trajectory continues. No command is published until every model
-joint has been reported in ``joint_states`` (with a finite velocity), or while the state is older than
-``max_state_age``.
+joint has been reported in ``joint_states`` (with a finite velocity: a NaN velocity counts as missing),
+or while the state is older than ``state_timeout``.
 
 The joint-state matching is :class:`robot_dynamics_ros.control.joint_mapping.JointStateMapper`, the laws
 are :mod:`robot_dynamics_ros.control.laws`, sampling is :mod:`robot_dynamics_ros.control.interpolation`,
@@ -122,14 +128,21 @@ def _node_params():
         ParamSpec("mode", "feedforward", "Control law: feedforward (RNEA of the desired motion + joint PD), "
                   "computed_torque (M(q)(qdd_d + kd*de + kp*e) + C qd + g), or gravity (g(q) + joint PD).",
                   choices=MODES),
-        ParamSpec("command_joints", [], "Joints of the effort command, in the order of the "
-                  "Float64MultiArray (the effort controller's joint list). Empty: all model joints in URDF "
-                  "order.", kind="string_array", read_only=True),
-        ParamSpec("control_rate", 500.0, "Control ticks per second (Hz): sampling of the trajectory and "
-                  "publishing of the command.", range=(1.0, 10000.0), read_only=True),
-        ParamSpec("max_state_age", 0.1, "Joint states older than this (s) are stale: no command is "
-                  "published until fresh ones arrive.", range=(1e-4, 3600.0)),
-        ParamSpec("clamp_effort", True, "Clamp each command to the URDF effort limit (N·m)."),
+        ParamSpec("joints", [], "Command joint order of the published Float64MultiArray (the effort "
+                  "controller's 'joints'). Empty: all actuated joints in URDF order.", kind="string_array",
+                  read_only=True),
+        ParamSpec("controller_name", "effort_controller", "Commands go to /<controller_name>/commands.",
+                  read_only=True),
+        ParamSpec("joint_states_topic", "/joint_states", "sensor_msgs/JointState input topic.",
+                  read_only=True),
+        ParamSpec("tick_source", "timer", "What triggers a control tick: a timer at control_rate on the "
+                  "node clock, or each accepted joint_states message (sampled at its header stamp).",
+                  choices=("timer", "joint_states"), read_only=True),
+        ParamSpec("control_rate", 500.0, "Timer ticks per second (Hz) when tick_source is timer.",
+                  range=(1.0, 10000.0), read_only=True),
+        ParamSpec("state_timeout", 0.1, "Joint states older than this (s, header stamp against the node "
+                  "clock; arrival time when unstamped) produce no command.", range=(1e-4, 3600.0)),
+        ParamSpec("clamp_to_effort_limits", True, "Clamp each command to ± the URDF effort limit (N·m)."),
         ParamSpec("check_position_limits", True, "Reject trajectories with positions outside the URDF "
                   "limits."),
         ParamSpec("executor", "events", "rclpy executor for main(): events, single or multi.",
@@ -182,21 +195,28 @@ def _make_node_class():
             self.trajectories_rejected = 0
             self.ticks_published = 0
 
+            self._clock = self.get_clock()
+            self._on_states = self.params["tick_source"] == "joint_states"
+
             self.add_on_set_parameters_callback(self._on_set_parameters)
-            self.pub_command = self.create_publisher(Float64MultiArray, "~/commands", common.command_qos())
+            self.command_topic = f"/{self.params['controller_name'].strip('/')}/commands"
+            self.pub_command = self.create_publisher(Float64MultiArray, self.command_topic,
+                                                     common.command_qos())
             self.pub_desired = self.create_publisher(JointState, "~/desired_state", 10)
-            self.sub_state = self.create_subscription(JointState, "joint_states", self._on_joint_state,
-                                                      common.joint_state_qos())
+            self.sub_state = self.create_subscription(JointState, self.params["joint_states_topic"],
+                                                      self._on_joint_state, common.joint_state_qos())
             self.sub_traj = self.create_subscription(JointTrajectory, "~/joint_trajectory",
                                                      self._on_trajectory, 10)
             self._cmd_msg = Float64MultiArray()
             self._desired_msg = JointState()
             self.loader = common.ModelLoader(self, self._on_model, self.log)
-            self.timer = self.create_timer(1.0 / float(self.params["control_rate"]), self._on_tick)
+            self.timer = None
+            if not self._on_states:
+                self.timer = self.create_timer(1.0 / float(self.params["control_rate"]), self._on_timer)
 
         # -------------------------------------------------------------- model and parameters
         def _on_model(self, model, label: str) -> None:
-            command_joints = list(self.params["command_joints"]) or None
+            command_joints = list(self.params["joints"]) or None
             try:
                 mapper = JointStateMapper(model.joint_names, command_joints, require_velocity=True)
             except ValueError as exc:
@@ -213,7 +233,8 @@ def _make_node_class():
             self._declare_gains(model)
             names = mapper.command_names()
             self._cmd_msg = Float64MultiArray()
-            self._cmd_msg.layout.dim = [MultiArrayDimension(label="joints", size=len(names), stride=len(names))]
+            self._cmd_msg.layout.dim = [MultiArrayDimension(label=",".join(names), size=len(names),
+                                                            stride=len(names))]
             self._desired_msg = JointState()
             self._desired_msg.name = names
             self.diagnostics.set("model", label)
@@ -260,12 +281,21 @@ def _make_node_class():
         def _on_joint_state(self, msg) -> None:
             if self.mapper is None:
                 return
-            rejection = self.mapper.update_msg(msg, time.monotonic_ns())
+            arrival = time.monotonic_ns()
+            rejection = self.mapper.update_msg(msg, arrival)
             if rejection is not None:
                 self.diagnostics.count("joint_states_rejected")
                 self.log.warning(f"joint_states:{rejection.code.name}", f"joint_states rejected: {rejection}")
-            else:
-                self.diagnostics.count("joint_states")
+                return
+            self.diagnostics.count("joint_states")
+            if self._on_states:
+                now = self._clock.now()
+                stamp = msg.header.stamp
+                sample_ns = stamp.sec * 1_000_000_000 + stamp.nanosec
+                if sample_ns:
+                    self._control(now.nanoseconds, arrival, sample_ns, stamp)
+                else:
+                    self._control(now.nanoseconds, arrival, now.nanoseconds, now.to_msg())
 
         def _now_s(self, now_ns: int) -> float:
             return (now_ns - self._epoch_ns) * 1e-9
@@ -298,35 +328,42 @@ def _make_node_class():
             self.get_logger().error(f"trajectory rejected: {reason}; keeping the previous trajectory")
 
         # -------------------------------------------------------------- control tick
-        def _on_tick(self) -> None:
-            mapper = self.mapper
-            if mapper is None:
+        def _on_timer(self) -> None:
+            if self.mapper is None:
                 return
+            now = self._clock.now()
+            self._control(now.nanoseconds, time.monotonic_ns(), now.nanoseconds, now.to_msg())
+
+        def _control(self, now_ns: int, arrival_ns: int, sample_ns: int, sample_stamp) -> None:
+            """One control tick: sample the desired motion at ``sample_ns``, compute, clamp, publish."""
+            mapper = self.mapper
             t0 = time.perf_counter()
-            now = self.get_clock().now()
-            now_ns = now.nanoseconds
             if not mapper.ready:
                 self.diagnostics.set_level(self.diagnostics.WARN, "waiting for joint_states")
                 self.log.warning("missing", f"no command: joints missing from joint_states (or without a finite "
                                  f"velocity): {mapper.missing()}")
                 return
-            age = mapper.age(now_ns, time.monotonic_ns())
-            if age > float(self.params["max_state_age"]):
+            age = mapper.age(now_ns, arrival_ns)
+            if age > float(self.params["state_timeout"]):
                 self.diagnostics.set_level(self.diagnostics.WARN, f"joint_states stale ({age:.3f} s)")
                 self.log.warning("stale", f"no command: joint_states are {age:.3f} s old "
-                                 f"(max_state_age {self.params['max_state_age']} s)")
+                                 f"(state_timeout {self.params['state_timeout']} s)")
                 return
             ex = self.executor_traj
             if not ex.has_hold_position:
                 ex.set_hold_position(mapper.q)
-            desired = ex.sample(self._now_s(now_ns))
+            desired = ex.sample(self._now_s(sample_ns))
             q, qd = mapper.q, mapper.qd
             try:
                 tau, tau_ff = control_torque(self.mode, self.engine, q, qd, desired, self.gains)
             except Exception as exc:  # noqa: BLE001 - a numerical failure must not kill the node
                 self.log.error("law", f"no command: control law failed: {exc}")
                 return
-            if self.params["clamp_effort"]:
+            if not np.isfinite(tau).all():
+                self.diagnostics.count("nonfinite_torque")
+                self.log.error("nonfinite", f"non-finite torque {tau.tolist()} not published")
+                return
+            if self.params["clamp_to_effort_limits"]:
                 tau, clamped = laws.clamp_effort(tau, self.model.effort_limit)
                 if clamped:
                     self.diagnostics.count("clamped", clamped)
@@ -334,7 +371,7 @@ def _make_node_class():
             cmd.data = mapper.to_command(tau).tolist()
             self.pub_command.publish(cmd)
             ds = self._desired_msg
-            ds.header.stamp = now.to_msg()
+            ds.header.stamp = sample_stamp
             idx = mapper.command_index
             ds.position = desired.q[idx].tolist()
             ds.velocity = desired.qd[idx].tolist()
