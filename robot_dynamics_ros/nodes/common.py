@@ -131,7 +131,6 @@ def declare_parameters(node, specs: Iterable[ParamSpec]) -> dict[str, Any]:
         ValueError: an overridden value fails its spec's check (naming the parameter and the value).
     """
     from rclpy.exceptions import ParameterUninitializedException
-    from rclpy.parameter import Parameter
 
     values = {}
     for spec in specs:
@@ -142,7 +141,7 @@ def declare_parameters(node, specs: Iterable[ParamSpec]) -> dict[str, Any]:
             try:
                 value = node.get_parameter(spec.name).value
             except ParameterUninitializedException:
-                node.set_parameters([Parameter(spec.name, t, [])])
+                # rclpy cannot hold a typed empty array: the parameter stays "not set", meaning []
                 value = []
         else:
             value = node.declare_parameter(spec.name, default, spec.descriptor()).value
@@ -153,6 +152,15 @@ def declare_parameters(node, specs: Iterable[ParamSpec]) -> dict[str, Any]:
             raise ValueError(reason)
         values[spec.name] = value
     return values
+
+
+def _param_value(node, name: str):
+    from rclpy.exceptions import ParameterUninitializedException
+
+    try:
+        return node.get_parameter(name).value
+    except ParameterUninitializedException:
+        return []
 
 
 def validate_parameters(specs: Mapping[str, ParamSpec], params) -> tuple[bool, str]:
@@ -268,22 +276,27 @@ class ModelLoader:
     """Gets the robot model for a node from its parameters or from the ``/robot_description`` topic.
 
     Args:
-        node: the rclpy node (must have declared :func:`robot_source_params`).
+        node: the rclpy node (with :func:`robot_source_params` declared).
         on_model: called with ``(model, label)`` each time a model is (re)loaded — once at start for a
             file/parameter source, on every new message for the topic source.
         log: a :class:`RateLimitedLog` for load errors from the topic.
+        params: the node's parameter values from :func:`declare_parameters` (default: read from the
+            node; an uninitialized empty array reads as ``[]``).
 
     A bad URDF from a file or parameter raises at construction (the node cannot start without a
     robot); a bad URDF from the topic is logged and the previous model stays in use.
     """
 
-    def __init__(self, node, on_model: Callable[[Any, str], None], log: RateLimitedLog):
+    def __init__(self, node, on_model: Callable[[Any, str], None], log: RateLimitedLog,
+                 params: Mapping[str, Any] | None = None):
         self._node = node
         self._on_model = on_model
         self._log = log
         self.subscription = None
         self.last_error = ""
-        p = {s.name: node.get_parameter(s.name).value for s in robot_source_params()}
+        if params is None:
+            params = {s.name: _param_value(node, s.name) for s in robot_source_params()}
+        p = {s.name: params[s.name] for s in robot_source_params()}
         self._joint_limits = p["joint_limits_path"] or None
         source, self._held, label = resolve_robot_source(p)
         if source is not None:

@@ -1,0 +1,286 @@
+"""Gravity-compensation node over real DDS: torques equal Pinocchio's g(q) by name; safety behaviour.
+
+The reference is Pinocchio called directly on the ORIGINAL Panda URDF (fingers set to their held value in
+the full configuration), independent of our URDF reduction and engine wrappers.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pinocchio as pin
+import pytest
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64MultiArray, String
+from std_srvs.srv import SetBool
+
+from robot_dynamics_ros import robots
+from robot_dynamics_ros.nodes.common import description_qos, make_executor
+from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
+
+PANDA = robots.ROBOTS["panda"]
+ARM = [f"panda_joint{i}" for i in range(1, 8)]
+CMD_ORDER = ["panda_joint4", "panda_joint7", "panda_joint1", "panda_joint3", "panda_joint2", "panda_joint6",
+             "panda_joint5"]
+#: joint_states order differs from both the URDF and the command order; fingers + an unknown joint included
+MSG_ORDER = ["panda_joint6", "panda_finger_joint2", "panda_joint2", "panda_joint7", "panda_joint1",
+             "some_other_joint", "panda_joint5", "panda_joint3", "panda_finger_joint1", "panda_joint4"]
+
+
+class RefPanda:
+    """Pinocchio on the unmodified Panda URDF; g(q) by joint name, optionally with payload/gravity."""
+
+    def __init__(self):
+        self.m = pin.buildModelFromUrdf(str(PANDA.path))
+        self.d = self.m.createData()
+
+    def gravity(self, q_by_name: dict[str, float], names, gravity=(0, 0, -9.81), payload=None):
+        m = self.m.copy() if payload else self.m
+        m.gravity.linear[:] = gravity
+        if payload:
+            link, mass, com = payload
+            f = m.frames[m.getFrameId(link)]
+            m.inertias[f.parentJoint] += f.placement.act(pin.Inertia(mass, np.array(com), np.zeros((3, 3))))
+        q = pin.neutral(m)
+        for jn, v in {**PANDA.held_joints, **q_by_name}.items():
+            if m.existJointName(jn):
+                q[m.joints[m.getJointId(jn)].idx_q] = v
+        g = pin.computeGeneralizedGravity(m, m.createData(), q)
+        return np.array([g[m.joints[m.getJointId(n)].idx_v] for n in names])
+
+
+class Harness:
+    """A gravity node plus a test node (joint_states publisher, command and diagnostics recorder)."""
+
+    def __init__(self, **params):
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx)
+        overrides = [Parameter("urdf_path", value="panda"),
+                     Parameter("joints", Parameter.Type.STRING_ARRAY, CMD_ORDER),
+                     Parameter("state_timeout", value=0.5)]
+        overrides += [Parameter(k.replace("__", "."), value=v) for k, v in params.items()]
+        self.node = GravityCompensationNode(context=self.ctx, parameter_overrides=overrides)
+        self.io = rclpy.create_node("test_io", context=self.ctx)
+        self.pub = self.io.create_publisher(JointState, "/joint_states", 10)
+        self.commands: list[list[float]] = []
+        self.io.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                    lambda m: self.commands.append(list(m.data)), 10)
+        self.diags: list = []
+        self.io.create_subscription(DiagnosticArray, "/diagnostics",
+                                    lambda m: self.diags.extend(s for s in m.status
+                                                                if s.name.startswith("gravity_compensation")), 10)
+        self.executor = make_executor("events", context=self.ctx)
+        self.executor.add_node(self.node)
+        self.executor.add_node(self.io)
+        self.wait(lambda: self.pub.get_subscription_count() > 0 and
+                  self.io.count_publishers("/effort_controller/commands") > 0)
+
+    def spin(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor.spin_once(timeout_sec=0.01)
+
+    def wait(self, cond, timeout: float = 5.0) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if cond():
+                return True
+            self.executor.spin_once(timeout_sec=0.01)
+        return False
+
+    def send(self, names, position, velocity=None, effort=None, stamp_offset: float = 0.0, zero_stamp=False):
+        msg = JointState()
+        msg.name = list(names)
+        msg.position = [float(x) for x in position]
+        msg.velocity = [float(x) for x in (velocity if velocity is not None else [0.0] * len(names))]
+        msg.effort = [float(x) for x in (effort or [])]
+        if not zero_stamp:
+            now = self.io.get_clock().now().nanoseconds + int(stamp_offset * 1e9)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
+        self.pub.publish(msg)
+
+    def exchange(self, names, position, **kw) -> list[float] | None:
+        """Send one JointState, return the command it produced (None if none within 0.3 s)."""
+        n0 = len(self.commands)
+        self.send(names, position, **kw)
+        return self.commands[n0] if self.wait(lambda: len(self.commands) > n0, 0.3) else None
+
+    def call_enable(self, data: bool):
+        cli = self.io.create_client(SetBool, "/gravity_compensation/enable")
+        assert self.wait(cli.service_is_ready)
+        fut = cli.call_async(SetBool.Request(data=data))
+        assert self.wait(fut.done)
+        return fut.result()
+
+    def close(self):
+        self.node.destroy_node()
+        self.io.destroy_node()
+        self.executor.shutdown()
+        rclpy.shutdown(context=self.ctx)
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return RefPanda()
+
+
+@pytest.fixture
+def h():
+    harness = Harness()
+    yield harness
+    harness.close()
+
+
+def _state(rng):
+    q = {jn: float(v) for jn, v in zip(ARM, [0.3, -0.5, 0.2, -2.0, 0.4, 1.5, 0.6] + rng.uniform(-0.3, 0.3, 7))}
+    q.update({"panda_finger_joint1": 0.04, "panda_finger_joint2": 0.04, "some_other_joint": 5.0})
+    return q
+
+
+def test_torques_equal_pinocchio_gravity_in_command_order(h, ref):
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        q = _state(rng)
+        cmd = h.exchange(MSG_ORDER, [q[n] for n in MSG_ORDER])
+        assert cmd is not None and len(cmd) == 7
+        # fingers are held at 0.02 in the model whatever joint_states reports
+        np.testing.assert_allclose(cmd, ref.gravity(q, CMD_ORDER), rtol=0, atol=1e-9)
+    assert h.node.mapper.unknown_names == {"some_other_joint", "panda_finger_joint1", "panda_finger_joint2"}
+
+
+def test_bad_messages_rejected_node_serves_on(h, ref):
+    q = _state(np.random.default_rng(1))
+    pos = [q[n] for n in MSG_ORDER]
+    bad = [
+        dict(names=MSG_ORDER, position=pos[:-1]),                                     # wrong length
+        dict(names=MSG_ORDER, position=[np.nan] + pos[1:]),                           # NaN position
+        dict(names=MSG_ORDER[:-1] + [MSG_ORDER[0]], position=pos),                    # duplicate name
+        dict(names=MSG_ORDER, position=pos, velocity=[0.0] * 3),                      # wrong velocity length
+        dict(names=MSG_ORDER, position=[1e308 * 10] + pos[1:]),                       # Inf
+        dict(names=[n for n in MSG_ORDER if n != "panda_joint3"],                     # a joint missing (first msg)
+             position=[q[n] for n in MSG_ORDER if n != "panda_joint3"]),
+    ]
+    for b in bad:
+        assert h.exchange(b["names"], b["position"], velocity=b.get("velocity")) is None
+    assert sum(h.node.mapper.rejected.values()) == 5
+    cmd = h.exchange(MSG_ORDER, pos)
+    np.testing.assert_allclose(cmd, ref.gravity(q, CMD_ORDER), atol=1e-9)
+
+
+def test_stale_states_produce_no_command_and_a_warning(h, ref):
+    q = _state(np.random.default_rng(2))
+    pos = [q[n] for n in MSG_ORDER]
+    assert h.exchange(MSG_ORDER, pos) is not None
+    assert h.exchange(MSG_ORDER, pos, stamp_offset=-2.0) is None      # out of order AND stale
+    h.node.mapper.reset()
+    assert h.exchange(MSG_ORDER, pos, stamp_offset=-2.0) is None      # 2 s old > 0.5 s timeout
+    assert h.node.diag.counters.get("stale", 0) >= 1
+    assert h.wait(lambda: any(s.level == b"\x01" and "stale" in s.message for s in h.diags), 3.0)
+    assert h.exchange(MSG_ORDER, pos, zero_stamp=True) is not None    # unstamped: judged by arrival time
+
+
+def test_enable_service_gravity_and_payload_parameters(h, ref):
+    q = _state(np.random.default_rng(3))
+    pos = [q[n] for n in MSG_ORDER]
+    assert h.call_enable(False).success
+    assert h.exchange(MSG_ORDER, pos) == [0.0] * 7
+    h.call_enable(True)
+    tilted = [0.0, -9.81 * np.sin(0.5), -9.81 * np.cos(0.5)]
+    assert h.node.set_parameters([Parameter("gravity", value=tilted)])[0].successful
+    np.testing.assert_allclose(h.exchange(MSG_ORDER, pos), ref.gravity(q, CMD_ORDER, gravity=tilted), atol=1e-9)
+    res = h.node.set_parameters_atomically([Parameter("payload.link", value="panda_hand"),
+                                            Parameter("payload.mass", value=1.2),
+                                            Parameter("payload.com", value=[0.0, 0.01, 0.1])])
+    assert res.successful
+    np.testing.assert_allclose(h.exchange(MSG_ORDER, pos),
+                               ref.gravity(q, CMD_ORDER, gravity=tilted,
+                                           payload=("panda_hand", 1.2, [0.0, 0.01, 0.1])), atol=1e-9)
+    # invalid values are rejected and change nothing
+    assert not h.node.set_parameters([Parameter("gravity", value=[0.0, 9.81])])[0].successful
+    assert not h.node.set_parameters([Parameter("payload.mass", value=-1.0)])[0].successful
+    bad_link = h.node.set_parameters([Parameter("payload.link", value="no_such_link")])[0]
+    assert not bad_link.successful and "no_such_link" in bad_link.reason
+    np.testing.assert_allclose(h.exchange(MSG_ORDER, pos),
+                               ref.gravity(q, CMD_ORDER, gravity=tilted,
+                                           payload=("panda_hand", 1.2, [0.0, 0.01, 0.1])), atol=1e-9)
+    h.node.set_parameters([Parameter("payload.link", value=""), Parameter("gravity", value=[0.0, 0.0, -9.81])])
+
+
+def test_clamping_friction_and_hardware_gravity_options(h, ref):
+    q = _state(np.random.default_rng(4))
+    pos = [q[n] for n in MSG_ORDER]
+    qd = {n: 0.1 * (i + 1) for i, n in enumerate(MSG_ORDER)}
+    vel = [qd[n] for n in MSG_ORDER]
+    h.node.set_parameters([Parameter("friction_compensation", value=True)])
+    damping = 0.003  # Panda URDF <dynamics damping="0.003"/> on every arm joint, friction 0
+    expected = ref.gravity(q, CMD_ORDER) + damping * np.array([qd[n] for n in CMD_ORDER])
+    np.testing.assert_allclose(h.exchange(MSG_ORDER, pos, velocity=vel), expected, atol=1e-9)
+    # with friction on, a NaN velocity counts as missing: no command
+    nan_vel = [np.nan if n == "panda_joint2" else v for n, v in zip(MSG_ORDER, vel)]
+    h.node.mapper.reset()
+    assert h.exchange(MSG_ORDER, pos, velocity=nan_vel) is None
+    h.node.set_parameters([Parameter("hardware_compensates_gravity", value=True)])
+    np.testing.assert_allclose(h.exchange(MSG_ORDER, pos, velocity=vel),
+                               damping * np.array([qd[n] for n in CMD_ORDER]), atol=1e-12)
+    h.node.set_parameters([Parameter("hardware_compensates_gravity", value=False),
+                           Parameter("friction_compensation", value=False),
+                           Parameter("gravity", value=[0.0, 0.0, -60.0])])
+    cmd = np.array(h.exchange(MSG_ORDER, pos))
+    unclamped = ref.gravity(q, CMD_ORDER, gravity=[0, 0, -60.0])
+    limits = np.array([87, 12, 87, 87, 87, 12, 12.0])  # URDF effort limits in CMD_ORDER
+    np.testing.assert_allclose(cmd, np.clip(unclamped, -limits, limits), atol=1e-9)
+    assert h.node.clamp_count == int(np.sum(np.abs(unclamped) > limits)) > 0
+
+
+def test_nothing_published_after_shutdown(ref):
+    h = Harness()
+    try:
+        q = _state(np.random.default_rng(5))
+        pos = [q[n] for n in MSG_ORDER]
+        assert h.exchange(MSG_ORDER, pos) is not None
+        h.executor.remove_node(h.node)
+        h.node.destroy_node()
+        n0 = len(h.commands)
+        h.send(MSG_ORDER, pos)
+        h.spin(0.3)
+        assert len(h.commands) == n0
+    finally:
+        h.io.destroy_node()
+        h.executor.shutdown()
+        rclpy.shutdown(context=h.ctx)
+
+
+def test_model_from_robot_description_topic_transient_local(ref):
+    """No urdf_path: the node takes the URDF latched on /robot_description (robot_state_publisher style)."""
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        pub_node = rclpy.create_node("rsp", context=ctx)
+        desc_pub = pub_node.create_publisher(String, "/robot_description", description_qos())
+        desc_pub.publish(String(data=PANDA.path.read_text()))   # published BEFORE the node exists
+        node = GravityCompensationNode(context=ctx, parameter_overrides=[
+            Parameter("held_joint_names", Parameter.Type.STRING_ARRAY, list(PANDA.held_joints)),
+            Parameter("held_joint_positions", Parameter.Type.DOUBLE_ARRAY, list(PANDA.held_joints.values()))])
+        ex = make_executor("events", context=ctx)
+        ex.add_node(pub_node)
+        ex.add_node(node)
+        end = time.monotonic() + 5
+        while node.model is None and time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.01)
+        assert node.model is not None and node.model.joint_names == tuple(ARM)
+        assert node.mapper.command_joints == tuple(ARM)
+        # a broken description later is rejected, the model stays
+        desc_pub.publish(String(data="<robot name='broken'><link name='a'/>"))
+        end = time.monotonic() + 1
+        while not node.loader.last_error and time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.01)
+        assert "robot_description rejected" in node.loader.last_error
+        assert node.model.joint_names == tuple(ARM)
+        node.destroy_node()
+        pub_node.destroy_node()
+        ex.shutdown()
+    finally:
+        rclpy.shutdown(context=ctx)
