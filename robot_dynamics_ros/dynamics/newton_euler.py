@@ -1,0 +1,458 @@
+"""NewtonEulerDynamics: the in-package, batched recursive Newton–Euler algorithm (RNEA).
+
+Built from our own reading of the URDF (:class:`~robot_dynamics_ros.description.RobotDescription`), never
+from Pinocchio's model, so that it is an independent check of :class:`PinocchioDynamics`. It evaluates
+many states at once — arrays (N, n) in, (N, n) out — which is what the TOPP-RA retiming needs to build
+its torque constraints along a whole path.
+
+The algorithm is the two-pass recursion of the reference text (seeds 002 §6-3, "牛顿—欧拉递推"), which is
+Craig, *Introduction to Robotics* (3rd ed., 2005) eqs. 6.45–6.53 and, in spatial-vector form, Featherstone,
+*Rigid Body Dynamics Algorithms* (2008) Table 5.1. Every body i has its frame {i} at its joint (the child
+link frame of the URDF joint); ``R`` = ⁱ⁻¹Rᵢ is the orientation of {i} in its parent body frame and ``p`` =
+ⁱ⁻¹Pᵢ the position of its origin; ``z`` is the joint axis in {i}; ``c`` = ⁱP_Ci the centre of mass of
+the body in {i}; ``I_c`` its inertia about the centre of mass, axes of {i}.
+
+Outward pass, i = 1 … n (velocities and accelerations, eqs. 6.45–6.50)::
+
+    revolute:   ω_i  = Rᵀ ω_λ + q̇_i z
+                ω̇_i  = Rᵀ ω̇_λ + (Rᵀ ω_λ) × q̇_i z + q̈_i z
+                v̇_i  = Rᵀ (ω̇_λ × p + ω_λ × (ω_λ × p) + v̇_λ)
+    prismatic:  ω_i  = Rᵀ ω_λ,   ω̇_i = Rᵀ ω̇_λ
+                v̇_i  = Rᵀ (ω̇_λ × p + ω_λ × (ω_λ × p) + v̇_λ) + 2 ω_i × ḋ_i z + d̈_i z
+    v̇_Ci = ω̇_i × c + ω_i × (ω_i × c) + v̇_i
+    F_i  = m v̇_Ci                          (Newton)
+    N_i  = I_c ω̇_i + ω_i × I_c ω_i         (Euler)
+
+with λ the parent body, and the base at rest with ``v̇_0 = −g`` (gravity folded in as a base acceleration).
+Inward pass, i = n … 1 (forces, eqs. 6.51–6.53); a body may have several children (trees)::
+
+    f_i = F_i + Σ_children R_j f_j
+    n_i = N_i + c × F_i + Σ_children (R_j n_j + p_j × R_j f_j)
+    τ_i = n_i · z  (revolute)      τ_i = f_i · z  (prismatic)
+
+Fixed joints and held joints are folded into constant transforms; links welded together are merged
+into one body (parallel-axis theorem); a payload is merged into the body carrying its link. Mimic joints
+run as bodies of their own with ``q_i = k·q_master + b`` and give their torque back to the master,
+``τ_master += k·τ_i`` (virtual work).
+
+M(q) is built column by column (Walker & Orin 1982, method 1): column j is the RNEA torque for
+q̇ = 0, q̈ = e_j, g = 0. C(q, q̇) q̇ is the RNEA torque for q̈ = 0, g = 0.
+
+The kernels are compiled with numba (``@njit(cache=True)``) on first use (or :meth:`NewtonEulerDynamics.warmup`),
+with explicit loops over samples and bodies; they allocate nothing per sample.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from robot_dynamics_ros.model import RobotModel
+
+REVOLUTE, PRISMATIC = 0, 1
+#: LLVM may fuse multiply-adds and reassociate sums (no "nnan"/"ninf": NaN inputs still give NaN out)
+_FASTMATH = {"contract", "reassoc"}
+
+
+# --------------------------------------------------------------------------------------------------
+# the joint table (built once per model version, in Python)
+# --------------------------------------------------------------------------------------------------
+class JointTable:
+    """Per-body constants of the recursion, in ``model.moving_joint_names`` order (parents first).
+
+    Attributes (nb = number of moving joints, actuated and mimic):
+        parent (nb,) int: index of the parent body, -1 for the fixed base.
+        R_T (nb, 3, 3), p_T (nb, 3): fixed part of the transform from the parent body frame to the joint
+            frame (fixed and held joints on the way composed with the joint's ``<origin>``).
+        axis (nb, 3): unit joint axis z in the body frame.  jtype (nb,): 0 revolute/continuous, 1 prismatic.
+        mass (nb,) kg, com (nb, 3) m, I_c (nb, 3, 3) kg·m²: merged body (links welded to it, payload).
+        src (nb,) int, mult (nb,), offset (nb,): q_body = mult · q[src] + offset (mimic map).
+    """
+
+    def __init__(self, model: RobotModel):
+        d = model.description
+        held = model.held_joints
+        names = list(model.moving_joint_names)
+        body_of_joint = {jn: i for i, jn in enumerate(names)}
+        nb = len(names)
+        self.parent = np.full(nb, -1, dtype=np.int64)
+        self.R_T = np.zeros((nb, 3, 3))
+        self.p_T = np.zeros((nb, 3))
+        self.axis = np.zeros((nb, 3))
+        self.jtype = np.zeros(nb, dtype=np.int64)
+        for i, jn in enumerate(names):
+            j = d.joints[jn]
+            T = j.origin
+            link = j.parent
+            # walk up through fixed/held joints to the nearest moving body (or the base)
+            while link in d.parent_joint:
+                pj = d.joints[d.parent_joint[link]]
+                if pj.name in body_of_joint:
+                    self.parent[i] = body_of_joint[pj.name]
+                    break
+                T = pj.origin @ pj.motion(held.get(pj.name, 0.0)) @ T
+                link = pj.parent
+            self.R_T[i], self.p_T[i] = T[:3, :3], T[:3, 3]
+            self.axis[i] = j.axis
+            self.jtype[i] = PRISMATIC if j.type == "prismatic" else REVOLUTE
+        # merge the links welded to each body (and the payload) into one rigid body, in the body frame
+        h = np.zeros((nb, 3))       # first moment of mass Σ m c, kg·m
+        I_o = np.zeros((nb, 3, 3))  # inertia about the body origin, kg·m²
+        self.mass = np.zeros(nb)
+
+        def add(i, mass, com, I_com, T):
+            R, p = T[:3, :3], T[:3, 3]
+            c = R @ com + p
+            self.mass[i] += mass
+            h[i] += mass * c
+            I_o[i] += R @ I_com @ R.T + mass * (np.dot(c, c) * np.eye(3) - np.outer(c, c))
+
+        payload = model.payload
+        for i, jn in enumerate(names):
+            stack = [(d.joints[jn].child, np.eye(4))]
+            while stack:
+                link, T = stack.pop()
+                ine = d.links[link].inertial
+                add(i, ine.mass, ine.com, ine.inertia, T)
+                if payload is not None and payload.link == link:
+                    add(i, payload.mass, payload.com, payload.inertia, T)
+                for cj in d.child_joints[link]:
+                    if cj not in body_of_joint:  # welded: fixed or held
+                        j = d.joints[cj]
+                        stack.append((j.child, T @ j.origin @ j.motion(held.get(cj, 0.0))))
+        self.com = np.zeros((nb, 3))
+        self.I_c = np.zeros((nb, 3, 3))
+        for i in range(nb):
+            if self.mass[i] > 0:
+                c = h[i] / self.mass[i]
+                self.com[i] = c
+                self.I_c[i] = I_o[i] - self.mass[i] * (np.dot(c, c) * np.eye(3) - np.outer(c, c))
+            else:
+                self.I_c[i] = I_o[i]
+        self.src = np.ascontiguousarray(model.mimic_source, dtype=np.int64)
+        self.mult = np.ascontiguousarray(model.mimic_multiplier, dtype=float)
+        self.offset = np.ascontiguousarray(model.mimic_offset, dtype=float)
+
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """The table as two flat buffers (floats, ints) for the kernels (fewer arguments: cheaper calls).
+
+        Float layout, blocks of nb rows: R_T (9), p_T (3), axis (3), mass (1), com (3), I_c (9), mult (1),
+        offset (1); int layout: parent, jtype, src. :func:`_unpack` restores the named views.
+        """
+        fbuf = np.concatenate([self.R_T.ravel(), self.p_T.ravel(), self.axis.ravel(), self.mass,
+                               self.com.ravel(), self.I_c.ravel(), self.mult, self.offset])
+        ibuf = np.concatenate([self.parent, self.jtype, self.src]).astype(np.int64)
+        return np.ascontiguousarray(fbuf), np.ascontiguousarray(ibuf)
+
+
+# --------------------------------------------------------------------------------------------------
+# numba kernels
+# --------------------------------------------------------------------------------------------------
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _cross(ax, ay, az, bx, by, bz):
+    """a × b for 3-vectors given as scalars (returns a tuple: no allocation)."""
+    return ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+
+
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _joint_transform(R_T, p_T, axis, jtype, i, qi, R, p):
+    """Write R[i] = ⁱ⁻¹Rᵢ and p[i] = ⁱ⁻¹Pᵢ of body i at joint position qi (rad or m).
+
+    Revolute: R = R_T · Rot(z, qi) (Rodrigues' formula), p = p_T. Prismatic: R = R_T, p = p_T + R_T z qi.
+    """
+    x, y, w = axis[i, 0], axis[i, 1], axis[i, 2]
+    if jtype[i] == 0:
+        s, c = np.sin(qi), np.cos(qi)
+        v = 1.0 - c
+        r00, r01, r02 = c + x * x * v, x * y * v - w * s, x * w * v + y * s
+        r10, r11, r12 = y * x * v + w * s, c + y * y * v, y * w * v - x * s
+        r20, r21, r22 = w * x * v - y * s, w * y * v + x * s, c + w * w * v
+        for a in range(3):
+            t0, t1, t2 = R_T[i, a, 0], R_T[i, a, 1], R_T[i, a, 2]
+            R[i, a, 0] = t0 * r00 + t1 * r10 + t2 * r20
+            R[i, a, 1] = t0 * r01 + t1 * r11 + t2 * r21
+            R[i, a, 2] = t0 * r02 + t1 * r12 + t2 * r22
+            p[i, a] = p_T[i, a]
+    else:
+        for a in range(3):
+            t0, t1, t2 = R_T[i, a, 0], R_T[i, a, 1], R_T[i, a, 2]
+            R[i, a, 0], R[i, a, 1], R[i, a, 2] = t0, t1, t2
+            p[i, a] = p_T[i, a] + (t0 * x + t1 * y + t2 * w) * qi
+
+
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _rnea_one(parent, axis, jtype, mass, com, I_c, R, p, qd_b, qdd_b, a0x, a0y, a0z, w, wd, vd, f, nt, tau_b):
+    """One RNEA (both passes) for one state, given the body transforms R (nb, 3, 3) and p (nb, 3).
+
+    qd_b, qdd_b (nb,): joint rates of every body; (a0x, a0y, a0z): base linear acceleration (= −g).
+    w, wd, vd, f, nt (nb, 3): work arrays for ω_i, ω̇_i, v̇_i, f_i, n_i.
+    Output: tau_b (nb,), the joint torque (N·m) or force (N) of every body.
+    """
+    nb = parent.shape[0]
+    # ---- outward pass, i = 1 … n: ω_i, ω̇_i, v̇_i, then F_i and N_i (Craig 6.45–6.50) ----
+    for i in range(nb):
+        lam = parent[i]
+        zx, zy, zz = axis[i, 0], axis[i, 1], axis[i, 2]
+        if lam < 0:  # the fixed base: ω_0 = ω̇_0 = 0, v̇_0 = −g
+            wlx = wly = wlz = 0.0
+            dlx = dly = dlz = 0.0
+            ax, ay, az = a0x, a0y, a0z
+        else:
+            wlx, wly, wlz = w[lam, 0], w[lam, 1], w[lam, 2]
+            dlx, dly, dlz = wd[lam, 0], wd[lam, 1], wd[lam, 2]
+            px, py, pz = p[i, 0], p[i, 1], p[i, 2]
+            # acceleration of origin i in parent axes: ω̇_λ × p + ω_λ × (ω_λ × p) + v̇_λ
+            cx, cy, cz = _cross(wlx, wly, wlz, px, py, pz)
+            ex, ey, ez = _cross(wlx, wly, wlz, cx, cy, cz)
+            gx, gy, gz = _cross(dlx, dly, dlz, px, py, pz)
+            ax, ay, az = gx + ex + vd[lam, 0], gy + ey + vd[lam, 1], gz + ez + vd[lam, 2]
+        # into frame i: Rᵀ ω_λ, Rᵀ ω̇_λ, Rᵀ (acceleration of origin i)
+        wx = R[i, 0, 0] * wlx + R[i, 1, 0] * wly + R[i, 2, 0] * wlz
+        wy = R[i, 0, 1] * wlx + R[i, 1, 1] * wly + R[i, 2, 1] * wlz
+        wz = R[i, 0, 2] * wlx + R[i, 1, 2] * wly + R[i, 2, 2] * wlz
+        dx = R[i, 0, 0] * dlx + R[i, 1, 0] * dly + R[i, 2, 0] * dlz
+        dy = R[i, 0, 1] * dlx + R[i, 1, 1] * dly + R[i, 2, 1] * dlz
+        dz = R[i, 0, 2] * dlx + R[i, 1, 2] * dly + R[i, 2, 2] * dlz
+        vx = R[i, 0, 0] * ax + R[i, 1, 0] * ay + R[i, 2, 0] * az
+        vy = R[i, 0, 1] * ax + R[i, 1, 1] * ay + R[i, 2, 1] * az
+        vz = R[i, 0, 2] * ax + R[i, 1, 2] * ay + R[i, 2, 2] * az
+        qd_i, qdd_i = qd_b[i], qdd_b[i]
+        kx, ky, kz = _cross(wx, wy, wz, zx, zy, zz)  # (Rᵀ ω_λ) × z
+        if jtype[i] == 0:  # revolute: ω̇_i = Rᵀ ω̇_λ + (Rᵀ ω_λ) × q̇ z + q̈ z ;  ω_i = Rᵀ ω_λ + q̇ z
+            dx += kx * qd_i + zx * qdd_i
+            dy += ky * qd_i + zy * qdd_i
+            dz += kz * qd_i + zz * qdd_i
+            wx += zx * qd_i
+            wy += zy * qd_i
+            wz += zz * qd_i
+        else:  # prismatic: v̇_i += 2 ω_i × ḋ z + d̈ z
+            vx += 2.0 * kx * qd_i + zx * qdd_i
+            vy += 2.0 * ky * qd_i + zy * qdd_i
+            vz += 2.0 * kz * qd_i + zz * qdd_i
+        w[i, 0], w[i, 1], w[i, 2] = wx, wy, wz
+        wd[i, 0], wd[i, 1], wd[i, 2] = dx, dy, dz
+        vd[i, 0], vd[i, 1], vd[i, 2] = vx, vy, vz
+        # v̇_Ci = ω̇_i × c + ω_i × (ω_i × c) + v̇_i ;  F_i = m v̇_Ci   (Newton)
+        ccx, ccy, ccz = com[i, 0], com[i, 1], com[i, 2]
+        ux, uy, uz = _cross(wx, wy, wz, ccx, ccy, ccz)
+        ux, uy, uz = _cross(wx, wy, wz, ux, uy, uz)
+        sx, sy, sz = _cross(dx, dy, dz, ccx, ccy, ccz)
+        m = mass[i]
+        Fx, Fy, Fz = m * (sx + ux + vx), m * (sy + uy + vy), m * (sz + uz + vz)
+        f[i, 0], f[i, 1], f[i, 2] = Fx, Fy, Fz
+        # N_i = I_c ω̇_i + ω_i × (I_c ω_i)   (Euler); n_i starts as N_i + c × F_i
+        Iwx = I_c[i, 0, 0] * wx + I_c[i, 0, 1] * wy + I_c[i, 0, 2] * wz
+        Iwy = I_c[i, 1, 0] * wx + I_c[i, 1, 1] * wy + I_c[i, 1, 2] * wz
+        Iwz = I_c[i, 2, 0] * wx + I_c[i, 2, 1] * wy + I_c[i, 2, 2] * wz
+        gx, gy, gz = _cross(wx, wy, wz, Iwx, Iwy, Iwz)
+        hx, hy, hz = _cross(ccx, ccy, ccz, Fx, Fy, Fz)
+        nt[i, 0] = I_c[i, 0, 0] * dx + I_c[i, 0, 1] * dy + I_c[i, 0, 2] * dz + gx + hx
+        nt[i, 1] = I_c[i, 1, 0] * dx + I_c[i, 1, 1] * dy + I_c[i, 1, 2] * dz + gy + hy
+        nt[i, 2] = I_c[i, 2, 0] * dx + I_c[i, 2, 1] * dy + I_c[i, 2, 2] * dz + gz + hz
+    # ---- inward pass, i = n … 1: f_i, n_i, τ_i (Craig 6.51–6.53); children come after parents ----
+    for i in range(nb - 1, -1, -1):
+        fx, fy, fz = f[i, 0], f[i, 1], f[i, 2]
+        nx, ny, nz = nt[i, 0], nt[i, 1], nt[i, 2]
+        if jtype[i] == 0:  # τ_i = n_i · z (revolute) or f_i · z (prismatic)
+            tau_b[i] = nx * axis[i, 0] + ny * axis[i, 1] + nz * axis[i, 2]
+        else:
+            tau_b[i] = fx * axis[i, 0] + fy * axis[i, 1] + fz * axis[i, 2]
+        lam = parent[i]
+        if lam >= 0:  # f_λ += R f_i ;  n_λ += R n_i + p × (R f_i)
+            Rfx = R[i, 0, 0] * fx + R[i, 0, 1] * fy + R[i, 0, 2] * fz
+            Rfy = R[i, 1, 0] * fx + R[i, 1, 1] * fy + R[i, 1, 2] * fz
+            Rfz = R[i, 2, 0] * fx + R[i, 2, 1] * fy + R[i, 2, 2] * fz
+            Rnx = R[i, 0, 0] * nx + R[i, 0, 1] * ny + R[i, 0, 2] * nz
+            Rny = R[i, 1, 0] * nx + R[i, 1, 1] * ny + R[i, 1, 2] * nz
+            Rnz = R[i, 2, 0] * nx + R[i, 2, 1] * ny + R[i, 2, 2] * nz
+            cx, cy, cz = _cross(p[i, 0], p[i, 1], p[i, 2], Rfx, Rfy, Rfz)
+            f[lam, 0] += Rfx
+            f[lam, 1] += Rfy
+            f[lam, 2] += Rfz
+            nt[lam, 0] += Rnx + cx
+            nt[lam, 1] += Rny + cy
+            nt[lam, 2] += Rnz + cz
+
+
+@njit(cache=True, inline="always")
+def _unpack(fbuf, ibuf):
+    """Named views of the packed joint table (see :meth:`JointTable.packed`)."""
+    nb = ibuf.shape[0] // 3
+    parent, jtype, src = ibuf[0:nb], ibuf[nb:2 * nb], ibuf[2 * nb:3 * nb]
+    o = 0
+    R_T = fbuf[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    p_T = fbuf[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    axis = fbuf[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    mass = fbuf[o:o + nb]
+    o += nb
+    com = fbuf[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    I_c = fbuf[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    mult = fbuf[o:o + nb]
+    offset = fbuf[o + nb:o + 2 * nb]
+    return parent, R_T, p_T, axis, jtype, mass, com, I_c, src, mult, offset
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _rnea_batch(fbuf, ibuf, q, qd, qdd, a0, use_qd, use_qdd, tau):
+    """Batched RNEA: q, qd, qdd (N, n) -> tau (N, n). ``use_qd``/``use_qdd`` False treat them as zero.
+
+    fbuf, ibuf: the packed :class:`JointTable`; a0 (3,): base acceleration (−g, or 0).
+    """
+    parent, R_T, p_T, axis, jtype, mass, com, I_c, src, mult, offset = _unpack(fbuf, ibuf)
+    N, n = q.shape
+    nb = parent.shape[0]
+    R = np.empty((nb, 3, 3))
+    p = np.empty((nb, 3))
+    w = np.empty((nb, 3))
+    wd = np.empty((nb, 3))
+    vd = np.empty((nb, 3))
+    f = np.empty((nb, 3))
+    nt = np.empty((nb, 3))
+    qd_b = np.zeros(nb)
+    qdd_b = np.zeros(nb)
+    tau_b = np.empty(nb)
+    a0x, a0y, a0z = a0[0], a0[1], a0[2]
+    for k in range(N):
+        for i in range(nb):  # joint values of every body (mimic: k q_master + b)
+            _joint_transform(R_T, p_T, axis, jtype, i, mult[i] * q[k, src[i]] + offset[i], R, p)
+            if use_qd:
+                qd_b[i] = mult[i] * qd[k, src[i]]
+            if use_qdd:
+                qdd_b[i] = mult[i] * qdd[k, src[i]]
+        _rnea_one(parent, axis, jtype, mass, com, I_c, R, p, qd_b, qdd_b, a0x, a0y, a0z, w, wd, vd, f, nt, tau_b)
+        for j in range(n):
+            tau[k, j] = 0.0
+        for i in range(nb):  # virtual work: τ_master += k τ_i
+            tau[k, src[i]] += mult[i] * tau_b[i]
+
+
+@njit(cache=True, fastmath=_FASTMATH)
+def _mass_matrix_batch(fbuf, ibuf, q, M):
+    """Batched M(q): column j = RNEA(q, q̇ = 0, q̈ = e_j, g = 0) (Walker & Orin 1982, method 1)."""
+    parent, R_T, p_T, axis, jtype, mass, com, I_c, src, mult, offset = _unpack(fbuf, ibuf)
+    N, n = q.shape
+    nb = parent.shape[0]
+    R = np.empty((nb, 3, 3))
+    p = np.empty((nb, 3))
+    w = np.empty((nb, 3))
+    wd = np.empty((nb, 3))
+    vd = np.empty((nb, 3))
+    f = np.empty((nb, 3))
+    nt = np.empty((nb, 3))
+    qd_b = np.zeros(nb)
+    qdd_b = np.zeros(nb)
+    tau_b = np.empty(nb)
+    for k in range(N):
+        for i in range(nb):
+            _joint_transform(R_T, p_T, axis, jtype, i, mult[i] * q[k, src[i]] + offset[i], R, p)
+        for j in range(n):
+            for i in range(nb):
+                qdd_b[i] = mult[i] if src[i] == j else 0.0
+            _rnea_one(parent, axis, jtype, mass, com, I_c, R, p, qd_b, qdd_b, 0.0, 0.0, 0.0, w, wd, vd, f, nt,
+                      tau_b)
+            for r in range(n):
+                M[k, r, j] = 0.0
+            for i in range(nb):
+                M[k, src[i], j] += mult[i] * tau_b[i]
+        for r in range(n):  # exact symmetry (the two triangles agree to rounding)
+            for j in range(r + 1, n):
+                s = 0.5 * (M[k, r, j] + M[k, j, r])
+                M[k, r, j] = s
+                M[k, j, r] = s
+
+
+# --------------------------------------------------------------------------------------------------
+# the engine
+# --------------------------------------------------------------------------------------------------
+class NewtonEulerDynamics:
+    """Batched inverse dynamics of a :class:`RobotModel` (in-package RNEA, see the module docstring).
+
+    Every method takes arrays (N, n) — N states, columns in ``model.joint_names`` order — and returns
+    (N, n) (``mass_matrix``: (N, n, n)); a single state (n,) gives (n,) (``mass_matrix``: (n, n)).
+    Units: rad, rad/s, rad/s² (m, m/s, m/s² for prismatic joints) in; N·m (N) out.
+    Gravity and payload follow ``model`` (the table is rebuilt when ``model.version`` changes).
+
+    Raises (all methods): ValueError when the arrays have the wrong shape or are not finite (the message
+    names the argument).
+    """
+
+    def __init__(self, model: RobotModel):
+        self.model = model
+        self.n = model.n
+        self._version = -1
+        self._sync()
+
+    def _sync(self) -> None:
+        self.table = JointTable(self.model)
+        self._fbuf, self._ibuf = self.table.packed()
+        self._a0 = np.ascontiguousarray(-self.model.gravity)  # base acceleration −g (gravity trick)
+        self._zero3 = np.zeros(3)
+        self._version = self.model.version
+
+    def warmup(self) -> None:
+        """Compile (or load from the on-disk cache) the numba kernels now rather than on first use."""
+        z = np.zeros((1, self.n))
+        self.rnea(z, z, z)
+        self.mass_matrix(z)
+
+    def _check(self, x, name: str, shape=None) -> np.ndarray:
+        a = np.asarray(x, dtype=np.float64)
+        if a.ndim == 1:
+            a = a[None, :]
+        if a.ndim != 2 or a.shape[1] != self.n or (shape is not None and a.shape != shape):
+            want = f"({shape[0]}, {self.n})" if shape is not None else f"(N, {self.n}) or ({self.n},)"
+            raise ValueError(f"{name}: expected shape {want} in model.joint_names order, got {np.shape(x)}")
+        return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+    @staticmethod
+    def _check_finite(out: np.ndarray, **inputs) -> None:
+        """NaN/inf inputs propagate to the output: checking the output once is cheap; name the culprit."""
+        if not np.isfinite(out.sum()):
+            for name, a in inputs.items():
+                if a is not None and not np.all(np.isfinite(a)):
+                    raise ValueError(f"{name}: contains NaN or inf")
+            raise ValueError("non-finite result (overflow) for finite inputs")
+
+    def _run(self, q, qd, qdd, gravity: bool) -> np.ndarray:
+        if self._version != self.model.version:
+            self._sync()
+        single = np.ndim(q) == 1
+        q2 = self._check(q, "q")
+        qd2 = self._check(qd, "qd", q2.shape) if qd is not None else q2
+        qdd2 = self._check(qdd, "qdd", q2.shape) if qdd is not None else q2
+        tau = np.empty(q2.shape)
+        _rnea_batch(self._fbuf, self._ibuf, q2, qd2, qdd2, self._a0 if gravity else self._zero3,
+                    qd is not None, qdd is not None, tau)
+        self._check_finite(tau, q=q2, qd=qd2 if qd is not None else None, qdd=qdd2 if qdd is not None else None)
+        return tau[0] if single else tau
+
+    def rnea(self, q, qd, qdd) -> np.ndarray:
+        """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q), (N, n) N·m (Craig 6.45–6.53; Featherstone Table 5.1)."""
+        return self._run(q, qd, qdd, gravity=True)
+
+    def gravity(self, q) -> np.ndarray:
+        """Gravity torque g(q) = RNEA(q, 0, 0), (N, n) N·m."""
+        return self._run(q, None, None, gravity=True)
+
+    def coriolis_qd(self, q, qd) -> np.ndarray:
+        """Velocity-product torque C(q, qd) qd = RNEA(q, qd, 0) with g = 0, (N, n) N·m."""
+        return self._run(q, qd, None, gravity=False)
+
+    def nonlinear_effects(self, q, qd) -> np.ndarray:
+        """C(q, qd) qd + g(q) = RNEA(q, qd, 0), (N, n) N·m."""
+        return self._run(q, qd, None, gravity=True)
+
+    def mass_matrix(self, q) -> np.ndarray:
+        """Joint-space inertia M(q), (N, n, n) kg·m², symmetric; column j = RNEA(q, 0, e_j) with g = 0."""
+        if self._version != self.model.version:
+            self._sync()
+        single = np.ndim(q) == 1
+        q2 = self._check(q, "q")
+        M = np.empty((q2.shape[0], self.n, self.n))
+        _mass_matrix_batch(self._fbuf, self._ibuf, q2, M)
+        self._check_finite(M, q=q2)
+        return M[0] if single else M
