@@ -400,7 +400,14 @@ class RateLimitedLog:
         n = self._suppressed.pop(key, 0)
         if n:
             text = f"{text} ({n} similar suppressed)"
-        getattr(self._logger, level)(text)
+        # one call site per severity: rclpy's logger raises "Logger severity cannot be changed between
+        # calls" when the same source line logs at two severities (which killed the node's executor)
+        if level == "error":
+            self._logger.error(text)
+        elif level == "warning":
+            self._logger.warning(text)
+        else:
+            self._logger.info(text)
         return True
 
     def info(self, key: str, text: str) -> bool:
