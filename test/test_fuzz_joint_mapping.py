@@ -145,3 +145,22 @@ def test_stale_then_fresh_by_stamp_and_by_arrival():
     assert m2.age(123, 1_500_000_000) == pytest.approx(0.5)
     m2.update(list(PANDA), [0.0] * 7, [0.0] * 7, stamp_ns=0, arrival_ns=2_000_000_000)
     assert m2.age(123, 2_000_000_000) == 0.0
+
+
+@given(ahead_s=st.floats(0.2, 1e6), order=st.permutations(PANDA))
+def test_future_stamp_is_rejected_and_does_not_block_later_messages(ahead_s, order):
+    """A stamp from a wrong clock (ahead of the node clock by more than the tolerance) is rejected, and
+    later correctly stamped messages are still accepted (else the node would never recover)."""
+    m = JointStateMapper(PANDA)
+    now = 1_700_000_000 * 10**9
+    future = now + int(ahead_s * 1e9)
+    r = m.update(list(order), [0.5] * 7, [0.0] * 7, stamp_ns=future, arrival_ns=1, now_stamp_ns=now,
+                 max_future_ns=100_000_000)
+    assert r is not None and r.code is RejectCode.FUTURE and "ahead" in r.detail
+    assert not m.ready
+    assert m.update(list(order), [0.1] * 7, [0.0] * 7, stamp_ns=now + 1000, arrival_ns=2,
+                    now_stamp_ns=now + 2000, max_future_ns=100_000_000) is None
+    assert m.ready and (m.q == 0.1).all()
+    # within the tolerated skew: accepted
+    assert m.update(list(order), [0.2] * 7, [0.0] * 7, stamp_ns=now + 50_000_000, arrival_ns=3,
+                    now_stamp_ns=now + 3000, max_future_ns=100_000_000) is None

@@ -48,6 +48,7 @@ class RejectCode(enum.Enum):
     DUPLICATE = "duplicate joint name"
     NONFINITE = "non-finite value"
     OUT_OF_ORDER = "out-of-order header stamp"
+    FUTURE = "header stamp in the future"
     NO_KNOWN_JOINT = "no known joint"
 
 
@@ -203,7 +204,8 @@ class JointStateMapper:
         return r
 
     def update(self, names: Sequence[str], position, velocity=(), effort=(), *,
-               stamp_ns: int = 0, arrival_ns: int = 0) -> Rejection | None:
+               stamp_ns: int = 0, arrival_ns: int = 0, now_stamp_ns: int | None = None,
+               max_future_ns: int = 0) -> Rejection | None:
         """Take one JointState's fields into the model-order state.
 
         Args:
@@ -213,6 +215,11 @@ class JointStateMapper:
             effort: ``JointState.effort``, one per name or empty (N·m or N).
             stamp_ns: the header stamp in ns (``sec * 10**9 + nanosec``); 0 = not stamped.
             arrival_ns: arrival time on a monotonic clock, ns (``time.monotonic_ns()``).
+            now_stamp_ns: "now" on the stamps' clock (the node's ROS clock), ns; when given, a stamp
+                more than ``max_future_ns`` ahead of it is rejected (:attr:`RejectCode.FUTURE`) instead
+                of being stored, so one message from a wrong clock cannot block all later messages as
+                out of order.
+            max_future_ns: tolerated clock skew, ns (a node passes its state timeout).
 
         Returns:
             None when accepted (the state arrays were updated), else a :class:`Rejection` naming the
@@ -241,6 +248,10 @@ class JointStateMapper:
             bad = int(np.flatnonzero(np.isinf(vel))[0])
             return self._reject(RejectCode.NONFINITE, f"velocity['{names[bad]}'] = {vel[bad]}")
         src, dst = entry.src, entry.dst
+        if stamp_ns and now_stamp_ns is not None and stamp_ns > now_stamp_ns + max_future_ns:
+            # a stamp from a wrong clock would otherwise make every later, correct message "out of order"
+            return self._reject(RejectCode.FUTURE, f"stamp {stamp_ns * 1e-9:.9f} s is "
+                                f"{(stamp_ns - now_stamp_ns) * 1e-9:.3f} s ahead of the node clock")
         if stamp_ns:
             prev = self.stamp_ns[dst]
             if (prev > stamp_ns).any():
@@ -290,10 +301,12 @@ class JointStateMapper:
         self.accepted += 1
         return None
 
-    def update_msg(self, msg, arrival_ns: int) -> Rejection | None:
+    def update_msg(self, msg, arrival_ns: int, now_stamp_ns: int | None = None,
+                   max_future_ns: int = 0) -> Rejection | None:
         """:meth:`update` from a ``sensor_msgs/JointState`` (duck-typed: ``name``, ``position``, ...)."""
         st = msg.header.stamp
         return self.update(msg.name, msg.position, msg.velocity, msg.effort,
+                           now_stamp_ns=now_stamp_ns, max_future_ns=max_future_ns,
                            stamp_ns=st.sec * 1_000_000_000 + st.nanosec, arrival_ns=arrival_ns)
 
     # ------------------------------------------------------------------ state queries
