@@ -17,6 +17,7 @@ Topics, services and parameters: see docs/nodes.md and :data:`PARAMS`.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -300,7 +301,7 @@ def main(args: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     except (UserError, ValueError) as exc:
-        print(f"gravity_compensation: error: {exc}", flush=True)
+        print(f"gravity_compensation: error: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
         if node is not None:

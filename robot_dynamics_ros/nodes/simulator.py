@@ -21,6 +21,7 @@ Topics and parameters: docs/nodes.md and :data:`PARAMS`.
 """
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 
@@ -256,7 +257,7 @@ def main(args: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     except (UserError, ValueError) as exc:
-        print(f"mujoco_simulator: error: {exc}", flush=True)
+        print(f"mujoco_simulator: error: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
         if node is not None:

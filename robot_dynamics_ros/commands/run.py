@@ -1,0 +1,163 @@
+"""``robot-dynamics run``: start the chosen nodes in one process (the stand-in for ``ros2 launch``).
+
+    robot-dynamics run --params config/panda.yaml --nodes mujoco_simulator gravity_compensation
+    robot-dynamics run --urdf ur5 --nodes gravity_compensation            # waits for /joint_states
+    robot-dynamics run --params config/panda.yaml --duration 10           # stop by itself after 10 s
+
+Node parameters come from a standard rcl parameter file (``<node name>: ros__parameters: ...``, the
+format ``ros2 launch`` and ``--ros-args --params-file`` read; ``/**:`` applies to every node), handed to
+rclpy as global ``--params-file`` arguments, so each node picks its own section by name. ``--urdf`` sets
+``urdf_path`` of every started node and wins over the file. All nodes share one rclpy executor and one
+dynamics model per URDF (:func:`robot_dynamics_ros.nodes.common.shared_model`). Ctrl-C stops cleanly.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import time
+from pathlib import Path
+
+from robot_dynamics_ros.errors import UserError
+
+#: node name -> (module, class name); the node name is also the section name in a params file
+NODES: dict[str, tuple[str, str]] = {
+    "mujoco_simulator": ("robot_dynamics_ros.nodes.simulator", "SimulatorNode"),
+    "gravity_compensation": ("robot_dynamics_ros.nodes.gravity_compensation", "GravityCompensationNode"),
+    "computed_torque": ("robot_dynamics_ros.nodes.computed_torque", "ComputedTorqueNode"),
+    "retiming_service": ("robot_dynamics_ros.nodes.retiming_service", "RetimingServiceNode"),
+}
+DEFAULT_NODES = ("mujoco_simulator", "gravity_compensation")
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--urdf", help="URDF file or robot name (panda, ur5, ...): urdf_path of every node")
+    parser.add_argument("--params", action="append", default=[], metavar="YAML",
+                        help="rcl parameter file (node_name: ros__parameters: ...); may be repeated")
+    parser.add_argument("--nodes", nargs="+", default=list(DEFAULT_NODES), metavar="NODE",
+                        help=f"nodes to start, from {list(NODES)} (default: {' '.join(DEFAULT_NODES)})")
+    parser.add_argument("--duration", type=float, default=0.0,
+                        help="stop after this many seconds (default 0: run until Ctrl-C)")
+    parser.add_argument("--executor", choices=("events", "single", "multi"), default="events",
+                        help="rclpy executor (default: events)")
+
+
+def check_params_file(path: str) -> Path:
+    """Check that ``path`` is a readable rcl parameter YAML; return it.
+
+    Raises:
+        UserError: missing file, invalid YAML, or a top-level entry without ``ros__parameters``.
+    """
+    import yaml
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise UserError(f"parameter file '{path}': no such file")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"parameter file '{path}': invalid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"parameter file '{path}': expected 'node_name: ros__parameters: ...' mappings")
+    for key, val in data.items():
+        if not isinstance(val, dict) or "ros__parameters" not in val:
+            raise UserError(f"parameter file '{path}': entry '{key}' has no 'ros__parameters' mapping")
+    return p.resolve()
+
+
+def node_class(name: str):
+    """The node class registered as ``name`` in :data:`NODES`.
+
+    Raises:
+        UserError: unknown node name, or its module is not available.
+    """
+    if name not in NODES:
+        raise UserError(f"--nodes: unknown node '{name}', choose from {list(NODES)}")
+    module, cls = NODES[name]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"node '{name}' is not available: {exc}") from None
+
+
+def start_nodes(names, *, context, urdf: str | None = None):
+    """Create the nodes ``names`` in ``context`` (parameter files must already be in its global args).
+
+    Raises:
+        UserError: a node cannot start (bad parameter, unreadable URDF, ...), naming the node.
+    """
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+    from rclpy.parameter import Parameter
+
+    overrides = [Parameter("urdf_path", value=str(urdf))] if urdf else []
+    nodes = []
+    try:
+        for name in names:
+            cls = node_class(name)
+            try:
+                nodes.append(cls(context=context, parameter_overrides=list(overrides)))
+            except UserError as exc:
+                raise UserError(f"node '{name}': {exc}") from None
+            except (ValueError, TypeError, InvalidParameterTypeException, InvalidParameterValueException) as exc:
+                raise UserError(f"node '{name}': {exc}") from None
+    except BaseException:
+        for n in nodes:
+            n.destroy_node()
+        raise
+    return nodes
+
+
+def run(args: argparse.Namespace) -> int:
+    import rclpy
+
+    from robot_dynamics_ros.nodes import common
+
+    if len(set(args.nodes)) != len(args.nodes):
+        raise UserError(f"--nodes: a node is listed twice in {args.nodes}")
+    for name in args.nodes:
+        node_class(name)
+    if args.urdf:
+        from robot_dynamics_ros import robots
+
+        robots.resolve(args.urdf)  # UserError naming the file when it does not exist
+    if args.duration < 0:
+        raise UserError(f"--duration {args.duration}: must be ≥ 0 s")
+    ros_args = []
+    for path in args.params:
+        ros_args += ["--params-file", str(check_params_file(path))]
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args] if ros_args else None)
+    nodes = []
+    executor = None
+    try:
+        nodes = start_nodes(args.nodes, context=ctx, urdf=args.urdf)
+        executor = common.make_executor(args.executor, context=ctx)
+        for n in nodes:
+            executor.add_node(n)
+        print(f"running {[n.get_name() for n in nodes]} with the {args.executor} executor"
+              + (f" for {args.duration:g} s" if args.duration else " (Ctrl-C to stop)"), flush=True)
+        t_end = time.monotonic() + args.duration if args.duration else None
+        try:
+            while t_end is None or time.monotonic() < t_end:
+                executor.spin_once(timeout_sec=0.1)
+        except KeyboardInterrupt:
+            pass
+        summary = {"nodes": [n.get_name() for n in nodes]}
+        for n in nodes:
+            diag = getattr(n, "diag", None)
+            if diag is not None:
+                summary[n.get_name()] = dict(diag.counters)
+        print(json.dumps(summary), flush=True)
+        return 0
+    finally:
+        for n in nodes:
+            try:
+                n.destroy_node()
+            except Exception:  # noqa: BLE001
+                pass
+        if executor is not None:
+            executor.shutdown()
+        if ctx.ok():
+            rclpy.shutdown(context=ctx)
