@@ -180,6 +180,9 @@ def test_stale_states_produce_no_command_and_a_warning(h, ref):
     assert h.node.diag.counters.get("stale", 0) >= 1
     assert h.wait(lambda: any(s.level == b"\x01" and "stale" in s.message for s in h.diags), 3.0)
     assert h.exchange(MSG_ORDER, pos, zero_stamp=True) is not None    # unstamped: judged by arrival time
+    # a stamp from a clock 5 s ahead is rejected and does not block the correct messages after it
+    assert h.exchange(MSG_ORDER, pos, stamp_offset=5.0) is None
+    assert h.exchange(MSG_ORDER, pos) is not None
 
 
 def test_enable_service_gravity_and_payload_parameters(h, ref):

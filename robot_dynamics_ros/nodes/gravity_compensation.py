@@ -204,7 +204,8 @@ class GravityCompensationNode(Node):
             self.log.warning("no_model", "joint_states received but no robot model loaded yet")
             return
         arrival = time.monotonic_ns()
-        rej = mapper.update_msg(msg, arrival)
+        now_ns = self._clock.now().nanoseconds
+        rej = mapper.update_msg(msg, arrival, now_stamp_ns=now_ns, max_future_ns=self._timeout_ns)
         if rej is not None:
             self.diag.count("rejected")
             self.last_error = f"joint_states rejected: {rej}"
@@ -215,7 +216,7 @@ class GravityCompensationNode(Node):
             self.last_error = f"joint_states: missing joints {mapper.missing()}"
             self.log.warning("missing", self.last_error + " (no command until they arrive)")
             return
-        age_ns = mapper.age(self._clock.now().nanoseconds, arrival) * 1e9
+        age_ns = mapper.age(now_ns, arrival) * 1e9
         if age_ns > self._timeout_ns:
             self._set_stale(age_ns * 1e-9)
             return
