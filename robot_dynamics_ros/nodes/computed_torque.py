@@ -209,7 +209,7 @@ def _make_node_class():
                                                      self._on_trajectory, 10)
             self._cmd_msg = Float64MultiArray()
             self._desired_msg = JointState()
-            self.loader = common.ModelLoader(self, self._on_model, self.log)
+            self.loader = common.ModelLoader(self, self._on_model, self.log, self.params)
             self.timer = None
             if not self._on_states:
                 self.timer = self.create_timer(1.0 / float(self.params["control_rate"]), self._on_timer)
@@ -282,7 +282,10 @@ def _make_node_class():
             if self.mapper is None:
                 return
             arrival = time.monotonic_ns()
-            rejection = self.mapper.update_msg(msg, arrival)
+            # stamps further ahead of the node clock than state_timeout are rejected (a wrong clock must
+            # not block every later message as out of order)
+            rejection = self.mapper.update_msg(msg, arrival, now_stamp_ns=self._clock.now().nanoseconds,
+                                               max_future_ns=int(float(self.params["state_timeout"]) * 1e9))
             if rejection is not None:
                 self.diagnostics.count("joint_states_rejected")
                 self.log.warning(f"joint_states:{rejection.code.name}", f"joint_states rejected: {rejection}")
