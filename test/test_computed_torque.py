@@ -112,8 +112,7 @@ class Harness:
         rclpy.init(context=self.ctx)
         overrides = [Parameter("urdf_path", value="panda"), Parameter("joints", value=COMMAND_ORDER),
                      Parameter("control_rate", value=200.0), Parameter("state_timeout", value=5.0),
-                     Parameter("held_joint_names", value=["panda_finger_joint1", "panda_finger_joint2"]),
-                     Parameter("held_joint_positions", value=[0.02, 0.02])]
+]
         overrides += [Parameter(k, value=v) for k, v in params.items()]
         self.node = ComputedTorqueNode("ct_test", context=self.ctx, parameter_overrides=overrides)
         self.peer = rclpy.create_node("ct_peer", context=self.ctx)
