@@ -1,0 +1,213 @@
+"""Fault and fuzz tests of the running gravity-compensation node over real DDS (issue 7).
+
+The node runs in-process on its own rclpy context; a probe node publishes ``sensor_msgs/JointState`` and
+records every command (``std_msgs/Float64MultiArray``) and ``/diagnostics`` message. Expected torques
+are Pinocchio's ``computeGeneralizedGravity`` called here directly on the URDF (Panda, fingers held at
+0.02 m), not the node's code. Properties:
+
+* hypothesis-generated JointState messages (random names and lengths, NaN/Inf/huge values, empty arrays,
+  duplicates) never kill the node, never make it publish a non-finite or over-limit number, and a good
+  message afterwards is answered with exactly g(q) again;
+* a publisher that stops -> the state goes stale -> a WARN diagnostic; it restarts -> commands resume;
+* stamps older than ``state_timeout`` are not answered; out-of-order stamps are rejected;
+* a URDF swapped at run time on ``/robot_description`` (transient local) changes the torques to the new
+  robot's g(q); a broken URDF on the topic is rejected and the previous model serves on;
+* after shutdown nothing is published (or exactly one zero command when configured).
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from dds_probe import NAMES, PANDA, PANDA_EFFORT, Probe, gravity_of
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+
+@pytest.fixture(scope="module")
+def probe_with_node():
+    probe = Probe()
+    node = probe.gravity_node()
+    yield probe, node
+    probe.close()
+
+
+@pytest.fixture
+def probe():
+    p = Probe()
+    yield p
+    p.close()
+
+
+def _assert_commands_sane(commands):
+    for _, data in commands:
+        assert data.shape == (7,), data
+        assert np.isfinite(data).all(), f"non-finite command published: {data}"
+        assert (np.abs(data) <= PANDA_EFFORT + 1e-9).all(), f"command over the effort limits: {data}"
+
+
+# --------------------------------------------------------------------------------------- fuzzing
+text_name = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                    max_size=10)
+fuzz_name = st.one_of(st.sampled_from(NAMES), st.sampled_from(["panda_finger_joint1", ""]), text_name)
+fuzz_value = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                       st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -1e308, 0.0]))
+
+
+@st.composite
+def bad_joint_state(draw):
+    names = draw(st.lists(fuzz_name, max_size=10))
+    lengths = st.one_of(st.just(len(names)), st.integers(0, 12))
+    pos = draw(st.lists(fuzz_value, min_size=(n := draw(lengths)), max_size=n))
+    vel = draw(st.lists(fuzz_value, min_size=(n := draw(lengths)), max_size=n))
+    eff = draw(st.one_of(st.just([]), st.lists(fuzz_value, min_size=len(names), max_size=len(names))))
+    stamp = draw(st.sampled_from(["now", "zero"]))
+    return names, pos, vel, eff, stamp
+
+
+@settings(max_examples=25)  # each example is a DDS round trip; `make test-long` raises the count
+@given(batch=st.lists(bad_joint_state(), min_size=1, max_size=8), order=st.permutations(NAMES),
+       dq=st.lists(st.floats(-0.5, 0.5), min_size=7, max_size=7))
+def test_fuzzed_joint_states_never_kill_the_node_nor_produce_bad_commands(probe_with_node, batch, order, dq):
+    probe, node = probe_with_node
+    since = len(probe.commands)
+    for names, pos, vel, eff, stamp in batch:
+        probe.send(names, pos, vel, eff, stamp_ns=0 if stamp == "zero" else None)
+    # a good message after the garbage is answered with exactly g(q): the node is alive and recovered
+    q = PANDA.base_pose + np.asarray(dq)
+    assert probe.sentinel(q, order), "no (correct) command for a good message after fuzzed input"
+    _assert_commands_sane(probe.commands[since:])
+
+
+def test_huge_finite_positions_give_finite_clamped_torques(probe_with_node):
+    probe, node = probe_with_node
+    since = len(probe.commands)
+    clamps = node.clamp_count
+    probe.send(NAMES, [1e308, -1e308, 1e300, 4e18, -7.5e15, 1e10, 3.0])
+    assert probe.sentinel(PANDA.base_pose)
+    _assert_commands_sane(probe.commands[since:])
+    assert node.clamp_count >= clamps
+
+
+# ---------------------------------------------------------------------------------------- faults
+def test_publisher_stops_goes_stale_and_recovers_on_restart(probe):
+    node = probe.gravity_node(state_timeout=0.15)
+    for k in range(20):  # 200 Hz for 0.1 s
+        probe.send(position=PANDA.base_pose + 1e-3 * k)
+        time.sleep(0.005)
+    assert probe.sentinel(PANDA.base_pose)
+    time.sleep(0.6)  # the publisher stops
+    st_ = probe.last_status()
+    assert st_ is not None and st_.level == bytes([1]) and "stale" in st_.message, st_
+    n_before = len(probe.commands)
+    time.sleep(0.2)
+    assert len(probe.commands) == n_before, "commands published while the state is stale"
+    # restart: fresh data -> commands again, diagnostics back to OK
+    assert probe.sentinel(PANDA.base_pose + 0.05)
+    deadline = time.monotonic() + 2
+    while probe.last_status().level != bytes([0]) and time.monotonic() < deadline:
+        probe.send(position=PANDA.base_pose + 0.05)
+        time.sleep(0.02)
+    assert probe.last_status().level == bytes([0]), probe.last_status()
+    _assert_commands_sane(probe.commands)
+    assert node.diag.counters.get("stale", 0) >= 1
+
+
+def test_old_and_out_of_order_stamps_are_not_answered(probe):
+    node = probe.gravity_node(state_timeout=0.1)
+    # the first message is stamped 0.5 s ago (a delayed stream): too old -> no command, counted stale
+    probe.send(position=PANDA.base_pose + 0.1, stamp_ns=time.time_ns() - 500_000_000)
+    assert probe.sentinel(PANDA.base_pose)
+    since = len(probe.commands)
+    # out of order: within the timeout but older than what the node already has -> rejected
+    now = time.time_ns()
+    probe.send(position=PANDA.base_pose + 0.2, stamp_ns=now)
+    assert probe.wait_command(gravity_of(PANDA.base_pose + 0.2), since=since)
+    probe.send(position=PANDA.base_pose + 0.3, stamp_ns=now - 20_000_000)
+    assert probe.sentinel(PANDA.base_pose - 0.1)
+    got = [d for _, d in probe.commands]
+    assert not any(np.abs(d - gravity_of(PANDA.base_pose + 0.1)).max() < 1e-6 for d in got), "stale answered"
+    assert not any(np.abs(d - gravity_of(PANDA.base_pose + 0.3)).max() < 1e-6 for d in got), \
+        "out-of-order answered"
+    assert node.diag.counters.get("rejected", 0) >= 1 and node.diag.counters.get("stale", 0) >= 1
+
+
+def test_future_stamp_does_not_block_later_good_data(probe):
+    """One message stamped far in the future (a bad clock) must not make every later, correctly stamped
+    message 'out of order' for ever: good data must be answered again."""
+    probe.gravity_node(state_timeout=0.1)
+    assert probe.sentinel(PANDA.base_pose)
+    probe.send(position=PANDA.base_pose + 0.2, stamp_ns=time.time_ns() + 3600 * 10**9)
+    time.sleep(0.05)
+    ok = False
+    for k in range(20):
+        ok = probe.sentinel(PANDA.base_pose + 0.01 * k, timeout=0.1)
+        if ok:
+            break
+    assert ok, "after one future-stamped message the node never answered good data again"
+
+
+def _scaled_mass_urdf(factor: float) -> str:
+    text = Path(PANDA.urdf).read_text()
+    return re.sub(r'(<mass\s+value=")([^"]+)(")', lambda m: f"{m[1]}{float(m[2]) * factor!r}{m[3]}", text)
+
+
+def test_urdf_swapped_at_run_time_through_robot_description(probe, tmp_path):
+    from std_msgs.msg import String
+
+    # the node starts without a robot: it waits for /robot_description (transient local)
+    node = probe.gravity_node(urdf_path="", held_joint_names=list(PANDA.held_joints),
+                              held_joint_positions=list(PANDA.held_joints.values()))
+    probe.send()
+    time.sleep(0.1)
+    assert not probe.commands, "commands before any robot model"
+    probe.desc_pub.publish(String(data=Path(PANDA.urdf).read_text()))
+    deadline = time.monotonic() + 5
+    while node.mapper is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    q = PANDA.base_pose
+    assert probe.sentinel(q)
+    # all link masses doubled: g(q) is linear in the masses, so the torques double exactly
+    heavy = tmp_path / "panda_heavy.urdf"
+    heavy.write_text(_scaled_mass_urdf(2.0))
+    probe.desc_pub.publish(String(data=heavy.read_text()))
+    g2 = gravity_of(q, str(heavy))
+    np.testing.assert_allclose(g2, 2.0 * gravity_of(q), rtol=1e-12, atol=1e-12)
+    deadline = time.monotonic() + 5
+    answered = False
+    while not answered and time.monotonic() < deadline:
+        since = len(probe.commands)
+        probe.send(position=q)
+        answered = probe.wait_command(np.clip(g2, -PANDA_EFFORT, PANDA_EFFORT), timeout=0.2, since=since)
+    assert answered, "torques did not follow the new robot description"
+    # a broken description: rejected, the heavy model keeps serving
+    probe.desc_pub.publish(String(data="<robot name='broken'><link name='a'/><joint"))
+    time.sleep(0.2)
+    since = len(probe.commands)
+    probe.send(position=q)
+    assert probe.wait_command(np.clip(g2, -PANDA_EFFORT, PANDA_EFFORT), since=since)
+    assert "robot_description" in node.loader.last_error
+    _assert_commands_sane(probe.commands)
+
+
+@pytest.mark.parametrize("zero_on_shutdown", [False, True])
+def test_nothing_published_after_shutdown(probe, zero_on_shutdown):
+    node = probe.gravity_node(publish_zero_on_shutdown=zero_on_shutdown)
+    assert probe.sentinel(PANDA.base_pose)
+    since = len(probe.commands)
+    probe.nodes.remove(node)
+    probe.executor.remove_node(node)
+    node.destroy_node()
+    for _ in range(10):
+        probe.send()
+        time.sleep(0.01)
+    time.sleep(0.2)
+    after = [d for _, d in probe.commands[since:]]
+    if zero_on_shutdown:
+        assert len(after) == 1 and np.array_equal(after[0], np.zeros(7)), after
+    else:
+        assert after == [], f"published after shutdown: {after}"
