@@ -164,6 +164,9 @@ def apply_payload(mm: MujocoModel, link: str | None, mass: float = 0.0, com=(0.0
     if link not in mm.body_of_link:
         raise ValueError(f"payload link '{link}' is not a body of the MuJoCo model")
     b = mm.body_of_link[link]
+    # the compiler may have flagged the inertial frame as coinciding (in rotation and/or position) with the
+    # body frame; mj_kinematics then ignores body_iquat/ipos. The new inertia has its own frame.
+    mj.body_sameframe[b] = 0  # mjSAMEFRAME_NONE
     m0, c0 = float(mm.base_mass[b]), mm.base_ipos[b]
     R0 = _quat_to_matrix(mm.base_iquat[b])
     I0 = R0 @ np.diag(mm.base_inertia[b]) @ R0.T
