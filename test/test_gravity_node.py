@@ -149,6 +149,12 @@ def test_torques_equal_pinocchio_gravity_in_command_order(h, ref):
         # fingers are held at 0.02 in the model whatever joint_states reports
         np.testing.assert_allclose(cmd, ref.gravity(q, CMD_ORDER), rtol=0, atol=1e-9)
     assert h.node.mapper.unknown_names == {"some_other_joint", "panda_finger_joint1", "panda_finger_joint2"}
+    # diagnostics: counters, rates, latency, staleness, crossval status
+    h.node._check_stale()
+    kv = {v.key: v.value for v in h.node.diag.status().values}
+    assert kv["received"] == "3" and kv["crossval"].startswith("passed: 20 states")
+    assert float(kv["latency_p99_us"]) > 0 and float(kv["state_age_s"]) < 0.5 and kv["clamp_count"] == "0"
+    assert h.node.diag.level == 0
 
 
 def test_bad_messages_rejected_node_serves_on(h, ref):
@@ -236,6 +242,8 @@ def test_clamping_friction_and_hardware_gravity_options(h, ref):
     limits = np.array([87, 12, 87, 87, 87, 12, 12.0])  # URDF effort limits in CMD_ORDER
     np.testing.assert_allclose(cmd, np.clip(unclamped, -limits, limits), atol=1e-9)
     assert h.node.clamp_count == int(np.sum(np.abs(unclamped) > limits)) > 0
+    h.node._check_stale()
+    assert {v.key: v.value for v in h.node.diag.status().values}["clamp_count"] == str(h.node.clamp_count)
 
 
 def test_nothing_published_after_shutdown(ref):
@@ -287,3 +295,19 @@ def test_model_from_robot_description_topic_transient_local(ref):
         ex.shutdown()
     finally:
         rclpy.shutdown(context=ctx)
+
+
+def test_failed_crossval_means_no_commands(monkeypatch):
+    import robot_dynamics_ros.dynamics.crossval as cv
+
+    def broken(*a, **k):
+        raise RuntimeError("engines disagree")
+
+    monkeypatch.setattr(cv, "crossvalidate", broken)
+    h = Harness()
+    try:
+        q = _state(np.random.default_rng(6))
+        assert h.exchange(MSG_ORDER, [q[n] for n in MSG_ORDER]) is None
+        assert h.node.diag.level == 2 and "engines disagree" in h.node.diag.message
+    finally:
+        h.close()

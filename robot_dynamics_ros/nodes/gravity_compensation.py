@@ -63,6 +63,9 @@ PARAMS = [
               range=(1e-4, 3600.0)),
     ParamSpec("publish_zero_on_shutdown", False, "Publish one zero-torque command when the node shuts down "
               "(default: publish nothing further)."),
+    ParamSpec("crossval_samples", 20, "At model load, compare Pinocchio with the in-package Newton-Euler on "
+              "this many random states (0: skip); on a mismatch the node publishes nothing (ERROR diagnostic).",
+              range=(0, 100000), read_only=True),
     ParamSpec("qos_depth", 10, "Keep-last depth of the joint_states subscription and the command publisher.",
               range=(1, 1000), read_only=True),
     ParamSpec("best_effort", False, "Subscribe joint_states best-effort instead of reliable.", read_only=True),
@@ -95,6 +98,7 @@ class GravityCompensationNode(Node):
         self.model = None
         self.engine = None
         self.mapper: JointStateMapper | None = None
+        self.crossval_ok = False
         self.clamp_count = 0
         self.last_error = ""
         self.published = 0
@@ -125,6 +129,7 @@ class GravityCompensationNode(Node):
         joints = self.p["joints"] or list(model.joint_names)
         mapper = JointStateMapper(model.joint_names, joints, require_velocity=self._friction)
         engine = common.shared_engine(model)
+        crossval_ok, crossval_text = self._crossval(model)
         old = self.model
         try:
             self.model = model
@@ -134,15 +139,38 @@ class GravityCompensationNode(Node):
             raise
         self.engine = engine
         self.mapper = mapper
+        self.crossval_ok = crossval_ok
+        self.diag.set("crossval", crossval_text)
         self._effort_limit = np.asarray(model.effort_limit, dtype=float)
         self._tau = np.zeros(model.n)
         dim = MultiArrayDimension(label=",".join(joints), size=len(joints), stride=len(joints))
         self._out.layout.dim = [dim]
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
-        self.diag.set_level(Diagnostics.WARN, "waiting for joint_states")
+        if not crossval_ok:
+            self.last_error = crossval_text
+            self.diag.set_level(Diagnostics.ERROR, crossval_text)
+            self.get_logger().error(crossval_text + ": not publishing")
+        else:
+            self.diag.set_level(Diagnostics.WARN, "waiting for joint_states")
         self.get_logger().info(f"robot '{model.description.name}' from {label}: {model.n} joints, "
                                f"commands for {joints} on {self.command_topic}")
+
+    def _crossval(self, model) -> tuple[bool, str]:
+        """Pinocchio vs in-package Newton-Euler on random states (:func:`dynamics.crossval.crossvalidate`)."""
+        samples = int(self.p["crossval_samples"])
+        if samples <= 0:
+            return True, "skipped"
+        try:
+            from robot_dynamics_ros.dynamics.crossval import crossvalidate
+
+            report = crossvalidate(model, samples=samples, mujoco=False)
+        except Exception as exc:  # noqa: BLE001 - a failing check must not take the node down
+            return False, f"crossval could not run: {exc}"
+        worst = report.worst("newton-euler")
+        if report.passed:
+            return True, f"passed: {samples} states, max |NE - Pinocchio| {worst:.1e}"
+        return False, f"crossval FAILED: max |NE - Pinocchio| {worst:.3e} on {samples} states"
 
     def _apply_model_params(self, p) -> None:
         """Apply gravity and payload parameters to the model (raises UserError on a bad value)."""
@@ -220,6 +248,8 @@ class GravityCompensationNode(Node):
         if age_ns > self._timeout_ns:
             self._set_stale(age_ns * 1e-9)
             return
+        if not self.crossval_ok:
+            return
         if self._stale:
             self._stale = False
             self.diag.set_level(Diagnostics.OK, "running")
@@ -267,7 +297,7 @@ class GravityCompensationNode(Node):
         self.diag.set("enabled", self.enabled)
         self.diag.set("last_error", self.last_error)
         self.diag.set("published", self.published)
-        if not self._stale and self.diag.level != Diagnostics.OK and mapper.ready:
+        if not self._stale and self.diag.level != Diagnostics.OK and mapper.ready and self.crossval_ok:
             self.diag.set_level(Diagnostics.OK, "running")
 
     # ------------------------------------------------------------------ shutdown
