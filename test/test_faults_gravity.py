@@ -17,6 +17,7 @@ are Pinocchio's ``computeGeneralizedGravity`` called here directly on the URDF (
 from __future__ import annotations
 
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -69,7 +70,7 @@ def bad_joint_state(draw):
     return names, pos, vel, eff, stamp
 
 
-@settings(max_examples=25)  # each example is a DDS round trip; `make test-long` raises the count
+@settings(max_examples=25 if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "ci" else 500)  # DDS round trips
 @given(batch=st.lists(bad_joint_state(), min_size=1, max_size=8), order=st.permutations(NAMES),
        dq=st.lists(st.floats(-0.5, 0.5), min_size=7, max_size=7))
 def test_fuzzed_joint_states_never_kill_the_node_nor_produce_bad_commands(probe_with_node, batch, order, dq):
