@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper, RejectCode, index_map
@@ -147,3 +147,110 @@ def test_fuzz_never_raises_and_accepted_state_is_finite(names, pos, vel, eff, st
         for name, p in zip(names, pos):
             if name in MODEL and have[MODEL.index(name)]:
                 assert m.q[MODEL.index(name)] == p
+
+
+class ReferenceMapper:
+    """The documented semantics written the plain way (dicts, one joint at a time) for cross-checking."""
+
+    def __init__(self, joints, require_velocity):
+        self.j, self.req = list(joints), require_velocity
+        self.q = {n: math.nan for n in joints}
+        self.qd = {n: math.nan for n in joints}
+        self.have_q, self.have_qd = set(), set()
+        self.stamp = {n: 0 for n in joints}
+        self.arrival = {n: -1 for n in joints}
+        self.ready = False
+
+    def update(self, names, pos, vel, stamp, arrival, now, max_future):
+        m = len(names)
+        if len(set(names)) != m:
+            return RejectCode.DUPLICATE
+        if len(pos) != m or len(vel) not in (0, m):
+            return RejectCode.LENGTH
+        known = [k for k, n in enumerate(names) if n in self.q]
+        if not known:
+            return RejectCode.NO_KNOWN_JOINT
+        if not all(math.isfinite(p) for p in pos) or any(math.isinf(v) for v in vel):
+            return RejectCode.NONFINITE
+        if stamp and now is not None and stamp > now + max_future:
+            return RejectCode.FUTURE
+        if stamp and any(self.stamp[names[k]] > stamp for k in known):
+            return RejectCode.OUT_OF_ORDER
+        for k in known:
+            n = names[k]
+            v = vel[k] if vel else None
+            if self.req and v is None:
+                self.q[n] = pos[k]
+                self.have_q.add(n)
+                continue
+            if self.req and math.isnan(v):
+                continue
+            self.q[n] = pos[k]
+            self.have_q.add(n)
+            if v is not None:
+                self.qd[n] = v
+                if not math.isnan(v):
+                    self.have_qd.add(n)
+                else:
+                    self.have_qd.discard(n)
+            self.stamp[n], self.arrival[n] = stamp, arrival
+        if not self.ready:
+            self.ready = len(self.have_q) == len(self.j) and (not self.req or len(self.have_qd) == len(self.j))
+        return None
+
+    def age(self, now, now_arrival):
+        if not self.ready:
+            return math.inf
+        return max((now - self.stamp[n]) if self.stamp[n] else (now_arrival - self.arrival[n])
+                   for n in self.j) * 1e-9
+
+
+_msg = st.fixed_dictionaries({
+    "names": st.sampled_from([["j1", "j2", "j3", "j4"], ["j3", "j1", "j4", "j2"], ["x", "j2", "j4", "j1", "j3"],
+                              ["j2", "j4"], ["j1"], ["j1", "j1", "j2", "j3", "j4"]]),
+    "bad": st.sampled_from([None, None, None, None, "nan_pos", "inf_vel", "nan_vel", "no_vel", "short"]),
+    "dstamp": st.sampled_from([10, 10, 10, 0, -5, 10**12]),
+    "zero_stamp": st.booleans(),
+})
+
+
+def _m(names=("j1", "j2", "j3", "j4"), bad=None, dstamp=10, zero_stamp=False):
+    return {"names": list(names), "bad": bad, "dstamp": dstamp, "zero_stamp": zero_stamp}
+
+
+@settings(max_examples=100)
+@given(msgs=st.lists(_msg, min_size=1, max_size=25), req=st.booleans())
+@example(msgs=[_m(), _m(dstamp=-5)], req=True)                                      # out of order, full
+@example(msgs=[_m(), _m(names=("j2", "j4"), dstamp=-5), _m(dstamp=0)], req=True)    # partial, equal stamp
+@example(msgs=[_m(), _m(bad="nan_vel"), _m(names=("j2", "j4")), _m(dstamp=10**12), _m()], req=True)
+@example(msgs=[_m(bad="no_vel"), _m(bad="nan_vel"), _m(zero_stamp=True), _m(names=("j1",))], req=False)
+def test_fast_and_slow_paths_match_the_plain_reference(msgs, req):
+    mapper = JointStateMapper(MODEL, require_velocity=req)
+    ref = ReferenceMapper(MODEL, req)
+    stamp, clock = 1000, 1000
+    for k, m in enumerate(msgs):
+        names = m["names"]
+        pos = [0.1 * k + 0.01 * i for i in range(len(names))]
+        vel = [-0.2 * k - 0.03 * i for i in range(len(names))]
+        if m["bad"] == "nan_pos":
+            pos[0] = math.nan
+        elif m["bad"] == "inf_vel":
+            vel[-1] = math.inf
+        elif m["bad"] == "nan_vel":
+            vel[0] = math.nan
+        elif m["bad"] == "no_vel":
+            vel = []
+        elif m["bad"] == "short":
+            pos = pos[:-1]
+        stamp = max(stamp + m["dstamp"], 1)
+        clock += 10
+        s = 0 if m["zero_stamp"] else stamp
+        r = mapper.update(names, pos, vel, stamp_ns=s, arrival_ns=clock, now_stamp_ns=clock + 100,
+                          max_future_ns=50)
+        expected = ref.update(names, pos, vel, s, clock, clock + 100, 50)
+        assert (r.code if r else None) == expected
+        np.testing.assert_array_equal(mapper.q, [ref.q[n] for n in MODEL])
+        np.testing.assert_array_equal(mapper.qd, [ref.qd[n] for n in MODEL])
+        assert mapper.ready == ref.ready
+        assert mapper.age(clock + 200, clock + 7) == ref.age(clock + 200, clock + 7)
+        np.testing.assert_array_equal(mapper.stamp_ns, [ref.stamp[n] for n in MODEL])

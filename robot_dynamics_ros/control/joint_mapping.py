@@ -34,6 +34,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
+from math import isfinite
 from typing import NamedTuple
 
 import numpy as np
@@ -96,7 +97,7 @@ def index_map(names: Sequence[str], targets: Sequence[str], *, what: str = "join
 class _Ordering:
     """Cached mapping for one name ordering of incoming messages."""
 
-    __slots__ = ("names", "src", "dst", "n_msg", "unknown", "duplicate", "full_identity")
+    __slots__ = ("names", "src", "dst", "n_msg", "unknown", "duplicate", "full_identity", "perm")
 
     def __init__(self, names: tuple[str, ...], index: dict[str, int]):
         self.names = names
@@ -117,6 +118,12 @@ class _Ordering:
         # message order == model order: plain slice copies, no fancy indexing
         self.full_identity = (not unknown and len(dst) == len(index)
                               and bool(np.all(self.dst == np.arange(len(dst)))))
+        # every model joint exactly once (unknown names allowed): model array = message array[perm]
+        self.perm = None
+        if not dupes and len(set(dst)) == len(index) == len(dst):
+            perm = np.empty(len(index), dtype=np.intp)
+            perm[self.dst] = self.src
+            self.perm = perm
 
 
 class JointStateMapper:
@@ -162,12 +169,16 @@ class JointStateMapper:
         self.q = np.full(self.n, np.nan)
         self.qd = np.full(self.n, np.nan)
         self.effort = np.full(self.n, np.nan)
-        self.stamp_ns = np.zeros(self.n, dtype=np.int64)
-        self.arrival_ns = np.full(self.n, -1, dtype=np.int64)
+        self._stamp_ns = np.zeros(self.n, dtype=np.int64)
+        self._arrival_ns = np.full(self.n, -1, dtype=np.int64)
         self._have_q = np.zeros(self.n, dtype=bool)
         self._have_qd = np.zeros(self.n, dtype=bool)
         self._ready = False
         self._command_out = np.zeros(len(self.command_joints))
+        self._max_stamp = 0          # newest header stamp stored for any joint, ns
+        self._uniform = False        # all joints last updated by one message (scalar stamp/arrival)
+        self._u_stamp = 0
+        self._u_arrival = 0
 
         self._orderings: dict[tuple[str, ...], _Ordering] = {}
         self._last_names: list[str] | None = None
@@ -239,6 +250,34 @@ class JointStateMapper:
         if entry.src.size == 0:
             return self._reject(RejectCode.NO_KNOWN_JOINT,
                                 f"none of {list(names)[:8]} is a model joint {list(self.joint_names)}")
+        # ---- fast path (the 1 kHz case): every model joint present once, every value finite, stamp not
+        # older than any stored one. sum() of a few floats is cheaper than numpy reductions; a non-finite
+        # sum (NaN/Inf, or an overflow of huge values) falls through to the exact checks below.
+        perm = entry.perm
+        if (perm is not None and isfinite(sum(position))
+                and (isfinite(sum(velocity)) if nv else not self.require_velocity)
+                and (not stamp_ns or (stamp_ns >= self._max_stamp and (
+                    now_stamp_ns is None or stamp_ns <= now_stamp_ns + max_future_ns)))):
+            np.take(np.asarray(position, dtype=float), perm, out=self.q)
+            if nv:
+                np.take(np.asarray(velocity, dtype=float), perm, out=self.qd)
+            if ne:
+                np.take(np.asarray(effort, dtype=float), perm, out=self.effort)
+            self._uniform = True
+            self._u_stamp = stamp_ns
+            self._u_arrival = arrival_ns
+            if stamp_ns:
+                self._max_stamp = stamp_ns
+            if not self._ready:
+                self._stamp_ns.fill(stamp_ns)
+                self._arrival_ns.fill(arrival_ns)
+                self._have_q.fill(True)
+                if nv:
+                    self._have_qd.fill(True)
+                self._ready = bool(not self.require_velocity or self._have_qd.all())
+            self.accepted += 1
+            return None
+        self._materialize()
         pos = np.asarray(position, dtype=float)
         if not np.isfinite(pos).all():
             bad = int(np.flatnonzero(~np.isfinite(pos))[0])
@@ -253,15 +292,18 @@ class JointStateMapper:
             return self._reject(RejectCode.FUTURE, f"stamp {stamp_ns * 1e-9:.9f} s is "
                                 f"{(stamp_ns - now_stamp_ns) * 1e-9:.3f} s ahead of the node clock")
         if stamp_ns:
-            prev = self.stamp_ns[dst]
+            prev = self._stamp_ns[dst]
             if (prev > stamp_ns).any():
                 bad = int(dst[int(np.argmax(prev > stamp_ns))])
                 return self._reject(RejectCode.OUT_OF_ORDER,
                                     f"stamp {stamp_ns * 1e-9:.9f} s is older than "
-                                    f"{self.stamp_ns[bad] * 1e-9:.9f} s already received for "
+                                    f"{self._stamp_ns[bad] * 1e-9:.9f} s already received for "
                                     f"'{self.joint_names[bad]}'")
 
         # ---- accepted: update in place
+        self._uniform = False
+        if stamp_ns > self._max_stamp:
+            self._max_stamp = stamp_ns
         if vel is None:
             vel_ok = None
         else:
@@ -294,12 +336,30 @@ class JointStateMapper:
             eff = np.asarray(effort, dtype=float)
             self.effort[dst] = eff[src]
         self._have_q[dst] = True
-        self.stamp_ns[dst] = stamp_ns
-        self.arrival_ns[dst] = arrival_ns
+        self._stamp_ns[dst] = stamp_ns
+        self._arrival_ns[dst] = arrival_ns
         if not self._ready:
             self._ready = bool(self._have_q.all() and (not self.require_velocity or self._have_qd.all()))
         self.accepted += 1
         return None
+
+    def _materialize(self) -> None:
+        """Write the fast path's scalar stamp/arrival into the per-joint arrays."""
+        if self._uniform:
+            self._stamp_ns.fill(self._u_stamp)
+            self._arrival_ns.fill(self._u_arrival)
+
+    @property
+    def stamp_ns(self) -> np.ndarray:
+        """``(n,)`` int64 header stamp (ns) of the message that last updated each joint (0: none)."""
+        self._materialize()
+        return self._stamp_ns
+
+    @property
+    def arrival_ns(self) -> np.ndarray:
+        """``(n,)`` int64 arrival time (monotonic, ns) of the message that last updated each joint; -1: never."""
+        self._materialize()
+        return self._arrival_ns
 
     def update_msg(self, msg, arrival_ns: int, now_stamp_ns: int | None = None,
                    max_future_ns: int = 0) -> Rejection | None:
@@ -329,8 +389,11 @@ class JointStateMapper:
         """
         if not self._ready:
             return math.inf
-        stamped = self.stamp_ns != 0
-        ages = np.where(stamped, now_stamp_ns - self.stamp_ns, now_arrival_ns - self.arrival_ns)
+        if self._uniform:
+            return ((now_stamp_ns - self._u_stamp) if self._u_stamp
+                    else (now_arrival_ns - self._u_arrival)) * 1e-9
+        stamped = self._stamp_ns != 0
+        ages = np.where(stamped, now_stamp_ns - self._stamp_ns, now_arrival_ns - self._arrival_ns)
         return float(ages.max()) * 1e-9
 
     def reset(self) -> None:
@@ -338,11 +401,13 @@ class JointStateMapper:
         self.q.fill(np.nan)
         self.qd.fill(np.nan)
         self.effort.fill(np.nan)
-        self.stamp_ns.fill(0)
-        self.arrival_ns.fill(-1)
+        self._stamp_ns.fill(0)
+        self._arrival_ns.fill(-1)
         self._have_q.fill(False)
         self._have_qd.fill(False)
         self._ready = False
+        self._uniform = False
+        self._max_stamp = 0
 
     # ------------------------------------------------------------------ outgoing
     def to_command(self, tau_model: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
