@@ -428,7 +428,9 @@ class Scenario:
     rate_hz: float = 1000.0
     duration_s: float = 10.0
     warmup_s: float = 1.0
-    load: str | None = None  # None or "retiming"
+    #: None, "retiming" (service in the node-under-test's process, same executor) or "retiming-sep"
+    #: (service in its own process); both with back-to-back 100-waypoint requests from a client process
+    load: str | None = None
     label: str = ""
 
     @property
@@ -463,18 +465,27 @@ def _wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
+LOADS = (None, "retiming", "retiming-sep")
+
+
 def _child_command(sc: Scenario) -> list[str]:
-    return [sys.executable, "-m", "robot_dynamics_ros.benchmarking.latency", "serve",
-            "--node", sc.node, "--executor", sc.executor]
+    cmd = [sys.executable, "-m", "robot_dynamics_ros.benchmarking.latency", "serve",
+           "--node", sc.node, "--executor", sc.executor]
+    return cmd + (["--with-retiming"] if sc.load == "retiming" else [])
 
 
-def run_scenario(sc: Scenario, robot: ProbeRobot | None = None, *, load_factory=None) -> ScenarioResult:
+def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResult:
     """Run one scenario over real DDS and return its statistics (see the module docstring).
 
-    ``load_factory(context)`` (optional) returns an object with ``start()``, ``stop() -> dict`` that runs
-    the background load (e.g. back-to-back retiming requests) during the measurement window.
+    With ``sc.load`` set, back-to-back retiming requests run during the whole run
+    (:mod:`robot_dynamics_ros.benchmarking.retiming_load`); only across two processes.
     """
     import rclpy
+
+    if sc.load not in LOADS:
+        raise ValueError(f"load '{sc.load}': not one of {LOADS}")
+    if sc.load and sc.topology != "twoproc":
+        raise ValueError("the retiming load scenarios run across two processes (topology 'twoproc')")
 
     robot = robot or ProbeRobot.panda()
     n_warm = int(round(sc.warmup_s * sc.rate_hz))
@@ -522,8 +533,10 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None, *, load_factory=
         _wait_for(lambda: publisher.publisher.get_subscription_count() >= 1
                   and receiver.count_publishers(COMMAND_TOPIC) >= 1, 20.0, "DDS discovery")
         time.sleep(0.2)
-        if load_factory is not None:
-            load = load_factory(ctx)
+        if sc.load:
+            from robot_dynamics_ros.benchmarking.retiming_load import make_retiming_load
+
+            load = make_retiming_load(separate=sc.load == "retiming-sep")
             load.start()
         publisher.start()
         publisher.join(timeout=sc.warmup_s + sc.duration_s + 30.0)
@@ -615,25 +628,27 @@ def _pick_executor(results: list[dict], executors: tuple[str, ...], node: str) -
     return best
 
 
-def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: None,
-              retiming_load_factory=None) -> dict:
+def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: None) -> dict:
     """Run the scenarios of ``cfg`` and return the result document (``machine``, ``config``,
     ``scenarios``, ``recommended_executor``, ``max_sustained_rate_hz``, ``targets``).
 
     1. executor comparison, in-process, relay and gravity node alternately, each executor;
     2. with the recommended executor (lowest gravity-node p99, zero drops first): both nodes across two
        processes;
-    3. the same executor with back-to-back retiming requests as background load (if a factory is given);
+    3. (``cfg.retiming_load``) the gravity node across two processes while back-to-back 100-waypoint
+       retiming requests run: service in the node's process on the recommended executor, the same on the
+       MultiThreadedExecutor (callback groups can only overlap there), and service in its own process;
     4. maximum sustainable rate: the rate ramp of ``cfg.sweep_rates_hz`` until a step drops a message,
        its p99 exceeds :data:`SWEEP_P99_BOUND_US`, or the publisher cannot keep the rate.
-    ``p99_ratio_vs_relay`` is relative to the relay with the same executor, topology and rate, no load.
+    ``p99_ratio_vs_relay`` is relative to the relay with the same executor, topology, rate and duration
+    without load; for the load scenarios, to the relay across two processes on the recommended executor.
     """
     robot = ProbeRobot.panda()
     results: list[dict] = []
 
-    def run(sc: Scenario, load_factory=None) -> dict:
+    def run(sc: Scenario) -> dict:
         try:
-            r = run_scenario(sc, robot, load_factory=load_factory).as_dict()
+            r = run_scenario(sc, robot).as_dict()
         except Exception as exc:  # noqa: BLE001 - one failing scenario must not hide the others
             r = {"name": sc.name, **{k: v for k, v in asdict(sc).items() if k != "label"},
                  "error": f"{type(exc).__name__}: {exc}"}
@@ -655,11 +670,12 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
         for node in cfg.nodes:
             run(Scenario(node=node, executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
                          duration_s=cfg.duration_s, warmup_s=cfg.warmup_s))
-    if cfg.retiming_load and retiming_load_factory is not None:
-        for node in cfg.nodes:
-            run(Scenario(node=node, executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
-                         duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, load="retiming"),
-                load_factory=retiming_load_factory)
+    if cfg.retiming_load and "gravity" in cfg.nodes:
+        variants = [(best, "retiming")] + ([("multi", "retiming")] if best != "multi" else []) \
+            + [(best, "retiming-sep")]
+        for ex, load in variants:
+            run(Scenario(node="gravity", executor=ex, topology="twoproc", rate_hz=cfg.rate_hz,
+                         duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, load=load))
     max_rate: dict[str, float | None] = {}
     if cfg.sweep:
         for node in cfg.nodes:
@@ -681,8 +697,9 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
     for r in results:
         if "error" in r:
             continue
+        ex = best if r.get("load") else r["executor"]
         refs = [x for x in results if x.get("node") == "relay" and "error" not in x and not x.get("load")
-                and x["executor"] == r["executor"] and x["topology"] == r["topology"]
+                and x["executor"] == ex and x["topology"] == r["topology"]
                 and x["rate_hz"] == r["rate_hz"] and x.get("sweep") == r.get("sweep")
                 and x["duration_s"] == r["duration_s"]]
         r["p99_ratio_vs_relay"] = _ratio(r["p99_us"], refs[-1]["p99_us"]) if refs else None
@@ -716,23 +733,31 @@ def evaluate_targets(results: list[dict], best: str, cfg: SuiteConfig) -> dict:
     if g_two:
         out["twoproc_p99_lt_1ms"] = bool(g_two["p99_us"] < 1000.0)
         out["twoproc_zero_dropped"] = bool(g_two["dropped"] == 0)
-    g_load, relay_two = find("gravity", "twoproc", "retiming"), find("relay", "twoproc")
-    if g_load and relay_two:
-        out["retiming_load_p99_le_2x_relay"] = bool(g_load["p99_us"] <= 2.0 * relay_two["p99_us"])
+    relay_two = find("relay", "twoproc")
+    for load in ("retiming", "retiming-sep"):
+        g_load = find("gravity", "twoproc", load)
+        if g_load and relay_two:
+            out[f"{load}_load_p99_le_2x_relay"] = bool(g_load["p99_us"] <= 2.0 * relay_two["p99_us"])
     return out
 
 
 # ------------------------------------------------------------------------------------- child process entry
-def serve(node_kind: str, executor_kind: str) -> int:
-    """Run one node under test with the given executor until SIGINT (the two-process scenarios' child)."""
+def serve(node_kind: str, executor_kind: str, with_retiming: bool = False) -> int:
+    """Run one node under test with the given executor until SIGINT (the two-process scenarios' child);
+    ``with_retiming``: the retiming service node on the same executor, in this process."""
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
-    node = make_node_under_test(node_kind, ctx, ProbeRobot.panda())
+    nodes = [make_node_under_test(node_kind, ctx, ProbeRobot.panda())]
+    if with_retiming:
+        from robot_dynamics_ros.benchmarking.retiming_load import make_retiming_node
+
+        nodes.append(make_retiming_node(ctx))
     executor = make_executor(executor_kind, ctx)
-    executor.add_node(node)
+    for node in nodes:
+        executor.add_node(node)
     print("READY", flush=True)
     try:
         while ctx.ok():
@@ -740,7 +765,8 @@ def serve(node_kind: str, executor_kind: str) -> int:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        node.destroy_node()
+        for node in nodes:
+            node.destroy_node()
         rclpy.try_shutdown(context=ctx)
     return 0
 
@@ -753,8 +779,9 @@ def _main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("serve")
     s.add_argument("--node", choices=NODE_KINDS, required=True)
     s.add_argument("--executor", choices=EXECUTOR_KINDS, required=True)
+    s.add_argument("--with-retiming", action="store_true")
     args = p.parse_args(argv)
-    return serve(args.node, args.executor)
+    return serve(args.node, args.executor, args.with_retiming)
 
 
 if __name__ == "__main__":

@@ -129,15 +129,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"{r['name']}: p50 {r['p50_us']} us, p99 {r['p99_us']} us, max {r['max_us']} us, "
                   f"dropped {r['dropped']}/{r['sent']}, cpu {r['cpu_percent']} %", flush=True)
 
-    load_factory = None
     if cfg.retiming_load:
-        from robot_dynamics_ros.benchmarking.retiming_load import available, make_retiming_load
+        from robot_dynamics_ros.benchmarking.retiming_load import available
 
-        if available():
-            load_factory = make_retiming_load
-        elif not args.json:
-            print("retiming service not available: retiming-load scenarios skipped", flush=True)
-    doc = latency.run_suite(cfg, progress=progress, retiming_load_factory=load_factory)
+        if not available():
+            cfg.retiming_load = False
+            if not args.json:
+                print("retiming service not available: retiming-load scenarios skipped", flush=True)
+    doc = latency.run_suite(cfg, progress=progress)
     args.output.write_text(json.dumps(doc, indent=1) + "\n")
     if not args.json:
         print(_table(doc))
