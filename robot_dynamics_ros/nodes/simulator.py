@@ -60,6 +60,12 @@ PARAMS = [
               kind="double_array", read_only=True),
     ParamSpec("gravity", [0.0, 0.0, -9.81], "Gravity in the world (= URDF root) frame, m/s².", length=3,
               range=(-100.0, 100.0)),
+    ParamSpec("payload.link", "", "Link carrying a simulated payload ('' = none); run-time settable."),
+    ParamSpec("payload.mass", 0.0, "Simulated payload mass, kg.", range=(0.0, 1000.0)),
+    ParamSpec("payload.com", [0.0, 0.0, 0.0], "Payload centre of mass in the link frame, m.", length=3,
+              range=(-10.0, 10.0)),
+    ParamSpec("payload.inertia", [0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "Payload inertia about its centre of mass, "
+              "link axes: ixx ixy ixz iyy iyz izz, kg·m².", length=6, range=(-1000.0, 1000.0)),
     ParamSpec("clamp_effort", True, "Clamp applied efforts to the URDF effort limits."),
     ParamSpec("command_timeout", 0.0, "Free running: seconds without a command before efforts drop to "
               "zero (0: hold the last command forever, like a forward controller).", range=(0.0, 3600.0)),
@@ -121,6 +127,7 @@ class SimulatorNode(Node):
             raise ValueError(f"initial_joint_names has {len(names)} entries but initial_positions {len(pos)}")
         self.initial = dict(zip(names, pos))
         sim.set_gravity(self.p["gravity"])
+        self._apply_payload(sim, self.p)
         sim.reset(self.initial)
         self.sim = sim
         self._steps_per_publish = max(1, int(round(self._period / sim.timestep)))
@@ -143,6 +150,19 @@ class SimulatorNode(Node):
                                f"{n_all} in JointState) from {label}; commands on {self.command_topic} "
                                f"for {list(joints)}; {'lockstep' if self._lockstep else 'free running'}")
 
+    @staticmethod
+    def _apply_payload(sim: MujocoSim, p) -> None:
+        """Attach the payload parameters to the MuJoCo model (raises ValueError on an unknown link)."""
+        link = p["payload.link"]
+        if not link:
+            sim.set_payload(None)
+            return
+        a = p["payload.inertia"]
+        inertia = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
+        if np.linalg.eigvalsh(inertia).min() < -1e-12:
+            raise ValueError(f"payload.inertia = {list(a)}: not positive semi-definite")
+        sim.set_payload(link, p["payload.mass"], p["payload.com"], inertia)
+
     def reset(self, q=None, qd=None) -> None:
         """Reset the simulation (time 0, efforts 0) to ``q`` (default: the initial positions)."""
         self.sim.reset(self.initial if q is None else q, qd)
@@ -156,10 +176,20 @@ class SimulatorNode(Node):
         ok, reason = common.validate_parameters(self._specs, params)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
+        new = dict(self.p)
         for prm in params:
             if prm.name in self._specs:
                 v = prm.value
-                self.p[prm.name] = list(v) if hasattr(v, "tolist") or isinstance(v, (list, tuple)) else v
+                new[prm.name] = list(v) if hasattr(v, "tolist") or isinstance(v, (list, tuple)) else v
+        if self.sim is not None and any(prm.name.startswith("payload.") for prm in params):
+            try:
+                self._apply_payload(self.sim, new)
+            except ValueError as exc:
+                self._apply_payload(self.sim, self.p)
+                return SetParametersResult(successful=False, reason=str(exc))
+        for prm in params:
+            if prm.name in self._specs:
+                self.p[prm.name] = new[prm.name]
                 if prm.name == "gravity" and self.sim is not None:
                     self.sim.set_gravity(self.p["gravity"])
                 if prm.name == "clamp_effort" and self.sim is not None:
