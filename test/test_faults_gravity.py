@@ -87,11 +87,31 @@ def test_fuzzed_joint_states_never_kill_the_node_nor_produce_bad_commands(probe_
 def test_huge_finite_positions_give_finite_clamped_torques(probe_with_node):
     probe, node = probe_with_node
     since = len(probe.commands)
-    clamps = node.clamp_count
     probe.send(NAMES, [1e308, -1e308, 1e300, 4e18, -7.5e15, 1e10, 3.0])
     assert probe.sentinel(PANDA.base_pose)
     _assert_commands_sane(probe.commands[since:])
-    assert node.clamp_count >= clamps
+
+
+def test_torques_beyond_the_effort_limits_are_clamped_and_counted(probe):
+    """Gravity of 100 m/s² (the parameter's maximum) scales g(q) by 100/9.81: the shoulder joints exceed
+    their 87 N·m limit; the command is the clamped value and diagnostics count the clamps."""
+    node = probe.gravity_node(gravity=[0.0, 0.0, -100.0])
+    q = PANDA.base_pose
+    tau = gravity_of(q) * (100.0 / 9.81)  # g(q) is linear in the gravity vector
+    assert (np.abs(tau) > PANDA_EFFORT).any()  # the case really clamps
+    since = len(probe.commands)
+    probe.send(position=q)
+    assert probe.wait_command(np.clip(tau, -PANDA_EFFORT, PANDA_EFFORT), since=since)
+    n_over = int((np.abs(tau) > PANDA_EFFORT).sum())
+    assert node.clamp_count >= n_over
+    deadline = time.monotonic() + 2
+    value = None
+    while time.monotonic() < deadline and not value:
+        st_ = probe.last_status()
+        kv = {k.key: k.value for k in st_.values} if st_ else {}
+        value = int(kv.get("clamp_count", "0")) or None
+        time.sleep(0.02)
+    assert value is not None and value >= n_over, "clamp count missing from /diagnostics"
 
 
 # ---------------------------------------------------------------------------------------- faults
