@@ -1,0 +1,334 @@
+"""Joint velocity, acceleration and torque limits as linear inequalities in (u = sdd, x = sd²).
+
+Along a path q(s) with q' = dq/ds, q'' = d²q/ds² (Pham & Pham 2018, §II; Bobrow et al. 1985):
+
+    qd  = q'(s) sd
+    qdd = q'(s) sdd + q''(s) sd²
+    tau = M(q) qdd + C(q, qd) qd + g(q) = a(s) u + b(s) x + c(s)                      (1)
+    a(s) = M(q) q',   b(s) = M(q) q'' + C(q, q') q',   c(s) = g(q)
+
+(C(q, qd) qd is quadratic in qd, so C(q, q' sd) q' sd = C(q, q') q' x). With RNEA(q, qd, qdd) =
+M qdd + C(q, qd) qd + g (Featherstone 2008, §5.3) the coefficients come from three batched inverse-dynamics
+calls: c = RNEA(q, 0, 0), a = RNEA(q, 0, q') − c, b = RNEA(q, q', q'') − c (:func:`torque_coefficients`,
+stacked into one call of the batched in-package Newton–Euler engine).
+
+Limits become rows ``G[p, r, 0] u + G[p, r, 1] x ≤ h[p, r]`` at every collocation point p:
+    acceleration:  ±(q'_j u + q''_j x) ≤ A_j
+    torque:        ±(a_j u + b_j x + c_j + friction_j) ≤ T_j
+and the velocity limit |q'_j| sd ≤ V_j as the bound x ≤ xmax = min_j V_j² / q'_j² (a "first-order"
+constraint in the paper's words).
+
+Friction (optional, joint ``<dynamics damping friction>`` of the URDF): Coulomb F_j sign(qd_j) =
+F_j sign(q'_j) (sd > 0) is constant along the path and moves c; viscous D_j qd_j = D_j q'_j sqrt(x) is not
+linear in x and is bounded conservatively around a reference profile x_ref: sqrt(x) ≤ (x + x0)/(2 sqrt(x0))
+(tangent of a concave function, valid for all x ≥ 0) where it raises the torque, and
+sqrt(x) ≥ x / sqrt(xm) for x ≤ xm (chord; xm added to the velocity bound) where it lowers it.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+def torque_coefficients(dynamics, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray):
+    """a(s), b(s), c(s) of eq. (1) at P path points at once (one stacked batched RNEA call).
+
+    Args:
+        dynamics: an engine with a batched ``rnea(q, qd, qdd)`` taking (N, n) arrays (N·m out), e.g.
+            :class:`robot_dynamics_ros.dynamics.newton_euler.NewtonEulerDynamics`.
+        q, dq, ddq: (P, n) path q(s), q'(s), q''(s) (rad, rad per unit s, rad per unit s²).
+    Returns:
+        a, b, c: (P, n) each (N·m per unit sdd, N·m per unit sd², N·m).
+    """
+    p = q.shape[0]
+    zeros = np.zeros_like(q)
+    tau = np.asarray(dynamics.rnea(np.concatenate((q, q, q)), np.concatenate((zeros, zeros, dq)),
+                                   np.concatenate((zeros, dq, ddq))))
+    c = tau[:p]
+    a = tau[p:2 * p] - c
+    b = tau[2 * p:] - c
+    return a, b, c
+
+
+@njit(cache=True)
+def _lagrange4(tau, nodes, j0, w):  # pragma: no cover - compiled
+    for a in range(4):
+        wa = 1.0
+        for b in range(4):
+            if b != a:
+                wa *= (tau - nodes[j0 + b]) / (nodes[j0 + a] - nodes[j0 + b])
+        w[a] = wa
+
+
+@njit(cache=True)
+def _dynamics_plan(s, knot_index, spacing, is_node, t_idx, t_row, t_w, a_row, a_w):  # pragma: no cover
+    """Fill the evaluation plan (see :func:`dynamics_plan`); returns (n_nodes, n_targets)."""
+    n_grid = s.shape[0]
+    n_int = knot_index.shape[0] - 1
+    for g in range(n_grid):
+        is_node[g] = False
+    # pass 1: nodes (every gridpoint of short or coarse intervals; ~ one per `spacing` otherwise)
+    for k in range(n_int):
+        ga = knot_index[k]
+        gb = knot_index[k + 1]
+        length = gb - ga
+        ds = s[ga + 1] - s[ga]
+        step = 1 if spacing <= 0.0 else max(1, int(np.floor(spacing / ds)))
+        m = max(4, (length + step - 1) // step)
+        if m >= length:
+            for g in range(ga, gb + 1):
+                is_node[g] = True
+        else:
+            for j in range(m + 1):
+                is_node[ga + int(np.round(j * length / m))] = True
+    rank = np.empty(n_grid, dtype=np.int64)
+    n_nodes = 0
+    for g in range(n_grid):
+        if is_node[g]:
+            rank[g] = n_nodes
+            n_nodes += 1
+    # pass 2: every other collocation point (midpoints, non-node gridpoints) is a target, interpolated
+    # from 4 nodes of its interval, with a second (shifted) stencil for the error estimate
+    n_t = 0
+    nodes = np.empty(n_grid, dtype=np.int64)
+    w = np.empty(4)
+    for k in range(n_int):
+        ga = knot_index[k]
+        gb = knot_index[k + 1]
+        cnt = 0
+        for g in range(ga, gb + 1):
+            if is_node[g]:
+                nodes[cnt] = g
+                cnt += 1
+        j = 0
+        for half in range(2 * ga + 1, 2 * gb):  # collocation indices strictly inside the interval
+            if half % 2 == 0 and is_node[half // 2]:
+                continue
+            t_idx[n_t] = half
+            if spacing <= 0.0 or cnt < 5:  # no interpolation (or no error estimate): evaluate exactly
+                t_row[n_t, 0] = -1
+                n_t += 1
+                continue
+            tau = 0.5 * half
+            while j < cnt - 2 and nodes[j + 1] <= tau:
+                j += 1
+            j0 = min(max(j - 1, 0), cnt - 4)
+            _lagrange4(tau, nodes, j0, w)
+            for a in range(4):
+                t_w[n_t, a] = w[a]
+                t_row[n_t, a] = rank[nodes[j0 + a]]
+            j1 = j0 + 1 if j0 + 4 < cnt else j0 - 1
+            _lagrange4(tau, nodes, j1, w)
+            for a in range(4):
+                a_w[n_t, a] = w[a]
+                a_row[n_t, a] = rank[nodes[j1 + a]]
+            n_t += 1
+    return n_nodes, n_t
+
+
+def dynamics_plan(s: np.ndarray, knot_index: np.ndarray, spacing: float):
+    """Where to evaluate the dynamics along the path, and how to fill in the other collocation points.
+
+    Inside a knot interval q(s) is one cubic, so a(s), b(s), c(s) are analytic there. Nodes: every
+    gridpoint of intervals whose stages are longer than ``spacing`` / 4 (coarse grids), else about one
+    gridpoint per ``spacing`` (path units, rad), at least 5 per interval. Every other collocation point
+    (stage midpoints, non-node gridpoints) is a target: cubic Lagrange interpolation from the 4 nearest
+    nodes of its interval (error about (3/128) h⁴ max|f⁽⁴⁾|, h the node spacing), checked against a
+    shifted 4-node stencil; targets whose two estimates differ by more than a tolerance, and all targets
+    of intervals with fewer than 5 nodes or when ``spacing`` ≤ 0, are evaluated exactly
+    (:func:`torque_coefficients_planned`).
+
+    Args:
+        s: (N,) gridpoints; knot_index: (K,) index of every knot in s (first 0, last N-1);
+        spacing: node spacing (≤ 0: exact evaluation everywhere).
+    Returns:
+        (nodes (E,) collocation indices of the nodes, targets (T,) collocation indices, rows (T, 4) node
+        rows used (row 0 = -1: exact), weights (T, 4), alt_rows (T, 4), alt_weights (T, 4)).
+    """
+    n_grid = s.shape[0]
+    is_node = np.empty(n_grid, dtype=np.bool_)
+    t_idx = np.empty(2 * n_grid, dtype=np.int64)
+    t_row = np.empty((2 * n_grid, 4), dtype=np.int64)
+    t_w = np.empty((2 * n_grid, 4))
+    a_row = np.empty((2 * n_grid, 4), dtype=np.int64)
+    a_w = np.empty((2 * n_grid, 4))
+    n_nodes, n_t = _dynamics_plan(s, np.asarray(knot_index, dtype=np.int64), float(spacing), is_node,
+                                  t_idx, t_row, t_w, a_row, a_w)
+    return (2 * np.flatnonzero(is_node), t_idx[:n_t], t_row[:n_t], t_w[:n_t], a_row[:n_t], a_w[:n_t])
+
+
+#: interpolated coefficients are accepted when two stencils agree to this fraction of the joint's
+#: largest coefficient magnitude along the path (the shifted stencil overestimates the error by ~2×)
+INTERPOLATION_RTOL = 1e-5
+
+
+@njit(cache=True)
+def _interpolate(values, nodes, targets, rows, weights, alt_rows, alt_weights, scale, rtol, full,
+                 bad):  # pragma: no cover - compiled
+    """full[nodes] = values; full[targets] = stencil sums; bad[t] when the stencils disagree."""
+    n = full.shape[1]
+    for e in range(nodes.shape[0]):
+        full[nodes[e], :] = values[e, :]
+    for t in range(targets.shape[0]):
+        if rows[t, 0] < 0:
+            bad[t] = True
+            continue
+        for j in range(n):
+            acc = 0.0
+            alt = 0.0
+            for a in range(4):
+                acc += weights[t, a] * values[rows[t, a], j]
+                alt += alt_weights[t, a] * values[alt_rows[t, a], j]
+            full[targets[t], j] = acc
+            if abs(acc - alt) > rtol * scale[j]:
+                bad[t] = True
+
+
+def torque_coefficients_planned(dynamics, q, dq, ddq, plan):
+    """a, b, c (P, n) at all P = 2N-1 collocation points (:func:`dynamics_plan`).
+
+    Batched RNEA (:func:`torque_coefficients`, one stacked call) at the nodes; cubic interpolation at the
+    targets, and a second batched call for the targets whose interpolation error estimate exceeds
+    :data:`INTERPOLATION_RTOL`.
+    """
+    nodes, targets, rows, weights, alt_rows, alt_weights = plan
+    vals = torque_coefficients(dynamics, q[nodes], dq[nodes], ddq[nodes])
+    bad = np.zeros(targets.shape[0], dtype=np.bool_)
+    out = []
+    for v in vals:
+        v = np.ascontiguousarray(v)
+        full = np.empty_like(q)
+        scale = np.abs(v).max(axis=0) if v.shape[0] else np.ones(q.shape[1])
+        scale = np.maximum(scale, 1e-3 * scale.max() + 1e-12)  # joints that barely feel a term
+        _interpolate(v, nodes, targets, rows, weights, alt_rows, alt_weights, scale,
+                     INTERPOLATION_RTOL, full, bad)
+        out.append(full)
+    if bad.any():
+        idx = targets[bad]
+        exact = torque_coefficients(dynamics, q[idx], dq[idx], ddq[idx])
+        for full, v in zip(out, exact):
+            full[idx] = v
+    return tuple(out)
+
+
+def velocity_bound(dq: np.ndarray, velocity_limit: np.ndarray) -> np.ndarray:
+    """xmax (P,) = min_j V_j² / q'_j² (+inf when unconstrained), from |q'_j(s)| sd ≤ V_j."""
+    v2 = np.asarray(velocity_limit, dtype=float) ** 2
+    dq2 = dq * dq
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(dq2 > 0.0, v2 / dq2, np.inf)
+    return r.min(axis=1) if r.shape[1] else np.full(dq.shape[0], np.inf)
+
+
+def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.ndarray,
+                      acceleration_limit: np.ndarray, torque_limit: np.ndarray | None = None,
+                      torque_abc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                      viscous: np.ndarray | None = None, coulomb: np.ndarray | None = None,
+                      x_ref: np.ndarray | None = None):
+    """Rows (G, h) for :func:`robot_dynamics_ros.retiming.topp_ra.solve_topp_ra`.
+
+    Args:
+        dq, ddq: (P, n) q'(s), q''(s) at the collocation points.
+        velocity_limit, acceleration_limit, torque_limit: (n,) already scaled / margin-applied limits
+            (rad/s, rad/s², N·m); +inf disables a joint's row.
+        torque_abc: (a, b, c) of :func:`torque_coefficients`; required when torque_limit is finite anywhere.
+        viscous, coulomb: (n,) friction coefficients (N·m·s/rad, N·m) or None.
+        x_ref: (P,) reference sd² profile for the viscous-friction linearization (required with viscous).
+    Returns:
+        G (P, R, 2), h (P, R) with R = 1 (velocity, x ≤ xmax) + 2n (acceleration) [+ 2n (torque)];
+        every row scaled to |(G0, G1)| = 1 (rows that are identically 0 are left as they are).
+    Raises:
+        ValueError: torque limits without coefficients, viscous friction without x_ref.
+    """
+    p, n = dq.shape
+    vlim = np.asarray(velocity_limit, dtype=float)
+    alim = np.asarray(acceleration_limit, dtype=float)
+    xcap = np.full(p, np.inf)
+    if torque_limit is None or not np.any(np.isfinite(torque_limit)):
+        empty = np.zeros((0, n))
+        G, h = _build(dq, ddq, vlim, alim, np.full(n, np.inf), empty, empty, empty, empty, empty, xcap, False)
+        return G, h
+    if torque_abc is None:
+        raise ValueError("torque_abc: required with a finite torque_limit")
+    a, b, c = torque_abc
+    tlim = np.asarray(torque_limit, dtype=float)
+    c_up, c_lo, b_up, b_lo = c, c, b, b
+    if coulomb is not None:
+        fc = np.broadcast_to(np.asarray(coulomb, dtype=float), (p, n))
+        sgn = np.sign(dq)
+        # where q' = 0 the sign of qd is unknown: tighten both sides
+        c_up = c_up + np.where(sgn == 0, fc, sgn * fc)
+        c_lo = c_lo + np.where(sgn == 0, -fc, sgn * fc)
+    if viscous is not None and np.any(np.asarray(viscous) != 0.0):
+        if x_ref is None:
+            raise ValueError("x_ref: required with viscous friction")
+        xr = np.maximum(np.asarray(x_ref, dtype=float), 0.0)
+        floor = 1e-6 * max(float(xr.max()), 1e-6)
+        x0 = np.maximum(xr, floor)[:, None]
+        xm = (1.5 * xr + floor)[:, None]
+        f = np.asarray(viscous, dtype=float)[None, :] * dq  # torque = ... + f sqrt(x)
+        fpos = np.maximum(f, 0.0)
+        fneg = np.minimum(f, 0.0)
+        # upper row  a u + b x + c + f sqrt(x) <= T: tangent above, chord below (x <= xm)
+        b_up = b_up + fpos / (2.0 * np.sqrt(x0)) + fneg / np.sqrt(xm)
+        c_up = c_up + fpos * np.sqrt(x0) / 2.0
+        # lower row  a u + b x + c + f sqrt(x) >= -T
+        b_lo = b_lo + fneg / (2.0 * np.sqrt(x0)) + fpos / np.sqrt(xm)
+        c_lo = c_lo + fneg * np.sqrt(x0) / 2.0
+        xcap = xm[:, 0].copy()
+    arrs = [np.ascontiguousarray(v, dtype=float) for v in (a, b_up, b_lo, c_up, c_lo)]
+    return _build(dq, ddq, vlim, alim, tlim, *arrs, xcap, True)
+
+
+@njit(cache=True)
+def _build(dq, ddq, vlim, alim, tlim, a, b_up, b_lo, c_up, c_lo, xcap, torque):  # pragma: no cover
+    """Rows of :func:`build_constraints`, normalized to |(G0, G1)| = 1, in one pass."""
+    p, n = dq.shape
+    nrow = 1 + 2 * n + (2 * n if torque else 0)
+    G = np.zeros((p, nrow, 2))
+    h = np.empty((p, nrow))
+    for k in range(p):
+        xmax = xcap[k]
+        for j in range(n):
+            d2 = dq[k, j] * dq[k, j]
+            if d2 > 0.0 and vlim[j] < np.inf:
+                v = vlim[j] * vlim[j] / d2
+                if v < xmax:
+                    xmax = v
+        G[k, 0, 1] = 1.0
+        h[k, 0] = xmax
+        for j in range(n):
+            ga = dq[k, j]
+            gb = ddq[k, j]
+            nrm = np.sqrt(ga * ga + gb * gb)
+            if nrm == 0.0:
+                nrm = 1.0
+            r = 1 + j
+            G[k, r, 0] = ga / nrm
+            G[k, r, 1] = gb / nrm
+            h[k, r] = alim[j] / nrm
+            r = 1 + n + j
+            G[k, r, 0] = -ga / nrm
+            G[k, r, 1] = -gb / nrm
+            h[k, r] = alim[j] / nrm
+        if torque:
+            for j in range(n):
+                aa = a[k, j]
+                bu = b_up[k, j]
+                bl = b_lo[k, j]
+                r = 1 + 2 * n + j
+                nrm = np.sqrt(aa * aa + bu * bu)
+                if nrm == 0.0:
+                    nrm = 1.0
+                G[k, r, 0] = aa / nrm
+                G[k, r, 1] = bu / nrm
+                h[k, r] = (tlim[j] - c_up[k, j]) / nrm
+                r = 1 + 3 * n + j
+                nrm = np.sqrt(aa * aa + bl * bl)
+                if nrm == 0.0:
+                    nrm = 1.0
+                G[k, r, 0] = -aa / nrm
+                G[k, r, 1] = -bl / nrm
+                h[k, r] = (tlim[j] + c_lo[k, j]) / nrm
+    return G, h
+

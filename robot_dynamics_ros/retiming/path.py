@@ -1,0 +1,352 @@
+"""Geometric joint-space path q(s): a C² cubic spline through waypoints, with derivatives q'(s), q''(s).
+
+The path parameter ``s`` is the cumulative chord length of the waypoints (Euclidean norm of the joint-space
+differences, in rad for revolute joints), so ``|q'(s)| ≈ 1`` and the TOPP-RA variables ``sd`` (≈ joint-space
+speed, rad/s) and ``sdd`` are well scaled for every path.
+
+The spline is the classic cubic interpolating spline (de Boor, *A Practical Guide to Splines*, 2001, ch. IV;
+the same system scipy's ``CubicSpline`` solves): slopes ``m_k = q'(s_k)`` from a tridiagonal system with
+"not-a-knot" end conditions (third derivative continuous at the second and second-to-last knot) or a
+prescribed end tangent (used when the request has a non-zero start / end velocity). It is solved here by a
+small compiled kernel instead of ``scipy.interpolate.CubicSpline`` only because the latter costs ~0.2 ms of
+Python overhead per call, a fifth of the retiming budget; ``test/test_path.py`` checks both agree to 1e-12.
+
+Waypoints that are consecutive duplicates are dropped (with a :class:`UserWarning`); a motion that turns
+back at a waypoint (the chords before and after it make an angle above 90°) is split there by
+:func:`split_at_reversals`, so the retimed trajectory stops at the turn instead of overshooting it.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+#: consecutive waypoints closer than this (joint-space norm, rad) are duplicates
+DUPLICATE_TOL = 1e-9
+
+
+@njit(cache=True)
+def _thomas(lower, diag, upper, rhs):  # pragma: no cover - compiled
+    """Solve a tridiagonal system in place (no pivoting; the callers' systems are diagonally dominant)."""
+    k = diag.shape[0]
+    for i in range(1, k):
+        w = lower[i] / diag[i - 1]
+        diag[i] -= w * upper[i - 1]
+        rhs[i, :] -= w * rhs[i - 1, :]
+    rhs[k - 1, :] /= diag[k - 1]
+    for i in range(k - 2, -1, -1):
+        rhs[i, :] = (rhs[i, :] - upper[i] * rhs[i + 1, :]) / diag[i]
+    return rhs
+
+
+@njit(cache=True)
+def _spline_coefficients(x, y, start_slope, has_start, end_slope, has_end):  # pragma: no cover
+    """Coefficients c (4, K-1, n) of the C² cubic spline through (x_k, y_k), PPoly layout (c[0] t³ ...).
+
+    End conditions: prescribed slope where ``has_start`` / ``has_end`` else not-a-knot (K ≥ 4), a parabola
+    for K = 3 without slopes, a straight line for K = 2 without slopes (natural end opposite a slope).
+    """
+    k = x.shape[0]
+    n = y.shape[1]
+    h = x[1:] - x[:-1]
+    delta = np.empty((k - 1, n))
+    for i in range(k - 1):
+        delta[i, :] = (y[i + 1, :] - y[i, :]) / h[i]
+    m = np.empty((k, n))
+    if k == 2:
+        if has_start and has_end:
+            m[0, :] = start_slope
+            m[1, :] = end_slope
+        elif has_start:  # natural end: 2 m1 + m0 = 3 delta
+            m[0, :] = start_slope
+            m[1, :] = 0.5 * (3.0 * delta[0, :] - start_slope)
+        elif has_end:
+            m[1, :] = end_slope
+            m[0, :] = 0.5 * (3.0 * delta[0, :] - end_slope)
+        else:
+            m[0, :] = delta[0, :]
+            m[1, :] = delta[0, :]
+    elif k == 3 and not has_start and not has_end:
+        # the parabola through the three points
+        h0, h1 = h[0], h[1]
+        cc = (delta[1, :] - delta[0, :]) / (h0 + h1)  # second divided difference
+        m[0, :] = delta[0, :] - cc * h0
+        m[1, :] = delta[0, :] + cc * h0
+        m[2, :] = delta[1, :] + cc * h1
+    else:
+        lower = np.zeros(k)
+        diag = np.ones(k)
+        upper = np.zeros(k)
+        rhs = np.zeros((k, n))
+        for i in range(1, k - 1):
+            lower[i] = h[i]
+            diag[i] = 2.0 * (h[i - 1] + h[i])
+            upper[i] = h[i - 1]
+            rhs[i, :] = 3.0 * (h[i] * delta[i - 1, :] + h[i - 1] * delta[i, :])
+        # start condition
+        if has_start:
+            diag[0] = 1.0
+            upper[0] = 0.0
+            rhs[0, :] = start_slope
+            nak_start = False
+        else:
+            # not-a-knot row 0: h1 m0 + (h0+h1) m1 = r0; eliminated into row 1 (keeps dominance)
+            h0, h1 = h[0], h[1]
+            r0 = ((h0 + 2.0 * (h0 + h1)) * h1 * delta[0, :] + h0 * h0 * delta[1, :]) / (h0 + h1)
+            # row 1: h1 m0 + 2(h0+h1) m1 + h0 m2 = r1  ->  (h0+h1) m1 + h0 m2 = r1 - r0
+            lower[1] = 0.0
+            diag[1] = h0 + h1
+            rhs[1, :] = rhs[1, :] - r0
+            diag[0] = 1.0
+            upper[0] = 0.0
+            rhs[0, :] = 0.0  # placeholder, m0 recovered after the solve
+            nak_start = True
+        if has_end:
+            diag[k - 1] = 1.0
+            lower[k - 1] = 0.0
+            rhs[k - 1, :] = end_slope
+            nak_end = False
+        else:
+            ha, hb = h[k - 3], h[k - 2]
+            # not-a-knot last row: (ha+hb) m_{k-2} + ha m_{k-1} = re
+            re = (hb * hb * delta[k - 3, :] + (2.0 * (ha + hb) + hb) * ha * delta[k - 2, :]) / (ha + hb)
+            # row k-2: hb m_{k-3} + 2(ha+hb) m_{k-2} + ha m_{k-1} = r  ->  hb m_{k-3} + (ha+hb) m_{k-2} = r - re
+            upper[k - 2] = 0.0
+            diag[k - 2] = ha + hb  # (k == 3 with not-a-knot at both ends is the parabola branch)
+            rhs[k - 2, :] = rhs[k - 2, :] - re
+            diag[k - 1] = 1.0
+            lower[k - 1] = 0.0
+            rhs[k - 1, :] = 0.0
+            nak_end = True
+        m[:, :] = _thomas(lower, diag, upper, rhs)
+        if nak_start:
+            h0, h1 = h[0], h[1]
+            r0 = ((h0 + 2.0 * (h0 + h1)) * h1 * delta[0, :] + h0 * h0 * delta[1, :]) / (h0 + h1)
+            m[0, :] = (r0 - (h0 + h1) * m[1, :]) / h1
+        if nak_end:
+            ha, hb = h[k - 3], h[k - 2]
+            re = (hb * hb * delta[k - 3, :] + (2.0 * (ha + hb) + hb) * ha * delta[k - 2, :]) / (ha + hb)
+            m[k - 1, :] = (re - (ha + hb) * m[k - 2, :]) / ha
+    c = np.empty((4, k - 1, n))
+    for i in range(k - 1):
+        c[0, i, :] = (m[i, :] + m[i + 1, :] - 2.0 * delta[i, :]) / (h[i] * h[i])
+        c[1, i, :] = (3.0 * delta[i, :] - 2.0 * m[i, :] - m[i + 1, :]) / h[i]
+        c[2, i, :] = m[i, :]
+        c[3, i, :] = y[i, :]
+    return c
+
+
+@njit(cache=True)
+def _spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
+    """q(s), q'(s), q''(s) of a PPoly cubic (breakpoints x (K,), coefficients c (4, K-1, n)) at s (N,)."""
+    nint = x.shape[0] - 1
+    n = c.shape[2]
+    j = 0
+    for p in range(s.shape[0]):
+        sp = s[p]
+        # s is usually sorted: walk forward, fall back to bisection otherwise
+        if sp < x[j] or (j < nint - 1 and sp >= x[j + 1]):
+            lo, hi = 0, nint - 1
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if x[mid] <= sp:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            j = lo
+        t = sp - x[j]
+        for d in range(n):
+            c0, c1, c2, c3 = c[0, j, d], c[1, j, d], c[2, j, d], c[3, j, d]
+            q[p, d] = ((c0 * t + c1) * t + c2) * t + c3
+            dq[p, d] = (3.0 * c0 * t + 2.0 * c1) * t + c2
+            ddq[p, d] = 6.0 * c0 * t + 2.0 * c1
+
+
+def remove_duplicates(waypoints: np.ndarray, tol: float = DUPLICATE_TOL) -> tuple[np.ndarray, np.ndarray]:
+    """Drop consecutive duplicate waypoints.
+
+    Args:
+        waypoints: (W, n) joint positions (rad / m).
+        tol: joint-space distance below which two consecutive waypoints are the same.
+    Returns:
+        (kept waypoints (W', n), indices (W',) of the kept rows in the input). Warns (UserWarning) when
+        anything was dropped, naming the dropped indices.
+    """
+    wp = np.asarray(waypoints, dtype=float)
+    if wp.shape[0] <= 1:
+        return wp, np.arange(wp.shape[0])
+    step = np.linalg.norm(np.diff(wp, axis=0), axis=1)
+    keep = np.concatenate(([True], step > tol))
+    if not keep.all():
+        dropped = np.flatnonzero(~keep)
+        shown = ", ".join(str(i) for i in dropped[:10]) + (" ..." if dropped.size > 10 else "")
+        warnings.warn(f"waypoints: dropped {dropped.size} consecutive duplicate waypoint(s) at index {shown}",
+                      UserWarning, stacklevel=2)
+    idx = np.flatnonzero(keep)
+    return wp[idx], idx
+
+
+def split_at_reversals(waypoints: np.ndarray, cos_threshold: float = 0.0) -> list[tuple[int, int]]:
+    """Split a waypoint list where the motion turns back.
+
+    A waypoint k (0 < k < W-1) is a reversal when the chords ``q_k - q_{k-1}`` and ``q_{k+1} - q_k`` make an
+    angle whose cosine is below ``cos_threshold`` (default 0: a turn of more than 90°). The path then stops
+    at q_k: each segment is retimed from rest to rest at its split points.
+
+    Args:
+        waypoints: (W, n) without consecutive duplicates.
+    Returns:
+        list of (first, last) waypoint indices (inclusive) of each segment; consecutive segments share the
+        turning waypoint.
+    """
+    wp = np.asarray(waypoints, dtype=float)
+    w = wp.shape[0]
+    if w < 3:
+        return [(0, max(w - 1, 0))]
+    d = np.diff(wp, axis=0)
+    norm = np.linalg.norm(d, axis=1)
+    cos = np.einsum("ij,ij->i", d[:-1], d[1:]) / (norm[:-1] * norm[1:])
+    turns = np.flatnonzero(cos < cos_threshold) + 1
+    bounds = [0, *turns.tolist(), w - 1]
+    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_threshold: float = 0.0):
+    """Drop consecutive duplicates and find direction reversals, in one pass (no warnings issued).
+
+    Args:
+        waypoints: (W, n) joint positions (rad / m), finite.
+        tol: see :func:`remove_duplicates`; cos_threshold: see :func:`split_at_reversals`.
+    Returns:
+        (kept (W', n), kept_index (W',) rows of the input kept, segments [(first, last), ...] indices into
+        kept, dropped (D,) indices of the dropped duplicates).
+    """
+    wp = np.asarray(waypoints, dtype=float)
+    if wp.shape[0] <= 1:
+        return wp, np.arange(wp.shape[0]), [(0, 0)], np.zeros(0, dtype=np.int64)
+    d = wp[1:] - wp[:-1]
+    step = np.sqrt(np.einsum("ij,ij->i", d, d))
+    move = step > tol
+    if move.all():
+        kept, idx, dropped = wp, np.arange(wp.shape[0]), np.zeros(0, dtype=np.int64)
+    else:
+        keep = np.concatenate(([True], move))
+        idx = np.flatnonzero(keep)
+        dropped = np.flatnonzero(~keep)
+        kept = wp[idx]
+        if kept.shape[0] <= 1:
+            return kept, idx, [(0, 0)], dropped
+        d = kept[1:] - kept[:-1]
+        step = np.sqrt(np.einsum("ij,ij->i", d, d))
+    w = kept.shape[0]
+    if w < 3:
+        return kept, idx, [(0, w - 1)], dropped
+    cos = np.einsum("ij,ij->i", d[:-1], d[1:]) / (step[:-1] * step[1:])
+    turns = np.flatnonzero(cos < cos_threshold) + 1
+    bounds = [0, *turns.tolist(), w - 1]
+    return kept, idx, [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)], dropped
+
+
+@dataclass
+class JointPath:
+    """C² cubic spline q(s) through waypoints, s = cumulative chord length.
+
+    Attributes:
+        knots: (K,) s at the waypoints, knots[0] = 0, knots[-1] = length (rad, joint-space norm).
+        coefficients: (4, K-1, n) piecewise-polynomial coefficients (scipy PPoly layout, highest power first).
+        length: total path length s_end.
+        n: number of joints.
+    """
+
+    knots: np.ndarray
+    coefficients: np.ndarray
+
+    @classmethod
+    def from_waypoints(cls, waypoints, *, start_tangent=None, end_tangent=None) -> "JointPath":
+        """Build the spline through distinct waypoints.
+
+        Args:
+            waypoints: (K, n), K ≥ 2, no consecutive duplicates (see :func:`remove_duplicates`).
+            start_tangent, end_tangent: optional (n,) prescribed q'(0) / q'(length); scaled to unit norm
+                (s is a chord length). None → not-a-knot end condition.
+        Raises:
+            ValueError: fewer than 2 waypoints, or a zero-length chord.
+        """
+        wp = np.ascontiguousarray(waypoints, dtype=float)
+        if wp.ndim != 2 or wp.shape[0] < 2:
+            raise ValueError(f"waypoints: need at least 2 distinct waypoints, got shape {wp.shape}")
+        chord = np.linalg.norm(np.diff(wp, axis=0), axis=1)
+        if np.any(chord <= 0.0):
+            raise ValueError("waypoints: consecutive duplicates must be removed first")
+        knots = np.concatenate(([0.0], np.cumsum(chord)))
+        n = wp.shape[1]
+
+        def unit(v):
+            if v is None:
+                return np.zeros(n), False
+            v = np.asarray(v, dtype=float)
+            nv = np.linalg.norm(v)
+            if nv == 0.0:
+                return np.zeros(n), False
+            return v / nv, True
+
+        ss, hs = unit(start_tangent)
+        es, he = unit(end_tangent)
+        return cls(knots, _spline_coefficients(knots, wp, ss, hs, es, he))
+
+    @property
+    def length(self) -> float:
+        return float(self.knots[-1])
+
+    @property
+    def n(self) -> int:
+        return int(self.coefficients.shape[2])
+
+    def evaluate(self, s) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q(s), q'(s), q''(s), each (N, n), at path parameters s (N,) (values outside [0, length] extrapolate)."""
+        s = np.ascontiguousarray(np.atleast_1d(s), dtype=float)
+        q = np.empty((s.shape[0], self.n))
+        dq = np.empty_like(q)
+        ddq = np.empty_like(q)
+        _spline_eval(self.knots, self.coefficients, s, q, dq, ddq)
+        return q, dq, ddq
+
+    def __call__(self, s) -> np.ndarray:
+        """q(s), (N, n)."""
+        return self.evaluate(s)[0]
+
+
+def gridpoints_for(knots: np.ndarray, count: int, return_knot_index: bool = False):
+    """Near-uniform gridpoints (≥ ``count`` of them) in [0, length] that contain every knot.
+
+    Each knot interval gets a number of stages proportional to its length (at least one), uniformly spaced,
+    so no stage straddles a knot: within a stage q(s) is a single cubic, which is what makes the
+    three-point collocation of :mod:`.topp_ra` accurate. With fewer requested gridpoints than knots the
+    knots themselves are the gridpoints.
+
+    Returns:
+        s (N,) gridpoints; with ``return_knot_index`` also (K,) the index in s of every knot.
+    """
+    knots = np.asarray(knots, dtype=float)
+    n_int = knots.shape[0] - 1
+    stages = max(int(count) - 1, n_int)
+    lengths = np.diff(knots)
+    share = lengths * (stages / knots[-1])
+    per = np.maximum(np.floor(share).astype(np.int64), 1)
+    short = stages - int(per.sum())
+    if short > 0:
+        order = np.argsort(-(share - np.floor(share)))
+        per[order[:short]] += 1
+    elif short < 0:  # too many from the max(., 1): take from the intervals with most stages per length
+        for _ in range(-short):
+            k = int(np.argmax(np.where(per > 1, share / per, -np.inf)))
+            per[k] -= 1
+    offsets = np.concatenate(([0], np.cumsum(per)))
+    owner = np.repeat(np.arange(n_int), per)
+    local = np.arange(offsets[-1]) - offsets[owner]
+    out = np.empty(offsets[-1] + 1)
+    out[:-1] = knots[owner] + lengths[owner] * (local / per[owner])
+    out[-1] = knots[-1]
+    return (out, offsets) if return_knot_index else out

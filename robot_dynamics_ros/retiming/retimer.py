@@ -1,0 +1,507 @@
+"""The retiming facade: waypoints by joint name in, a time-optimal sampled trajectory out.
+
+Pipeline (each step in its own module):
+1. request checks (shapes, NaN, joint names, position limits, start/end velocity limits, gravity at every
+   waypoint against the torque limit) — every failure is a :class:`RetimeResult` with ``success=False``
+   and a message naming the joint, the waypoint index and the limit (never an exception);
+2. consecutive duplicates dropped, the path split where the motion turns back (:mod:`.path`);
+3. per segment: C² spline q(s) (:class:`~.path.JointPath`), gridpoints containing every knot, q, q', q''
+   at gridpoints and stage midpoints, torque coefficients a, b, c from one batched RNEA call
+   (:mod:`.constraints`), TOPP-RA (:mod:`.topp_ra`);
+4. output sampling of the same piecewise-constant-sdd s(t) at a period or at the gridpoints, efforts from
+   the same dynamics engine (:mod:`.sampling`).
+
+Used by ``robot-dynamics retime`` and the ``retiming_service`` node.
+"""
+from __future__ import annotations
+
+import enum
+import math
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from robot_dynamics_ros.retiming.constraints import build_constraints, dynamics_plan, torque_coefficients_planned
+from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for, prepare_waypoints
+from robot_dynamics_ros.retiming.sampling import joint_trajectory, sample_path_parameter, sample_times
+from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
+
+#: default number of gridpoints (at least one per waypoint is always used)
+DEFAULT_GRIDPOINTS = 200
+#: relative tolerance for "at the limit" checks of the request (waypoint / velocity limits)
+_LIMIT_TOL = 1e-9
+
+
+class RetimeStatus(enum.Enum):
+    """Outcome of :meth:`Retimer.retime` (never ``None``)."""
+
+    SUCCESS = "success"
+    #: malformed request: NaN, unknown or duplicate joint name, wrong shape, bad option value
+    INVALID_REQUEST = "invalid_request"
+    #: a waypoint (or the spline between two) outside a joint's position limits
+    POSITION_LIMIT = "position_limit"
+    #: a start or end joint velocity above its (scaled) velocity limit
+    VELOCITY_LIMIT = "velocity_limit"
+    #: gravity alone needs more than the (margin-scaled) torque limit at a waypoint or gridpoint
+    GRAVITY_EXCEEDS_TORQUE = "gravity_exceeds_torque"
+    #: no velocity profile satisfies the limits on part of the path (empty controllable set)
+    INFEASIBLE = "infeasible"
+    #: the requested start velocity is too fast to satisfy the limits afterwards
+    START_NOT_CONTROLLABLE = "start_not_controllable"
+
+
+@dataclass
+class RetimeOptions:
+    """Options of a retiming request.
+
+    Attributes:
+        velocity_scale: fraction (0, 1] of the velocity limits.
+        acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none).
+        torque_margin: fraction (0, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
+        gridpoints: number of gridpoints (≥ 2; at least one per waypoint is used). None → default.
+        sample_period: output period (s); None or 0 → one sample per gridpoint.
+        friction: include URDF ``<dynamics>`` viscous damping and Coulomb friction in the torque
+            constraint and the output efforts.
+        reversal_cos: a waypoint where consecutive chords make an angle whose cosine is below this is a
+            direction reversal: the trajectory stops there (see :func:`~.path.split_at_reversals`).
+        dynamics_spacing: path-length spacing (rad) of the exact dynamics evaluations inside a knot
+            interval when the gridpoints are denser; the rest is cubic interpolation
+            (:func:`~.constraints.dynamics_plan`). 0 → RNEA at every gridpoint and stage midpoint.
+    """
+
+    velocity_scale: float = 1.0
+    acceleration_scale: float = 1.0
+    torque_margin: float = 1.0
+    gridpoints: int | None = None
+    sample_period: float | None = None
+    friction: bool = False
+    reversal_cos: float = 0.0
+    dynamics_spacing: float = 0.05
+
+    def problem(self) -> str | None:
+        """The first invalid option as a message, or None."""
+        for name in ("velocity_scale", "acceleration_scale", "torque_margin"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0.0 < v <= 1.0):
+                return f"{name}={v!r}: must be in (0, 1]"
+        if self.gridpoints is not None and (int(self.gridpoints) != self.gridpoints or self.gridpoints < 2):
+            return f"gridpoints={self.gridpoints!r}: must be an integer ≥ 2"
+        if self.gridpoints is not None and self.gridpoints > 1_000_000:
+            return f"gridpoints={self.gridpoints}: at most 1000000"
+        sp = self.sample_period
+        if sp is not None and not (math.isfinite(sp) and sp >= 0.0):
+            return f"sample_period={sp!r}: must be a non-negative number of seconds"
+        if not (math.isfinite(self.dynamics_spacing) and self.dynamics_spacing >= 0.0):
+            return f"dynamics_spacing={self.dynamics_spacing!r}: must be ≥ 0"
+        if not (math.isfinite(self.reversal_cos) and -1.0 <= self.reversal_cos <= 1.0):
+            return f"reversal_cos={self.reversal_cos!r}: must be in [-1, 1]"
+        return None
+
+
+@dataclass
+class RetimeResult:
+    """A retimed trajectory (arrays in ``joint_names`` order = the model's actuated joints).
+
+    Attributes:
+        success, status, message: outcome; on failure the arrays are empty (0, n).
+        joint_names: tuple of the n joint names (the model's order).
+        t: (M,) s from the start; q (M, n) rad; qd (M, n) rad/s; qdd (M, n) rad/s²; tau (M, n) N·m.
+        duration: s; gridpoints: number of gridpoints used (all segments); solve_ms: wall time of the
+            whole retiming (path, constraints, solve, sampling), ms; timings: ms per step.
+        peak_fraction: {"velocity", "acceleration", "effort"} -> max over samples and joints of
+            |value| / applied limit (scaled / margin-applied); None where no limit applies.
+        segments: per segment (s (N,), x = sd² (N,), u = sdd (N-1,), t_grid (N,), JointPath, t_offset).
+    """
+
+    success: bool
+    status: RetimeStatus
+    message: str
+    joint_names: tuple[str, ...]
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    tau: np.ndarray
+    duration: float = 0.0
+    gridpoints: int = 0
+    solve_ms: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    peak_fraction: dict[str, float | None] = field(default_factory=dict)
+    segments: list = field(default_factory=list)
+
+    def summary(self) -> dict:
+        """JSON-friendly summary (the last line of ``robot-dynamics retime``)."""
+        return {"success": self.success, "status": self.status.value, "message": self.message,
+                "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
+                "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction}
+
+
+@dataclass
+class _Segment:
+    path: JointPath
+    s: np.ndarray
+    x: np.ndarray
+    u: np.ndarray
+    t_grid: np.ndarray
+    first: int  # index (into the kept waypoints) of the segment's first waypoint
+    t_offset: float = 0.0
+
+
+class _Failure(Exception):
+    def __init__(self, status: RetimeStatus, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Retimer:
+    """Time-optimal retiming for one robot model.
+
+    Args:
+        model: a :class:`robot_dynamics_ros.model.RobotModel` (joint order, limits, payload, gravity).
+        dynamics: an engine with batched ``rnea`` / ``gravity`` ((N, n) arrays); default: the in-package
+            :class:`~robot_dynamics_ros.dynamics.newton_euler.NewtonEulerDynamics` of ``model``.
+    """
+
+    def __init__(self, model, dynamics=None):
+        if dynamics is None:
+            from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
+
+            dynamics = NewtonEulerDynamics(model)
+        self.model = model
+        self.dynamics = dynamics
+
+    def warmup(self) -> None:
+        """Compile / load the numba kernels (a 3-waypoint retiming), so the first request is fast."""
+        m = self.model
+        q0 = m.neutral()
+        span = np.where(np.isfinite(m.upper - m.lower), 0.05 * (m.upper - m.lower), 0.1)
+        wp = np.stack((q0, q0 + span, q0 + 2 * span))
+        wp = np.clip(wp, m.lower, m.upper)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.retime(wp, options=RetimeOptions(gridpoints=10, sample_period=0.01))
+
+    # ------------------------------------------------------------------------------------------
+    def retime(self, waypoints, *, joint_names: Sequence[str] | None = None,
+               start_velocity=None, end_velocity=None, hold: Mapping[str, float] | None = None,
+               options: RetimeOptions | None = None) -> RetimeResult:
+        """Retime a path through waypoints.
+
+        Args:
+            waypoints: (W, k) joint positions (rad / m), one row per waypoint.
+            joint_names: the k column names (any order, matched by name). None → the columns are the
+                model's ``joint_names`` in order. Model joints not named are held at ``hold[name]`` or
+                at ``model.neutral()``.
+            start_velocity, end_velocity: (k,) joint velocities (rad/s) at the first / last waypoint in the
+                same column order; None or all zero → at rest. Must be tangent to the path: the spline's
+                end tangent is set to their direction.
+            hold: values (rad / m) for model joints absent from ``joint_names``.
+            options: :class:`RetimeOptions`.
+        Returns:
+            :class:`RetimeResult`; ``success=False`` with a precise message for any bad or infeasible request.
+        """
+        t_start = time.perf_counter()
+        options = options or RetimeOptions()
+        names = tuple(self.model.joint_names)
+        n = len(names)
+        try:
+            wp, v0, v1 = self._map_request(waypoints, joint_names, start_velocity, end_velocity, hold)
+            problem = options.problem()
+            if problem:
+                raise _Failure(RetimeStatus.INVALID_REQUEST, f"options: {problem}")
+            return self._retime(wp, v0, v1, options, t_start)
+        except _Failure as f:
+            empty = np.zeros((0, n))
+            return RetimeResult(False, f.status, f.message, names, np.zeros(0), empty, empty.copy(),
+                                empty.copy(), empty.copy(),
+                                solve_ms=(time.perf_counter() - t_start) * 1e3)
+
+    # ------------------------------------------------------------------------------------------
+    def _map_request(self, waypoints, joint_names, start_velocity, end_velocity, hold):
+        m = self.model
+        try:
+            wp_in = np.array(waypoints, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise _Failure(RetimeStatus.INVALID_REQUEST, f"waypoints: not numeric ({exc})") from None
+        if wp_in.ndim == 1 and wp_in.size > 0 and joint_names is not None and len(joint_names) == wp_in.size:
+            wp_in = wp_in[None, :]
+        if wp_in.ndim != 2 or wp_in.shape[0] == 0:
+            raise _Failure(RetimeStatus.INVALID_REQUEST,
+                           f"waypoints: expected a (W, k) array with W ≥ 1, got shape {wp_in.shape}")
+        if joint_names is None:
+            cols = list(range(m.n))
+            if wp_in.shape[1] != m.n:
+                raise _Failure(RetimeStatus.INVALID_REQUEST,
+                               f"waypoints: {wp_in.shape[1]} columns but the model has {m.n} joints "
+                               f"{list(m.joint_names)} (give joint_names)")
+            label = list(m.joint_names)
+        else:
+            label = [str(j) for j in joint_names]
+            if len(label) != wp_in.shape[1]:
+                raise _Failure(RetimeStatus.INVALID_REQUEST,
+                               f"joint_names: {len(label)} names for {wp_in.shape[1]} columns of waypoints")
+            seen = set()
+            cols = []
+            for name in label:
+                if name in seen:
+                    raise _Failure(RetimeStatus.INVALID_REQUEST, f"joint_names: joint '{name}' appears twice")
+                seen.add(name)
+                if name not in m.index:
+                    held = " (held fixed in this model)" if name in m.held_joints else ""
+                    raise _Failure(RetimeStatus.INVALID_REQUEST,
+                                   f"joint_names: unknown joint '{name}'{held}; model joints are "
+                                   f"{list(m.joint_names)}")
+                cols.append(m.index[name])
+        bad = np.argwhere(~np.isfinite(wp_in))
+        if bad.size:
+            w, c = bad[0]
+            raise _Failure(RetimeStatus.INVALID_REQUEST,
+                           f"waypoint {w}: joint '{label[c]}' position is {wp_in[w, c]} (not finite)")
+        base = m.neutral().copy()
+        for name, value in (hold or {}).items():
+            if name not in m.index:
+                raise _Failure(RetimeStatus.INVALID_REQUEST, f"hold: unknown joint '{name}'")
+            if not math.isfinite(float(value)):
+                raise _Failure(RetimeStatus.INVALID_REQUEST, f"hold: joint '{name}' value {value} not finite")
+            base[m.index[name]] = float(value)
+        wp = np.repeat(base[None, :], wp_in.shape[0], axis=0)
+        wp[:, cols] = wp_in
+
+        def velocity(v, what):
+            if v is None or len(v) == 0:
+                return np.zeros(m.n)
+            arr = np.asarray(v, dtype=float).ravel()
+            if arr.shape[0] != len(cols):
+                raise _Failure(RetimeStatus.INVALID_REQUEST,
+                               f"{what}: {arr.shape[0]} values for {len(cols)} joints")
+            if not np.all(np.isfinite(arr)):
+                j = int(np.flatnonzero(~np.isfinite(arr))[0])
+                raise _Failure(RetimeStatus.INVALID_REQUEST, f"{what}: joint '{label[j]}' is {arr[j]}")
+            out = np.zeros(m.n)
+            out[cols] = arr
+            return out
+
+        return wp, velocity(start_velocity, "start_velocity"), velocity(end_velocity, "end_velocity")
+
+    # ------------------------------------------------------------------------------------------
+    def _limits(self, options: RetimeOptions):
+        m = self.model
+        return (m.velocity_limit * options.velocity_scale, m.acceleration_limit * options.acceleration_scale,
+                m.effort_limit * options.torque_margin)
+
+    def _check_request(self, wp, v0, v1, options):
+        m = self.model
+        names = m.joint_names
+        vlim, _, tlim = self._limits(options)
+        tol_lo = m.lower - _LIMIT_TOL * (1.0 + np.abs(m.lower))
+        tol_hi = m.upper + _LIMIT_TOL * (1.0 + np.abs(m.upper))
+        out = np.argwhere((wp < tol_lo) | (wp > tol_hi))
+        if out.size:
+            w, j = out[0]
+            raise _Failure(RetimeStatus.POSITION_LIMIT,
+                           f"waypoint {w}: joint '{names[j]}' position {wp[w, j]:.6g} is outside its position "
+                           f"limits [{m.lower[j]:.6g}, {m.upper[j]:.6g}]")
+        for v, what in ((v0, "start_velocity"), (v1, "end_velocity")):
+            over = np.flatnonzero(np.abs(v) > vlim * (1.0 + _LIMIT_TOL))
+            if over.size:
+                j = over[0]
+                raise _Failure(RetimeStatus.VELOCITY_LIMIT,
+                               f"{what}: joint '{names[j]}' at {v[j]:.6g} rad/s exceeds its velocity limit "
+                               f"{vlim[j]:.6g} rad/s (URDF {m.velocity_limit[j]:.6g} × velocity_scale "
+                               f"{options.velocity_scale:g})")
+        if np.any(np.isfinite(tlim)):
+            g = np.atleast_2d(self.dynamics.gravity(wp))
+            ratio = np.abs(g) / tlim
+            w, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+            if ratio[w, j] > 1.0:
+                raise _Failure(RetimeStatus.GRAVITY_EXCEEDS_TORQUE,
+                               f"waypoint {w}: gravity alone needs {g[w, j]:.6g} N·m at joint '{names[j]}', "
+                               f"above its torque limit {tlim[j]:.6g} N·m (effort {m.effort_limit[j]:.6g} × "
+                               f"torque_margin {options.torque_margin:g})")
+
+    # ------------------------------------------------------------------------------------------
+    def _retime(self, wp, v0, v1, options: RetimeOptions, t_start: float) -> RetimeResult:
+        m = self.model
+        names = tuple(m.joint_names)
+        self._check_request(wp, v0, v1, options)
+        kept, kept_idx, bounds, dropped = prepare_waypoints(wp, cos_threshold=options.reversal_cos)
+        notes = []
+        if dropped.size:
+            shown = ", ".join(str(i) for i in dropped[:10]) + (" ..." if dropped.size > 10 else "")
+            notes.append(f"dropped {dropped.size} consecutive duplicate waypoint(s) at index {shown}")
+        timings = {}
+        if kept.shape[0] == 1:  # zero-length path: a zero-duration trajectory at rest
+            if np.any(v0 != 0.0) or np.any(v1 != 0.0):
+                raise _Failure(RetimeStatus.INVALID_REQUEST,
+                               "start_velocity/end_velocity: must be zero for a zero-length path")
+            q = kept.copy()
+            z = np.zeros_like(q)
+            tau = np.atleast_2d(self.dynamics.rnea(q, z, z))
+            msg = "zero-length path: zero-duration trajectory"
+            if notes:
+                msg += "; " + "; ".join(notes)
+            res = RetimeResult(True, RetimeStatus.SUCCESS, msg, names, np.zeros(1), q, z, z.copy(), tau,
+                               gridpoints=1, solve_ms=(time.perf_counter() - t_start) * 1e3)
+            res.peak_fraction = self._peaks(res, options)
+            return res
+        total = float(np.linalg.norm(kept[1:] - kept[:-1], axis=1).sum())
+        requested = options.gridpoints or max(DEFAULT_GRIDPOINTS, kept.shape[0])
+        segments = []
+        t_offset = 0.0
+        for k, (a, b) in enumerate(bounds):
+            seg_wp = kept[a:b + 1]
+            sv0 = v0 if k == 0 else None
+            sv1 = v1 if k == len(bounds) - 1 else None
+            seg = self._solve_segment(seg_wp, sv0, sv1, requested, total, options, a, kept_idx, timings)
+            seg.t_offset = t_offset
+            t_offset += float(seg.t_grid[-1])
+            segments.append(seg)
+        t0 = time.perf_counter()
+        t, q, qd, qdd = self._sample(segments, options.sample_period)
+        tau = np.atleast_2d(self.dynamics.rnea(q, qd, qdd))
+        if options.friction:
+            tau = tau + m.damping * qd + m.friction * np.sign(qd)
+        timings["sampling"] = (time.perf_counter() - t0) * 1e3
+        duration = t_offset
+        ngrid = sum(s.s.shape[0] for s in segments)
+        msg = (f"retimed {wp.shape[0]} waypoints in {len(segments)} segment(s): duration {duration:.6g} s, "
+               f"{ngrid} gridpoints")
+        if len(segments) > 1:
+            turns = [int(kept_idx[a]) for a, _ in bounds[1:]]
+            msg += f"; stops at direction reversals at waypoint(s) {turns}"
+        if notes:
+            msg += "; " + "; ".join(notes)
+        res = RetimeResult(True, RetimeStatus.SUCCESS, msg, names, t, q, qd, qdd, tau, duration=duration,
+                           gridpoints=ngrid, timings=timings, segments=segments)
+        res.solve_ms = (time.perf_counter() - t_start) * 1e3
+        res.peak_fraction = self._peaks(res, options)
+        return res
+
+    def _solve_segment(self, seg_wp, v0, v1, requested, total, options, first, kept_idx, timings):
+        m = self.model
+        names = m.joint_names
+        vlim, alim, tlim = self._limits(options)
+        t0 = time.perf_counter()
+        sp0 = v0 if v0 is not None and np.any(v0 != 0.0) else None
+        sp1 = v1 if v1 is not None and np.any(v1 != 0.0) else None
+        path = JointPath.from_waypoints(seg_wp, start_tangent=sp0, end_tangent=sp1)
+        count = max(2, int(math.ceil(requested * path.length / total))) if total > 0 else requested
+        s, knot_index = gridpoints_for(path.knots, count, return_knot_index=True)
+        s_eval = np.empty(2 * s.shape[0] - 1)
+        s_eval[0::2] = s
+        s_eval[1::2] = 0.5 * (s[1:] + s[:-1])
+        q, dq, ddq = path.evaluate(s_eval)
+        timings["path"] = timings.get("path", 0.0) + (time.perf_counter() - t0) * 1e3
+        lo_bad = q < m.lower - _LIMIT_TOL * (1.0 + np.abs(m.lower))
+        hi_bad = q > m.upper + _LIMIT_TOL * (1.0 + np.abs(m.upper))
+        if lo_bad.any() or hi_bad.any():
+            p, j = np.argwhere(lo_bad | hi_bad)[0]
+            w = self._waypoint_at(path, s_eval[p], first, kept_idx)
+            raise _Failure(RetimeStatus.POSITION_LIMIT,
+                           f"the spline between waypoints {w} and {w + 1} leaves the position limits of joint "
+                           f"'{names[j]}' ([{m.lower[j]:.6g}, {m.upper[j]:.6g}], reaches {q[p, j]:.6g}); "
+                           "add waypoints or move them away from the limit")
+        t0 = time.perf_counter()
+        use_torque = bool(np.any(np.isfinite(tlim)))
+        abc = (torque_coefficients_planned(self.dynamics, q, dq, ddq,
+                                           dynamics_plan(s, knot_index, options.dynamics_spacing))
+               if use_torque else None)
+        x_start = float(np.linalg.norm(v0)) ** 2 if sp0 is not None else 0.0
+        x_end = float(np.linalg.norm(v1)) ** 2 if sp1 is not None else 0.0
+        friction = options.friction and use_torque and (np.any(m.damping) or np.any(m.friction))
+        coulomb = m.friction if friction and np.any(m.friction) else None
+        G, h = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
+                                 torque_limit=tlim if use_torque else None, torque_abc=abc, coulomb=coulomb)
+        timings["constraints"] = timings.get("constraints", 0.0) + (time.perf_counter() - t0) * 1e3
+        t0 = time.perf_counter()
+        status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end)
+        if status == SolveStatus.OK and friction and np.any(m.damping):
+            # viscous friction: linearize around the frictionless profile and solve again (conservative)
+            x_ref = np.empty_like(s_eval)
+            x_ref[0::2] = x
+            x_ref[1::2] = 0.5 * (x[1:] + x[:-1])
+            G, h = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
+                                     torque_limit=tlim, torque_abc=abc, coulomb=coulomb,
+                                     viscous=m.damping, x_ref=x_ref)
+            status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end)
+        timings["solve"] = timings.get("solve", 0.0) + (time.perf_counter() - t0) * 1e3
+        if status != SolveStatus.OK:
+            raise self._explain(status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc)
+        t_grid = stage_times(s, x)
+        if not np.isfinite(t_grid[-1]):
+            w = self._waypoint_at(path, s[int(np.argmax(~np.isfinite(t_grid))) - 1], first, kept_idx)
+            raise _Failure(RetimeStatus.INFEASIBLE, f"the path cannot be traversed near waypoint {w}: the "
+                                                    "limits allow no motion there (zero speed)")
+        return _Segment(path, s, x, u, t_grid, first)
+
+    @staticmethod
+    def _waypoint_at(path, s_value, first, kept_idx) -> int:
+        k = int(np.searchsorted(path.knots, s_value, side="right")) - 1
+        k = min(max(k, 0), path.knots.shape[0] - 2)
+        return int(kept_idx[first + k])
+
+    def _explain(self, status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc):
+        names = self.model.joint_names
+        if status == SolveStatus.START_NOT_CONTROLLABLE:
+            return _Failure(RetimeStatus.START_NOT_CONTROLLABLE,
+                            f"start_velocity: path speed {math.sqrt(x_start):.6g} rad/s at waypoint "
+                            f"{int(kept_idx[first])} is outside the controllable range [{math.sqrt(K[0, 0]):.6g}, "
+                            f"{math.sqrt(K[0, 1]):.6g}] rad/s: the limits cannot be met afterwards")
+        i = max(int(idx), 0)
+        w = self._waypoint_at(path, s[i], first, kept_idx)
+        if abc is not None:
+            c = abc[2][2 * i:2 * i + 3]
+            ratio = np.abs(c) / tlim
+            p, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
+            if ratio[p, j] > 1.0:
+                return _Failure(RetimeStatus.GRAVITY_EXCEEDS_TORQUE,
+                                f"between waypoints {w} and {w + 1} (s = {s_eval[2 * i + p]:.6g}): gravity alone "
+                                f"needs {c[p, j]:.6g} N·m at joint '{names[j]}', above its torque limit "
+                                f"{tlim[j]:.6g} N·m")
+        return _Failure(RetimeStatus.INFEASIBLE,
+                        f"no velocity profile satisfies the limits between waypoints {w} and {w + 1} "
+                        f"(s = {s[i]:.6g} of {path.length:.6g}, gridpoint {i}); the torque or acceleration "
+                        f"limits cannot hold the robot on this path")
+
+    # ------------------------------------------------------------------------------------------
+    @staticmethod
+    def _sample(segments, period):
+        ts, qs, qds, qdds = [], [], [], []
+        total = segments[-1].t_offset + float(segments[-1].t_grid[-1])
+        if period:
+            times = sample_times(total, period, np.array([0.0, total]))
+        for k, seg in enumerate(segments):
+            t_end = seg.t_offset + float(seg.t_grid[-1])
+            if period:
+                last = k == len(segments) - 1
+                sel = (times >= seg.t_offset) & ((times <= t_end) if last else (times < t_end))
+                local = times[sel] - seg.t_offset
+                if local.size == 0:
+                    continue
+                tl = times[sel]
+            else:
+                local = seg.t_grid if k == len(segments) - 1 else seg.t_grid[:-1]
+                tl = local + seg.t_offset
+            s_t, sd_t, sdd_t = sample_path_parameter(seg.s, seg.x, seg.u, seg.t_grid, local)
+            q, qd, qdd = joint_trajectory(seg.path, s_t, sd_t, sdd_t)
+            ts.append(tl)
+            qs.append(q)
+            qds.append(qd)
+            qdds.append(qdd)
+        return np.concatenate(ts), np.concatenate(qs), np.concatenate(qds), np.concatenate(qdds)
+
+    def _peaks(self, res: RetimeResult, options: RetimeOptions) -> dict:
+        vlim, alim, tlim = self._limits(options)
+        out = {}
+        for key, arr, lim in (("velocity", res.qd, vlim), ("acceleration", res.qdd, alim),
+                              ("effort", res.tau, tlim)):
+            fin = np.isfinite(lim)
+            if not fin.any() or arr.shape[0] == 0:
+                out[key] = None
+            else:
+                out[key] = float((np.abs(arr[:, fin]) / lim[fin]).max())
+        return out

@@ -1,0 +1,385 @@
+"""TOPP-RA: time-optimal path parameterization by reachability analysis (Pham & Pham 2018).
+
+Reference: H. Pham, Q.-C. Pham, "A New Approach to Time-Optimal Path Parameterization Based on Reachability
+Analysis", IEEE Transactions on Robotics 34(3), 2018 (arXiv:1707.07239). Notation as in the paper:
+gridpoints ``0 = s_0 < ... < s_{N-1} = L``, state ``x_i = sd(s_i)²``, control ``u_i = sdd`` constant on
+stage i = [s_i, s_{i+1}], so ``x_{i+1} = x_i + 2 Δ_i u_i`` (eq. 4, Δ_i = s_{i+1} - s_i).
+
+Every constraint is a linear inequality in (u, x) at a path point (eq. 5): ``a(s) u + b(s) x + c(s) ≤ 0``.
+This module works on a "collocation grid" of 2N-1 points: the gridpoints (even indices 2i) and the stage
+midpoints (odd indices 2i+1). Within stage i the constraint at offset σ ∈ {0, Δ/2, Δ} is imposed with
+``x(s_i + σ) = x_i + 2σ u_i`` — exactly the x the output sampling will realise there, because the sampled
+trajectory uses the same piecewise-constant u (:mod:`robot_dynamics_ros.retiming.sampling`). Imposing it at
+the stage start, midpoint and end (instead of only at s_i, the "collocation" scheme of the paper, §VI-A)
+leaves only an O(Δ³) interpolation error between the checked points, so a dense check of the output finds
+no overshoot.
+
+Algorithm (paper §III–IV):
+1. Backward pass: K_{N-1} = {x_end}; K_i = {x ≥ 0 | ∃u: stage-i constraints hold and x + 2Δ_i u ∈ K_{i+1}},
+   an interval [min, max] found with two 2-variable LPs per stage (maximize / minimize x over the polygon
+   of stage i, eq. 13). An empty K_i means the path is infeasible at s_i.
+2. Forward pass: starting at x_0 = sd_start² ∈ K_0, take the greedy control u_i = max{u | stage-i
+   constraints at x_i, x_i + 2Δ_i u ∈ K_{i+1}} (eq. 16), a 1-variable LP. Theorem 3 of the paper: the
+   result is time-optimal for the discretized problem.
+
+Rows arrive roughly normalized (|(G0, G1)| ≈ 1, :func:`~.constraints.build_constraints`), so one absolute
+feasibility tolerance fits all of them. The 2-variable LPs are solved by our own compiled Seidel-style incremental solver (R. Seidel, "Small-
+dimensional linear programming and convex hulls made easy", Discrete Comput. Geom. 6, 1991): add the
+half-planes one by one; if the current optimum violates a new one the new optimum lies on its boundary
+line, found by a 1-D LP over the half-planes added before. The two half-planes that were active at the
+previous stage are added first (warm start), which makes most later checks a single dot product.
+"""
+from __future__ import annotations
+
+import enum
+import threading
+
+import numpy as np
+from numba import njit
+
+
+class SolveStatus(enum.IntEnum):
+    """Return codes of :func:`solve_topp_ra` (never ``None``)."""
+
+    OK = 0
+    #: K_i is empty at some gridpoint: no velocity profile satisfies the constraints there
+    INFEASIBLE = 1
+    #: the requested start state x_0 = sd_start² is not in the controllable set K_0
+    START_NOT_CONTROLLABLE = 2
+    #: the forward pass could not move (zero speed at two consecutive gridpoints)
+    STALLED = 3
+
+
+_BIG_U = 1e9  # bounding box of the LPs in u = sdd
+_BIG_X = 1e9  # and in x = sd²
+_TOL = 1e-9   # feasibility tolerance of the (roughly normalized) half-planes
+
+
+@njit(cache=True, inline="always")
+def _push(H, m, a, b, g):  # pragma: no cover - compiled
+    """Append the half-plane a u + b x ≤ g; returns the new count, or -1 if 0 ≤ g fails for a = b = 0."""
+    if a == 0.0 and b == 0.0:
+        if g < -_TOL:
+            return -1
+        return m
+    H[m, 0] = a
+    H[m, 1] = b
+    H[m, 2] = g
+    return m + 1
+
+
+@njit(cache=True)
+def _stage_halfplanes(i, s, G, h, klo, khi, H):  # pragma: no cover - compiled
+    """Fill H (m, 3) with the half-planes α u + β x ≤ γ of stage i; return m, or -1 if a constant row
+    is violated (the stage is infeasible whatever (u, x)).
+
+    Each row F(σ) = G0(σ) u + G1(σ) x(σ) − h(σ) ≤ 0 is known at σ = 0, Δ/2, Δ as F_k, linear in (u, x).
+    Its quadratic interpolant exceeds the larger end value of a half stage by at most max(0, −D/8),
+    D = F_0 − 2F_1 + F_2, so F_k ≤ 0 and F_k − D/8 ≤ 0 (k = 0, 1, 2) keep it ≤ 0 on the whole stage.
+    """
+    ds = s[i + 1] - s[i]
+    m = 0
+    nrow = G.shape[1]
+    p0 = 2 * i
+    for r in range(nrow):
+        h0 = h[p0, r]
+        h1 = h[p0 + 1, r]
+        h2 = h[p0 + 2, r]
+        if h0 == np.inf or h1 == np.inf or h2 == np.inf:
+            continue
+        b0 = G[p0, r, 1]
+        b1 = G[p0 + 1, r, 1]
+        b2 = G[p0 + 2, r, 1]
+        a0 = G[p0, r, 0]
+        a1 = G[p0 + 1, r, 0] + ds * b1
+        a2 = G[p0 + 2, r, 0] + 2.0 * ds * b2
+        m = _push(H, m, a0, b0, h0)
+        if m < 0:
+            return -1
+        m = _push(H, m, a1, b1, h1)
+        if m < 0:
+            return -1
+        m = _push(H, m, a2, b2, h2)
+        if m < 0:
+            return -1
+        da = 0.125 * (a0 - 2.0 * a1 + a2)
+        db = 0.125 * (b0 - 2.0 * b1 + b2)
+        dh = 0.125 * (h0 - 2.0 * h1 + h2)
+        if da != 0.0 or db != 0.0 or dh != 0.0:
+            m = _push(H, m, a0 - da, b0 - db, h0 - dh)
+            if m < 0:
+                return -1
+            m = _push(H, m, a1 - da, b1 - db, h1 - dh)
+            if m < 0:
+                return -1
+            m = _push(H, m, a2 - da, b2 - db, h2 - dh)
+            if m < 0:
+                return -1
+    # x(σ) = x + 2σu is linear: x ≥ 0 at both ends of the stage
+    m = _push(H, m, 0.0, -1.0, 0.0)
+    m = _push(H, m, -2.0 * ds, -1.0, 0.0)
+    # next controllable set: klo <= x + 2 ds u <= khi
+    m = _push(H, m, 2.0 * ds, 1.0, khi)
+    m = _push(H, m, -2.0 * ds, -1.0, -klo)
+    return m
+
+
+@njit(cache=True)
+def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
+    """Maximize direction·x (direction = ±1) over {(u, x) : H[k,0] u + H[k,1] x ≤ H[k,2], k < m} ∩ box.
+
+    Seidel's incremental algorithm; half-planes ``first`` and ``second`` (if ≥ 0) are added first (warm
+    start). Writes (u, x) into out[0:2] and the two half-planes that last moved the optimum into out[2:4].
+    Returns True when feasible.
+    """
+    u = 0.0
+    x = _BIG_X if direction > 0 else 0.0
+    act1 = -1
+    act2 = -1
+    nfirst = 0
+    if 0 <= second < m:
+        nfirst = 1
+    if 0 <= first < m and first != second:
+        nfirst += 1
+    for c in range(m + nfirst):
+        # order: second, first (so that `first` ends up as the newest), then 0 .. m-1 skipping those
+        if c < nfirst:
+            if nfirst == 2:
+                k = second if c == 0 else first
+            else:
+                k = second if 0 <= second < m else first
+        else:
+            k = c - nfirst
+            if (k == first or k == second):
+                continue
+        a = H[k, 0]
+        b = H[k, 1]
+        g = H[k, 2]
+        if a * u + b * x <= g + _TOL:
+            continue
+        # optimum moves onto the line a u + b x = g: p(t) = p0 + t d, d = (-b, a)
+        nn = a * a + b * b
+        p0u = g * a / nn
+        p0x = g * b / nn
+        du = -b
+        dx = a
+        tlo = -np.inf
+        thi = np.inf
+        # box: -BIG_U <= u <= BIG_U, 0 <= x <= BIG_X
+        if du != 0.0:
+            t1 = (_BIG_U - p0u) / du
+            t2 = (-_BIG_U - p0u) / du
+            if du > 0:
+                thi = min(thi, t1)
+                tlo = max(tlo, t2)
+            else:
+                thi = min(thi, t2)
+                tlo = max(tlo, t1)
+        if dx != 0.0:
+            t1 = (_BIG_X - p0x) / dx
+            t2 = (0.0 - p0x) / dx
+            if dx > 0:
+                thi = min(thi, t1)
+                tlo = max(tlo, t2)
+            else:
+                thi = min(thi, t2)
+                tlo = max(tlo, t1)
+        elif p0x < -_TOL or p0x > _BIG_X + _TOL:
+            return False
+        feasible = True
+        for c2 in range(c):
+            if c2 < nfirst:
+                if nfirst == 2:
+                    j = second if c2 == 0 else first
+                else:
+                    j = second if 0 <= second < m else first
+            else:
+                j = c2 - nfirst
+                if j == first or j == second:
+                    continue
+            aj = H[j, 0]
+            bj = H[j, 1]
+            den = aj * du + bj * dx
+            num = H[j, 2] - (aj * p0u + bj * p0x)
+            if abs(den) < 1e-12 * (abs(aj) + abs(bj)) * (abs(du) + abs(dx)):
+                if num < -_TOL:
+                    feasible = False
+                    break
+                continue
+            t = num / den
+            if den > 0:
+                if t < thi:
+                    thi = t
+            else:
+                if t > tlo:
+                    tlo = t
+        if not feasible or (tlo - thi) * np.sqrt(nn) > _TOL:
+            return False
+        slope = direction * dx
+        if tlo > thi:
+            t = 0.5 * (tlo + thi)
+        elif slope > 0.0:
+            t = thi
+        elif slope < 0.0:
+            t = tlo
+        else:
+            t = 0.5 * (tlo + thi)
+        u = p0u + t * du
+        x = p0x + t * dx
+        act2 = act1
+        act1 = k
+    out[0] = u
+    out[1] = x
+    out[2] = act1
+    out[3] = act2
+    return True
+
+
+@njit(cache=True)
+def _u_range(H, m, x):  # pragma: no cover - compiled
+    """Interval (lo, hi) of u with H[k,0] u ≤ H[k,2] − H[k,1] x for all k < m (lo > hi: empty)."""
+    lo = -_BIG_U
+    hi = _BIG_U
+    for k in range(m):
+        a = H[k, 0]
+        r = H[k, 2] - H[k, 1] * x
+        if a == 0.0:
+            if r < -_TOL:
+                return np.inf, -np.inf
+            continue
+        t = r / a
+        if a > 0:
+            if t < hi:
+                hi = t
+        else:
+            if t > lo:
+                lo = t
+    return lo, hi
+
+
+@njit(cache=True)
+def _solve(s, G, h, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
+    n_grid = s.shape[0]
+    nrow = G.shape[1]
+    mmax = 6 * nrow + 8
+    # the half-planes of every stage are kept (in the reused buffer `work`) for the forward pass
+    Hs = work[:(n_grid - 1 if store else 1) * mmax * 3].reshape((n_grid - 1 if store else 1, mmax, 3))
+    ms = np.zeros(n_grid - 1, dtype=np.int64)
+    out = np.empty(4)
+    # --- backward pass: controllable sets
+    K[n_grid - 1, 0] = x_end
+    K[n_grid - 1, 1] = x_end
+    a1 = -1
+    a2 = -1
+    for i in range(n_grid - 2, -1, -1):
+        H = Hs[i if store else 0]
+        m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H)
+        if m < 0:
+            return 1, i
+        ms[i] = m
+        if not _lp2d_x(H, m, 1.0, a1, a2, out):
+            return 1, i
+        xhi = out[1]
+        a1 = int(out[2])
+        a2 = int(out[3])
+        # min x: 0 whenever x = 0 admits a control (the usual case: u = 0 works when every γ ≥ 0)
+        origin = True
+        for k in range(m):
+            if H[k, 2] < -_TOL:
+                origin = False
+                break
+        if origin:
+            xlo = 0.0
+        else:
+            lo, hi = _u_range(H, m, 0.0)
+            if lo <= hi + _TOL:
+                xlo = 0.0
+            else:
+                if not _lp2d_x(H, m, -1.0, -1, -1, out):
+                    return 1, i
+                xlo = max(out[1], 0.0)
+        if xhi < xlo:
+            xhi = xlo
+        K[i, 0] = xlo
+        K[i, 1] = xhi
+    # --- forward pass: greedy
+    if x_start > K[0, 1] * (1.0 + 1e-9) + _TOL or x_start < K[0, 0] * (1.0 - 1e-9) - _TOL:
+        return 2, 0
+    x[0] = min(max(x_start, K[0, 0]), K[0, 1])
+    for i in range(n_grid - 1):
+        if store:
+            H = Hs[i]
+            m = ms[i]
+        else:
+            H = Hs[0]
+            m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H)
+        lo, hi = _u_range(H, m, x[i])
+        ds = s[i + 1] - s[i]
+        if lo > hi:
+            # only round-off can bring us here (x_i ∈ K_i); take the least-violating control
+            if lo - hi > 1e-6 * (1.0 + abs(hi)):
+                return 1, i
+            hi = 0.5 * (lo + hi)
+        xn = x[i] + 2.0 * ds * hi
+        if xn > K[i + 1, 1]:
+            xn = K[i + 1, 1]
+        if xn < K[i + 1, 0]:
+            xn = K[i + 1, 0]
+        if xn < 0.0:
+            xn = 0.0
+        x[i + 1] = xn
+        u[i] = (xn - x[i]) / (2.0 * ds)
+        if xn <= 0.0 and x[i] <= 0.0:
+            return 3, i
+    return 0, -1
+
+
+#: keep every stage's half-planes (for the forward pass) up to this many doubles (~64 MB)
+_STORE_LIMIT = 8_000_000
+_WORK = np.empty(0)
+_WORK_LOCK = threading.Lock()
+
+
+def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 0.0, x_end: float = 0.0):
+    """Run the backward and forward passes of TOPP-RA.
+
+    Args:
+        s: (N,) strictly increasing gridpoints (path parameter, e.g. rad of chord length).
+        G: (2N-1, R, 2) constraint rows on the collocation grid (gridpoints at even indices, stage midpoints
+           at odd ones): ``G[p, r, 0] u + G[p, r, 1] x(s_p) ≤ h[p, r]`` (see :mod:`.constraints`; the
+           velocity limit is the row (0, 1) ≤ xmax).
+        h: (2N-1, R) right-hand sides; +inf disables a row.
+        x_start, x_end: sd² at the first and last gridpoint ((rad/s)² of chord length).
+    Returns:
+        (status: SolveStatus, index: stage where it failed or -1, x (N,), u (N-1,), K (N, 2)).
+    Raises:
+        ValueError: fewer than 2 gridpoints or inconsistent array shapes.
+    """
+    s = np.ascontiguousarray(s, dtype=float)
+    n_grid = s.shape[0]
+    if n_grid < 2:
+        raise ValueError(f"gridpoints: need at least 2, got {n_grid}")
+    if G.shape[0] != 2 * n_grid - 1 or h.shape != G.shape[:2]:
+        raise ValueError(f"constraint arrays: expected 2N-1 = {2 * n_grid - 1} collocation points, "
+                         f"got G {G.shape}, h {h.shape}")
+    K = np.zeros((n_grid, 2))
+    x = np.zeros(n_grid)
+    u = np.zeros(n_grid - 1)
+    per_stage = (6 * G.shape[1] + 8) * 3
+    store = (n_grid - 1) * per_stage <= _STORE_LIMIT
+    need = (n_grid - 1 if store else 1) * per_stage
+    with _WORK_LOCK:  # one reused buffer: a fresh multi-MB array per call costs page faults
+        global _WORK
+        if _WORK.shape[0] < need:
+            _WORK = np.empty(need)
+        code, idx = _solve(s, G, h, float(x_start), float(x_end), K, x, u, _WORK, store)
+    return SolveStatus(code), int(idx), x, u, K
+
+
+def stage_times(s: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Time at each gridpoint, t (N,), t[0] = 0: Δt_i = 2Δ_i / (sd_i + sd_{i+1}) (exact for constant u)."""
+    sd = np.sqrt(np.maximum(x, 0.0))
+    denom = sd[:-1] + sd[1:]
+    with np.errstate(divide="ignore"):
+        dt = 2.0 * np.diff(s) / denom
+    return np.concatenate(([0.0], np.cumsum(dt)))
