@@ -52,6 +52,8 @@ PARAMS = [
               choices=("Euler", "implicitfast", "implicit", "RK4"), read_only=True),
     ParamSpec("lockstep", False, "Step only when a command arrives (1/publish_rate s per command).",
               read_only=True),
+    ParamSpec("start_on_first_command", False, "Free running: keep the physics paused (state still "
+              "published) until the first command after start or reset() arrives.", read_only=True),
     ParamSpec("real_time_factor", 1.0, "Free running: simulated seconds per wall second.",
               range=(0.01, 100.0)),
     ParamSpec("initial_joint_names", [], "Joints given an initial position (others start at 0 clipped to "
@@ -142,6 +144,7 @@ class SimulatorNode(Node):
         self._q, self._qd, self._eff = np.zeros(model.n), np.zeros(model.n), np.zeros(model.n)
         self._last_cmd = time.monotonic()
         self._wall0 = None
+        self._got_command = False
         self._sim_steps_done = 0
         self.commands = 0
         self.diag.set("robot", model.description.name)
@@ -168,6 +171,7 @@ class SimulatorNode(Node):
         self.sim.reset(self.initial if q is None else q, qd)
         self._tau[:] = 0.0
         self._wall0 = None
+        self._got_command = False
         self._sim_steps_done = 0
         self.done = False
 
@@ -216,6 +220,7 @@ class SimulatorNode(Node):
         self._tau[self._cmd_index] = tau
         self.sim.set_effort(self._tau)
         self.commands += 1
+        self._got_command = True
         self._last_cmd = time.monotonic()
         self.diag.count("commands")
         if self._lockstep and not self.done:
@@ -240,6 +245,9 @@ class SimulatorNode(Node):
             return
         now = time.monotonic()
         if self._wall0 is None:
+            if self.p["start_on_first_command"] and not self._got_command:
+                self._publish()
+                return
             self._wall0 = now
         timeout = self.p["command_timeout"]
         if timeout > 0 and now - self._last_cmd > timeout and self._tau.any():
