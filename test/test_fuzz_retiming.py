@@ -128,3 +128,14 @@ def test_100000_waypoints_in_bounded_time_and_consistent_with_100(retimer, urdf_
     assert fine.duration == pytest.approx(coarse.duration, rel=0.02)
     assert np.isfinite(fine.q).all() and np.isfinite(fine.tau).all()
     assert (np.abs(fine.qd) <= vel * 1.02).all()
+
+
+def test_tiny_sample_period_is_refused_before_allocating(retimer):
+    """sample_period = 1e-7 s on a ~1.6 s trajectory would be 16 million samples (~4 GB, a minute of
+    work inside the service): refused with a reason instead (found by fuzzing the options)."""
+    t0 = time.perf_counter()
+    res = retimer.retime(request_path(0, 10), joint_names=NAMES, options=_options(sample_period=1e-7))
+    assert time.perf_counter() - t0 < 5.0
+    assert not res.success and "sample_period" in res.message and res.status.value == "invalid_request"
+    ok = retimer.retime(request_path(0, 10), joint_names=NAMES, options=_options(sample_period=1e-5))
+    assert ok.success and ok.t.size == pytest.approx(ok.duration / 1e-5, abs=2)

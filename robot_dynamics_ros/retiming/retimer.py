@@ -31,6 +31,8 @@ from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stag
 
 #: default number of gridpoints (at least one per waypoint is always used)
 DEFAULT_GRIDPOINTS = 200
+#: most output samples a request may ask for (duration / sample_period), as gridpoints are capped
+MAX_SAMPLES = 1_000_000
 #: relative tolerance for "at the limit" checks of the request (waypoint / velocity limits)
 _LIMIT_TOL = 1e-9
 
@@ -360,6 +362,11 @@ class Retimer:
             seg.t_offset = t_offset
             t_offset += float(seg.t_grid[-1])
             segments.append(seg)
+        if options.sample_period and t_offset / options.sample_period > MAX_SAMPLES:
+            # a tiny period would allocate GBs and block the service for minutes (found by fuzzing)
+            raise _Failure(RetimeStatus.INVALID_REQUEST,
+                           f"sample_period={options.sample_period:g} s gives {t_offset / options.sample_period:.4g} "
+                           f"samples over the {t_offset:.6g} s trajectory: at most {MAX_SAMPLES}")
         t0 = time.perf_counter()
         t, q, qd, qdd = self._sample(segments, options.sample_period)
         tau = np.atleast_2d(self.dynamics.rnea(q, qd, qdd))
