@@ -311,3 +311,31 @@ def test_failed_crossval_means_no_commands(monkeypatch):
         assert h.node.diag.level == 2 and "engines disagree" in h.node.diag.message
     finally:
         h.close()
+
+
+def test_model_joint_outside_command_list_enters_dynamics_at_its_reported_position(ref):
+    """joints = 6 arm joints: panda_joint7 is not commanded but its reported position still counts."""
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        six = ["panda_joint3", "panda_joint1", "panda_joint2", "panda_joint6", "panda_joint4", "panda_joint5"]
+        node = GravityCompensationNode(context=ctx, parameter_overrides=[
+            Parameter("urdf_path", value="panda"), Parameter("joints", Parameter.Type.STRING_ARRAY, six),
+            Parameter("crossval_samples", value=0)])
+        out = []
+        node.pub.publish = lambda m: out.append(list(m.data))   # the hot path up to the publisher call
+        for q7 in (-2.0, 1.5):
+            q = {jn: v for jn, v in zip(ARM, [0.3, -0.5, 0.2, -2.0, 0.4, 1.5, q7])}
+            msg = JointState(name=ARM[::-1], position=[q[n] for n in ARM[::-1]], velocity=[0.0] * 7)
+            msg.header.stamp = node.get_clock().now().to_msg()
+            node._on_joint_state(msg)
+            np.testing.assert_allclose(out[-1], ref.gravity(q, six), atol=1e-9)
+        assert out[0] != out[1]   # panda_joint7's position changes the torques of the joints below it
+        # a robot_description that does not fit the configured joints is refused; the node keeps its model
+        node.loader.subscription = type("S", (), {"topic_name": "/robot_description"})()
+        node.loader._held = None   # (with the Panda's held fingers the UR5 would be refused even earlier)
+        node.loader._on_description(String(data=robots.ROBOTS["ur5"].path.read_text()))
+        assert "panda_joint3" in node.loader.last_error and node.model.n == 7
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)

@@ -315,7 +315,11 @@ class ModelLoader:
             self.last_error = f"robot_description rejected: {exc}"
             self._log.error("robot_description", self.last_error)
             return
-        self._on_model(model, "topic " + self.subscription.topic_name)
+        try:
+            self._on_model(model, "topic " + self.subscription.topic_name)
+        except Exception as exc:  # noqa: BLE001 - e.g. the node's joint list does not fit the new robot
+            self.last_error = f"robot_description rejected: {exc}"
+            self._log.error("robot_description", self.last_error)
 
 
 # --------------------------------------------------------------------------- QoS, executors, time
