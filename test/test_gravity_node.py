@@ -195,8 +195,10 @@ def test_enable_service_gravity_and_payload_parameters(h, ref):
     q = _state(np.random.default_rng(3))
     pos = [q[n] for n in MSG_ORDER]
     assert h.call_enable(False).success
+    assert h.node.get_parameter("enabled").value is False
     assert h.exchange(MSG_ORDER, pos) == [0.0] * 7
     h.call_enable(True)
+    assert h.node.get_parameter("enabled").value is True
     tilted = [0.0, -9.81 * np.sin(0.5), -9.81 * np.cos(0.5)]
     assert h.node.set_parameters([Parameter("gravity", value=tilted)])[0].successful
     np.testing.assert_allclose(h.exchange(MSG_ORDER, pos), ref.gravity(q, CMD_ORDER, gravity=tilted), atol=1e-9)

@@ -43,7 +43,7 @@ PARAMS = [
     ParamSpec("controller_name", "effort_controller", "Commands go to /<controller_name>/commands.",
               read_only=True),
     ParamSpec("joint_states_topic", "/joint_states", "sensor_msgs/JointState input topic.", read_only=True),
-    ParamSpec("enabled", True, "Initial state of compensation; ~/enable (std_srvs/SetBool) switches it. "
+    ParamSpec("enabled", True, "Compensation on/off; ~/enable (std_srvs/SetBool) sets this parameter. "
               "Disabled: zero torques are published (the drive gets an explicit zero)."),
     ParamSpec("gravity", [0.0, 0.0, -9.81], "Gravity vector in the robot base (URDF root) frame, m/s²; "
               "tilted or wall mounts.", length=3, range=(-100.0, 100.0)),
@@ -205,6 +205,7 @@ class GravityCompensationNode(Node):
                 self._apply_model_params(self.p)
                 return SetParametersResult(successful=False, reason=str(exc))
         self.p = new
+        self.enabled = bool(new["enabled"])
         self._friction = bool(new["friction_compensation"])
         self._hw_gravity = bool(new["hardware_compensates_gravity"])
         self._clamp = bool(new["clamp_to_effort_limits"])
@@ -216,10 +217,16 @@ class GravityCompensationNode(Node):
         return SetParametersResult(successful=True)
 
     def _on_enable(self, request, response):
-        self.enabled = bool(request.data)
-        response.success = True
-        response.message = "gravity compensation " + ("enabled" if self.enabled else "disabled (publishing zeros)")
-        self.get_logger().info(response.message)
+        from rclpy.parameter import Parameter
+
+        result = self.set_parameters([Parameter("enabled", value=bool(request.data))])[0]
+        response.success = bool(result.successful)
+        if result.successful:
+            response.message = "gravity compensation " + ("enabled" if self.enabled else
+                                                          "disabled (publishing zeros)")
+            self.get_logger().info(response.message)
+        else:
+            response.message = f"refused: {result.reason}"
         return response
 
     # ------------------------------------------------------------------ hot path
