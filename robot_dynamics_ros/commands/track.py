@@ -1,0 +1,705 @@
+"""``robot-dynamics track``: end-to-end tracking — retime a path, follow it with the computed-torque node on
+the MuJoCo simulator over DDS, and compare control laws.
+
+The scenario (issue 5), for a real 6/7-DoF arm (Panda by default):
+
+1. a path through waypoints around the robot's demo pose (a wide swing of every joint and back);
+2. timing: TOPP-RA (:mod:`robot_dynamics_ros.retiming`, velocity limits × ``velocity_scale`` and torque
+   limits × ``torque_margin``), or, with ``--timing quintic`` (or when the retimer is unavailable or fails),
+   rest-to-rest quintic segments (Lynch & Park 2017, §9.2.2) each as short as the velocity limits ×
+   ``velocity_scale`` and the torque limits × ``torque_margin`` allow;
+3. per control mode, a fresh computed-torque node (:mod:`robot_dynamics_ros.nodes.computed_torque`,
+   ``tick_source=joint_states``, ``use_sim_time``) and a lockstep MuJoCo simulator
+   (:class:`~robot_dynamics_ros.sim.mujoco_sim.MujocoSim`) exchange ``/joint_states``,
+   ``/effort_controller/commands`` and ``/clock`` over DDS in one process: each command is applied for one
+   control period, then the simulator publishes the next state (deterministic whatever the machine load).
+   The trajectory goes to the node as a ``trajectory_msgs/JointTrajectory`` on
+   ``/computed_torque/joint_trajectory``;
+4. the modes, all with the same joint PD gains P, D (N·m/rad, N·m·s/rad; P = ω² M_jj(q0), D = 2ω M_jj(q0),
+   ω = ``pd_bandwidth``): ``gravity`` (g(q) + PD), ``feedforward`` (RNEA(q_d, qd_d, qdd_d) + PD), and
+   ``computed_torque`` (M(q)(qdd_d + K_d ė + K_p e) + C qd + g, K_p = ω_c², K_d = 2ω_c, ω_c =
+   ``ct_bandwidth``);
+5. the errors are measured at every control tick against the desired state the node published for that
+   tick (same stamp): joint error (rad) and tool-frame position error (mm, forward kinematics from
+   :meth:`PinocchioDynamics.frame_placement`);
+6. outputs: a PNG under ``out/`` (desired vs actual, tool error, torques vs limits), a rosbag2 (sqlite3,
+   written with rosbags via :mod:`robot_dynamics_ros.bags`) holding ``/joint_states``,
+   ``/effort_controller/commands``, ``/computed_torque/desired_state`` and
+   ``/computed_torque/joint_trajectory`` of all modes (one after the other in time), and a summary whose
+   JSON form is the last stdout line.
+
+:func:`track` is the callable core (returns the summary dict); :func:`run` is the CLI wrapper.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from robot_dynamics_ros.errors import UserError
+
+__all__ = ["MODES", "configure_parser", "run", "track", "plan_trajectory", "Plan"]
+
+#: control modes compared, in report order, with their report labels
+MODES = ("gravity", "feedforward", "computed_torque")
+MODE_LABELS = {"gravity": "gravity + PD", "feedforward": "feedforward + PD",
+               "computed_torque": "computed torque"}
+
+#: sim-time epoch of the first mode (s): a non-zero, small time base (a zero stamp means "now" in ROS)
+_EPOCH_S = 1000
+#: sim time between consecutive modes in the bag (s)
+_MODE_SPACING_S = 100
+#: hold before the trajectory starts and after it ends (s)
+_LEAD_S = 0.2
+_TAIL_S = 0.3
+
+
+# --------------------------------------------------------------------------------------------- planning
+@dataclass
+class Plan:
+    """The desired motion of the scenario, arrays in model joint order.
+
+    Attributes:
+        waypoints: (W, n) rad.
+        timing: ``"topp-ra"`` or ``"quintic"``; ``timing_note``: why the fallback was used, if it was.
+        t, q, qd, qdd: the points sent in the JointTrajectory: (K,) s from its start; (K, n) rad, rad/s,
+            rad/s². For quintic timing these are the waypoints at rest (the node's quintic interpolation
+            between rest points *is* the timing law).
+        duration: s.
+    """
+
+    waypoints: np.ndarray
+    timing: str
+    t: np.ndarray
+    q: np.ndarray
+    qd: np.ndarray
+    qdd: np.ndarray
+    duration: float
+    timing_note: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def _start_pose(model, entry) -> np.ndarray:
+    q0 = model.neutral().copy()
+    lo, hi = model.lower, model.upper
+    mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), 0.0)
+    q0 = np.where(np.isfinite(lo) & np.isfinite(hi), mid, q0)
+    for name, value in (entry.demo_pose or {}).items():
+        if name in model.index:
+            q0[model.index[name]] = value
+    return q0
+
+
+def default_waypoints(model, entry) -> np.ndarray:
+    """Start pose → a wide swing → the opposite swing → start pose, inside the position limits.
+
+    Each joint swings by ``a_j = min(1 rad, 0.3 (upper − lower))`` (m for prismatic joints) times a fixed
+    per-joint pattern, clipped 5 % of the range inside the limits. Returns (4, n) rad.
+    """
+    q0 = _start_pose(model, entry)
+    rng = np.where(np.isfinite(model.upper - model.lower), model.upper - model.lower, 2 * np.pi)
+    amp = np.minimum(1.0, 0.3 * rng)
+    pattern = np.array([1.0, -0.4, 0.5, 0.6, 0.7, -0.5, 0.9])
+    s1 = pattern[np.arange(model.n) % len(pattern)]
+    s2 = -np.array([1.0, -0.75, 1.0, 0.8, 0.85, -1.0, 1.0])[np.arange(model.n) % 7]
+    lo = np.where(np.isfinite(model.lower), model.lower + 0.05 * rng, -np.inf)
+    hi = np.where(np.isfinite(model.upper), model.upper - 0.05 * rng, np.inf)
+    q0 = np.clip(q0, lo, hi)
+    W = np.stack([q0, q0 + amp * s1, q0 + amp * s2, q0])
+    return np.clip(W, lo, hi)
+
+
+def _quintic_timing(model, engine, W, velocity_scale, torque_margin) -> Plan:
+    """Rest-to-rest quintic segments, each as short as the velocity and torque limits allow.
+
+    A quintic q_a + Δ·(10x³ − 15x⁴ + 6x⁵), x = t/T, peaks at qd = 15Δ/(8T) (Lynch & Park 2017, §9.2.2.2);
+    T starts at the velocity bound and grows by 2 % until RNEA(q, qd, qdd) stays within torque_margin ×
+    effort limit at 200 samples of the segment.
+    """
+    from robot_dynamics_ros.control.interpolation import PiecewisePolynomialTrajectory
+
+    vmax = velocity_scale * model.velocity_limit
+    tmax = torque_margin * model.effort_limit
+    durations = []
+    for a, b in zip(W[:-1], W[1:]):
+        dq = np.abs(b - a)
+        T = max(float(np.max(15.0 / 8.0 * dq / vmax)), 1e-3)
+        for _ in range(200):
+            seg = PiecewisePolynomialTrajectory([0.0, T], [a, b], np.zeros((2, model.n)), np.zeros((2, model.n)))
+            q, qd, qdd = seg.sample_many(np.linspace(0, T, 200))
+            tau = np.array([engine.rnea(*x) for x in zip(q, qd, qdd)])
+            if np.all(np.abs(tau) <= tmax):
+                break
+            T *= 1.02
+        else:
+            raise UserError(f"quintic timing: segment {len(durations)} needs more than "
+                            f"{torque_margin:.0%} of the effort limits even when slow (gravity alone?)")
+        durations.append(T)
+    t = np.concatenate([[0.0], np.cumsum(durations)])
+    zeros = np.zeros_like(W)
+    return Plan(W, "quintic", t, W.copy(), zeros, zeros.copy(), float(t[-1]))
+
+
+def _toppra_timing(model, W, velocity_scale, torque_margin, period) -> Plan:
+    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+
+    res = Retimer(model).retime(W, options=RetimeOptions(velocity_scale=velocity_scale,
+                                                         torque_margin=torque_margin, sample_period=period))
+    if not res.success:
+        raise RuntimeError(f"TOPP-RA retiming failed: {res.message}")
+    return Plan(W, "topp-ra", np.asarray(res.t), np.asarray(res.q), np.asarray(res.qd), np.asarray(res.qdd),
+                float(res.duration), extra={"retime": res.summary()})
+
+
+def plan_trajectory(model, engine, W, *, timing="auto", velocity_scale=0.9, torque_margin=0.7,
+                    period=0.01) -> Plan:
+    """Time the path through waypoints ``W`` ((W, n) rad) with TOPP-RA or quintic segments.
+
+    Args:
+        timing: ``"topp-ra"``, ``"quintic"`` or ``"auto"`` (TOPP-RA, quintic if it is unavailable or fails).
+        velocity_scale: fraction of the URDF velocity limits the trajectory may use.
+        torque_margin: fraction of the URDF effort limits the feedforward torque may use.
+        period: TOPP-RA output sample period (s); the node interpolates between samples.
+
+    Raises:
+        UserError: ``timing="topp-ra"`` and the retiming fails, or the quintic timing cannot meet the
+            torque limits.
+    """
+    if timing not in ("auto", "topp-ra", "quintic"):
+        raise UserError(f"--timing '{timing}': must be auto, topp-ra or quintic")
+    note = ""
+    if timing in ("auto", "topp-ra"):
+        try:
+            return _toppra_timing(model, W, velocity_scale, torque_margin, period)
+        except Exception as exc:  # noqa: BLE001 - auto falls back to the simple timing, saying why
+            if timing == "topp-ra":
+                raise UserError(str(exc)) from None
+            note = f"TOPP-RA unavailable ({type(exc).__name__}: {exc}); used quintic timing"
+    plan = _quintic_timing(model, engine, W, velocity_scale, torque_margin)
+    plan.timing_note = note
+    return plan
+
+
+def _trajectory_msg(joint_names, plan: Plan, start_ns: int):
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    msg = JointTrajectory()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(start_ns), 1_000_000_000)
+    msg.joint_names = list(joint_names)
+    for k in range(len(plan.t)):
+        p = JointTrajectoryPoint()
+        p.positions = plan.q[k].tolist()
+        p.velocities = plan.qd[k].tolist()
+        p.accelerations = plan.qdd[k].tolist()
+        p.time_from_start.sec, p.time_from_start.nanosec = divmod(int(round(plan.t[k] * 1e9)), 1_000_000_000)
+        msg.points.append(p)
+    return msg
+
+
+def default_tool_frame(model) -> str:
+    """The tool frame: the deepest link below the last actuated joint, not behind a held joint (e.g.
+    ``panda_hand_tcp``, ``tool0``); on ties, a name containing 'tcp' or 'tool' wins."""
+    d = model.description
+    held = set(model.held_joints)
+    children: dict[str, list] = {}
+    for j in d.joints.values():
+        children.setdefault(j.parent, []).append(j)
+    last = d.joints[model.joint_names[-1]]
+    best, best_depth = last.child, 0
+    stack = [(last.child, 0)]
+    while stack:
+        link, depth = stack.pop()
+        named = any(k in link.lower() for k in ("tcp", "tool"))
+        best_named = any(k in best.lower() for k in ("tcp", "tool"))
+        if depth > best_depth or (depth == best_depth and named and not best_named):
+            best, best_depth = link, depth
+        for j in children.get(link, []):
+            if j.name not in held and (j.type == "fixed" or j.name in model.index):
+                stack.append((j.child, depth + 1))
+    return best
+
+
+# --------------------------------------------------------------------------------------------- one run
+def _make_sim_driver_class():
+    from rclpy.node import Node
+    from rclpy.serialization import serialize_message
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from robot_dynamics_ros.nodes import common
+
+    class LockstepSim(Node):
+        """MuJoCo in lockstep over DDS: publish /clock + /joint_states, wait for a command, apply it for
+        one control period, repeat. Records what it sees (arrays and, optionally, a rosbag2)."""
+
+        def __init__(self, sim, model, joints, period_steps, epoch_ns, stop_s, bag=None, context=None):
+            super().__init__("track_simulator", context=context)
+            self.sim, self.model = sim, model
+            self.cmd_index = np.array([model.index[j] for j in joints])
+            self.period_steps = int(period_steps)
+            self.epoch_ns = int(epoch_ns)
+            self.stop_s = float(stop_s)
+            self.bag = bag
+            self.pub_clock = self.create_publisher(Clock, "/clock", 10)
+            self.pub_state = self.create_publisher(JointState, "/joint_states", common.joint_state_qos())
+            self.sub_cmd = self.create_subscription(Float64MultiArray, "/effort_controller/commands",
+                                                    self._on_command, common.command_qos())
+            self.sub_desired = self.create_subscription(JointState, "/computed_torque/desired_state",
+                                                        self._on_desired, 100)
+            self.done = False
+            self.last_publish = time.monotonic()
+            self._held = list(model.held_joints.items())
+            self.msg = JointState()
+            self.msg.name = [*model.joint_names, *(h for h, _ in self._held)]
+            self.t, self.q, self.qd, self.tau = [], [], [], []
+            self.desired: dict[int, tuple] = {}
+            self._tau = np.zeros(model.n)
+            self._serialize = serialize_message
+
+        def now_ns(self) -> int:
+            return self.epoch_ns + int(round(self.sim.time * 1e9))
+
+        def record(self, topic, msg, t_ns):
+            if self.bag is not None:
+                self.bag.write_serialized(topic, type(msg), self._serialize(msg), t_ns)
+
+        def publish_state(self) -> None:
+            t_ns = self.now_ns()
+            clock = Clock()
+            clock.clock.sec, clock.clock.nanosec = divmod(t_ns, 1_000_000_000)
+            self.pub_clock.publish(clock)
+            m = self.msg
+            m.header.stamp = clock.clock
+            q, qd = self.sim.q, self.sim.qd
+            m.position = [*q.tolist(), *(float(v) for _, v in self._held)]
+            m.velocity = [*qd.tolist(), *(0.0 for _ in self._held)]
+            m.effort = [*self.sim.effort.tolist(), *(0.0 for _ in self._held)]
+            self.pub_state.publish(m)
+            self.record("/joint_states", m, t_ns)
+            self.t.append(t_ns)
+            self.q.append(q)
+            self.qd.append(qd)
+            self.last_publish = time.monotonic()
+
+        def _on_command(self, msg) -> None:
+            if self.done:
+                return
+            data = np.asarray(msg.data, dtype=float)
+            if data.shape != self.cmd_index.shape or not np.isfinite(data).all():
+                self.get_logger().error(f"command rejected: {data.tolist()}")
+                return
+            self.record("/effort_controller/commands", msg, self.now_ns())
+            self._tau[self.cmd_index] = data
+            self.sim.set_effort(self._tau)
+            self.tau.append(self.sim.effort)
+            self.sim.step(self.period_steps)
+            if self.sim.time >= self.stop_s - 1e-9:
+                self.done = True
+                return
+            self.publish_state()
+
+        def _on_desired(self, msg) -> None:
+            st = msg.header.stamp
+            t_ns = st.sec * 1_000_000_000 + st.nanosec
+            self.record("/computed_torque/desired_state", msg, t_ns)
+            idx = [self.model.index[n] for n in msg.name]
+            q_d = np.empty(self.model.n)
+            qd_d = np.empty(self.model.n)
+            ff = np.empty(self.model.n)
+            q_d[idx], qd_d[idx], ff[idx] = msg.position, msg.velocity, msg.effort
+            self.desired[t_ns] = (q_d, qd_d, ff)
+
+    return LockstepSim
+
+
+@dataclass
+class _Run:
+    mode: str
+    t_ns: np.ndarray          # (T,) stamps of the states
+    q: np.ndarray             # (T, n) actual
+    q_d: np.ndarray           # (T, n) desired (published by the node for that stamp)
+    qd: np.ndarray            # (T, n) actual
+    qd_d: np.ndarray
+    tau: np.ndarray           # (T, n) applied command
+    tau_ff: np.ndarray        # (T, n) feedforward of the desired motion
+    wall_s: float
+
+
+def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, ct_gains, epoch_ns,
+              bag, timestep, wall_timeout, executor_kind="events"):
+    import rclpy
+    from robot_dynamics_ros.nodes import common
+    from rclpy.parameter import Parameter
+    from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
+    from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
+
+    steps = max(1, int(round(1.0 / rate / timestep)))
+    sim = MujocoSim(model, timestep=1.0 / rate / steps)
+    sim.reset(plan.q[0])
+    stop_s = _LEAD_S + plan.duration + _TAIL_S
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = driver = executor = None
+    try:
+        params = [Parameter("urdf_path", value=source), Parameter("mode", value=mode),
+                  Parameter("tick_source", value="joint_states"), Parameter("use_sim_time", value=True),
+                  Parameter("held_joint_names", value=list(held)),
+                  Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
+        for i, j in enumerate(model.joint_names):
+            params += [Parameter(f"gains.{j}.p", value=float(pd_gains[0][i])),
+                       Parameter(f"gains.{j}.d", value=float(pd_gains[1][i])),
+                       Parameter(f"gains.{j}.kp", value=float(ct_gains[0][i])),
+                       Parameter(f"gains.{j}.kd", value=float(ct_gains[1][i]))]
+        node = ComputedTorqueNode("computed_torque", context=ctx, parameter_overrides=params)
+        if node.model is not model:
+            raise UserError("internal: the node loaded another model object than the scenario's")
+        driver = _make_sim_driver_class()(sim, model, node.mapper.command_joints, steps, epoch_ns, stop_s,
+                                          bag=bag, context=ctx)
+        from trajectory_msgs.msg import JointTrajectory
+
+        pub_traj = driver.create_publisher(JointTrajectory, "/computed_torque/joint_trajectory", 10)
+        executor = common.make_executor(executor_kind, context=ctx)
+        executor.add_node(node)
+        executor.add_node(driver)
+
+        def spin_until(cond, timeout, what):
+            end = time.monotonic() + timeout
+            while not cond():
+                if time.monotonic() > end:
+                    raise UserError(f"track ({mode}): timed out after {timeout:.0f} s waiting for {what}")
+                executor.spin_once(timeout_sec=0.01)
+
+        spin_until(lambda: (pub_traj.get_subscription_count() > 0 and driver.pub_state.get_subscription_count() > 0
+                            and driver.sub_cmd.get_publisher_count() > 0
+                            and driver.sub_desired.get_publisher_count() > 0
+                            and driver.pub_clock.get_subscription_count() > 0), 10.0, "DDS discovery")
+        # the node's clock must read sim time before the first state (else that state is "from the future")
+        from rosgraph_msgs.msg import Clock
+
+        clock = Clock()
+        clock.clock.sec, clock.clock.nanosec = divmod(driver.now_ns(), 1_000_000_000)
+        driver.pub_clock.publish(clock)
+        spin_until(lambda: node.get_clock().now().nanoseconds == driver.now_ns(), 5.0, "/clock")
+        start_ns = epoch_ns + int(_LEAD_S * 1e9)
+        traj = _trajectory_msg(model.joint_names, plan, start_ns)
+        pub_traj.publish(traj)
+        driver.record("/computed_torque/joint_trajectory", traj, driver.now_ns())
+        spin_until(lambda: node.trajectories_accepted + node.trajectories_rejected > 0, 5.0,
+                   "the trajectory to reach the node")
+        if node.trajectories_rejected:
+            raise UserError(f"track ({mode}): the node rejected the trajectory: {node.last_rejection}")
+        t_wall = time.monotonic()
+        driver.publish_state()
+
+        def finished():
+            if driver.done:
+                return True
+            if time.monotonic() - driver.last_publish > 0.5:  # a lost message: publish the state again
+                driver.publish_state()
+            return False
+
+        spin_until(finished, wall_timeout, f"the simulation to reach {stop_s:.2f} s")
+        wall = time.monotonic() - t_wall
+        # the last desired_state may still be in flight
+        spin_until(lambda: driver.t[-1] in driver.desired, 2.0, "the last desired state")
+    finally:
+        if executor is not None:
+            executor.shutdown()
+        for n in (node, driver):
+            if n is not None:
+                n.destroy_node()
+        rclpy.shutdown(context=ctx)
+    keep = [k for k, t in enumerate(driver.t) if t in driver.desired]
+    t_ns = np.array([driver.t[k] for k in keep])
+    des = [driver.desired[t] for t in t_ns]
+    n_tau = len(driver.tau)
+    tau = np.array([driver.tau[k] if k < n_tau else np.full(model.n, np.nan) for k in keep])
+    return _Run(mode, t_ns, np.array([driver.q[k] for k in keep]), np.array([d[0] for d in des]),
+                np.array([driver.qd[k] for k in keep]), np.array([d[1] for d in des]), tau,
+                np.array([d[2] for d in des]), wall)
+
+
+def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) -> dict:
+    sel = (run.t_ns >= start_ns) & (run.t_ns <= end_ns)
+    q, q_d = run.q[sel], run.q_d[sel]
+    p = np.array([engine.frame_placement(x, tool)[:3, 3] for x in q])
+    p_d = np.array([engine.frame_placement(x, tool)[:3, 3] for x in q_d])
+    tool_err = np.linalg.norm(p - p_d, axis=1) * 1e3
+    joint_err = np.abs(q - q_d)
+    tau = run.tau[sel]
+    tau_frac = np.nanmax(np.abs(tau) / model.effort_limit, axis=0)
+    vel_frac = np.max(np.abs(run.qd[sel]) / model.velocity_limit, axis=0)
+    return {
+        "tool_error_max_mm": float(tool_err.max()),
+        "tool_error_rms_mm": float(np.sqrt(np.mean(tool_err ** 2))),
+        "joint_error_max_rad": float(joint_err.max()),
+        "joint_error_rms_rad": float(np.sqrt(np.mean(joint_err ** 2))),
+        "worst_joint": model.joint_names[int(np.argmax(joint_err.max(axis=0)))],
+        "peak_torque_fraction": float(tau_frac.max()),
+        "peak_torque_joint": model.joint_names[int(np.argmax(tau_frac))],
+        "peak_velocity_fraction": float(vel_frac.max()),
+        "peak_velocity_joint": model.joint_names[int(np.argmax(vel_frac))],
+        "samples": int(sel.sum()),
+        "wall_s": round(run.wall_s, 3),
+        "_tool_err": tool_err,
+        "_sel": sel,
+    }
+
+
+def _plot(path: Path, runs: dict, metrics: dict, model, robot: str, plan: Plan) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(runs)
+    dec = slice(None, None, 4)  # every 4th tick is plenty for the eye (and 4x faster to draw)
+    colors = {"gravity": "tab:red", "feedforward": "tab:orange", "computed_torque": "tab:green"}
+    fig, axes = plt.subplots(2, 2, figsize=(13, 8.5))
+    ref = runs[modes[-1]]
+    t0 = ref.t_ns[0]
+    # (a) desired vs actual, the joint that moves most
+    j = int(np.argmax(np.ptp(ref.q_d, axis=0)))
+    ax = axes[0, 0]
+    ax.plot((ref.t_ns[dec] - t0) * 1e-9, ref.q_d[dec, j], "k--", lw=1.5, label="desired")
+    for mname, r in runs.items():
+        ax.plot((r.t_ns[dec] - r.t_ns[0]) * 1e-9, r.q[dec, j], color=colors.get(mname), lw=1,
+                label=MODE_LABELS[mname])
+    ax.set_title(f"{model.joint_names[j]}: desired vs actual")
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("q [rad]")
+    ax.legend(fontsize=8)
+    # (b) tool error
+    ax = axes[0, 1]
+    for mname, r in runs.items():
+        m = metrics[mname]
+        tt = (r.t_ns[m["_sel"]] - r.t_ns[0]) * 1e-9
+        ax.semilogy(tt[dec], np.maximum(m["_tool_err"][dec], 1e-4), color=colors.get(mname),
+                    label=f"{MODE_LABELS[mname]} (max {m['tool_error_max_mm']:.3g} mm)")
+    ax.axhline(1.0, color="gray", ls=":", lw=1)
+    ax.set_title("tool position error")
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("|p - p_d| [mm]")
+    ax.legend(fontsize=8)
+    # (c) torques vs limits (computed torque run)
+    ax = axes[1, 0]
+    for i, name in enumerate(model.joint_names):
+        ax.plot((ref.t_ns[dec] - t0) * 1e-9, ref.tau[dec, i] / model.effort_limit[i], lw=1, label=name)
+    ax.axhline(1.0, color="k", lw=1)
+    ax.axhline(-1.0, color="k", lw=1)
+    ax.set_title(f"commanded torque / effort limit ({MODE_LABELS[modes[-1]]})")
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("tau / limit")
+    ax.legend(fontsize=7, ncol=2)
+    # (d) velocities vs limits (desired)
+    ax = axes[1, 1]
+    for i, name in enumerate(model.joint_names):
+        ax.plot((ref.t_ns[dec] - t0) * 1e-9, ref.qd_d[dec, i] / model.velocity_limit[i], lw=1, label=name)
+    ax.axhline(1.0, color="k", lw=1)
+    ax.axhline(-1.0, color="k", lw=1)
+    ax.set_title(f"desired velocity / velocity limit ({plan.timing} timing)")
+    ax.set_xlabel("t [s]")
+    ax.set_ylabel("qd / limit")
+    ax.legend(fontsize=7, ncol=2)
+    fig.suptitle(f"robot-dynamics track: {robot}, {plan.duration:.2f} s trajectory")
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.07, top=0.92, hspace=0.32, wspace=0.18)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate: float = 1000.0,
+          timing: str = "auto", velocity_scale: float = 0.9, torque_margin: float = 0.7,
+          pd_bandwidth: float = 10.0, ct_bandwidth: float = 30.0, tool: str | None = None,
+          bag: bool = True, plot: bool = True, timestep: float = 0.00025, wall_timeout: float = 120.0) -> dict:
+    """Run the tracking scenario and return its summary (see the module docstring).
+
+    Args:
+        urdf: robot name of :data:`robot_dynamics_ros.robots.ROBOTS` or a URDF path.
+        out_dir: directory for the PNG and the bag.
+        modes: subset of :data:`MODES`.
+        rate: control rate, Hz (one command per simulated period 1/rate).
+        timing, velocity_scale, torque_margin: see :func:`plan_trajectory`.
+        pd_bandwidth: ω (rad/s) of the joint PD shared by the gravity and feedforward modes.
+        ct_bandwidth: ω_c (rad/s) of the computed-torque error dynamics.
+        tool: tool frame for the Cartesian error (default :func:`default_tool_frame`).
+        bag, plot: write the rosbag2 / the PNG.
+        timestep: MuJoCo step (s), at most 1/rate (rounded so that an integer number of steps fits).
+
+    Returns:
+        ``{"robot", "joints", "tool_frame", "timing", "duration_s", "trajectory_peak_torque_fraction",
+        "trajectory_peak_velocity_fraction", "modes": {mode: {"tool_error_max_mm", "tool_error_rms_mm",
+        "joint_error_max_rad", "peak_torque_fraction", "peak_velocity_fraction", ...}}, "criteria": {...},
+        "plot", "bag"}``.
+
+    Raises:
+        UserError: unknown robot / URDF, unknown mode or tool frame, bad numbers, a timed-out run.
+    """
+    from robot_dynamics_ros import robots
+    from robot_dynamics_ros.nodes import common
+
+    for name, v, lo, hi in (("rate", rate, 1.0, 10000.0), ("velocity_scale", velocity_scale, 1e-3, 1.0),
+                            ("torque_margin", torque_margin, 1e-3, 1.0), ("pd_bandwidth", pd_bandwidth, 0.0, 1e4),
+                            ("ct_bandwidth", ct_bandwidth, 0.0, 1e4), ("timestep", timestep, 1e-5, 0.1)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi):
+            raise UserError(f"{name} = {v!r}: must be a number in [{lo}, {hi}]")
+    modes = tuple(modes)
+    for mname in modes:
+        if mname not in MODES:
+            raise UserError(f"mode '{mname}': must be one of {list(MODES)}")
+    entry = robots.resolve(urdf)
+    source = str(Path(entry.path).resolve())
+    held = dict(entry.held_joints)
+    model = common.shared_model(source, held or None)
+    engine = common.shared_engine(model)
+    if model.n < 2:
+        raise UserError(f"robot '{entry.name}' has {model.n} actuated joint(s); track needs an arm")
+    tool = tool or default_tool_frame(model)
+    if tool not in model.description.links:
+        raise UserError(f"--tool '{tool}' is not a link of {model.description.name}")
+    if not np.all(np.isfinite(model.velocity_limit)) or not np.all(np.isfinite(model.effort_limit)):
+        raise UserError(f"robot '{entry.name}': every joint needs URDF velocity and effort limits")
+
+    W = default_waypoints(model, entry)
+    plan = plan_trajectory(model, engine, W, timing=timing, velocity_scale=velocity_scale,
+                           torque_margin=torque_margin, period=0.002)
+    # the desired motion as the node will sample it, for the trajectory's own limit usage
+    from robot_dynamics_ros.control.interpolation import PiecewisePolynomialTrajectory
+
+    dense = PiecewisePolynomialTrajectory(plan.t, plan.q, plan.qd, plan.qdd)
+    ts = np.arange(0.0, plan.duration, 1.0 / rate)
+    Qs, QDs, QDDs = dense.sample_many(ts)
+    tau_ff = np.array([engine.rnea(*x) for x in zip(Qs, QDs, QDDs)])
+    traj_tau = np.max(np.abs(tau_ff) / model.effort_limit, axis=0)
+    traj_vel = np.max(np.abs(QDs) / model.velocity_limit, axis=0)
+
+    q0 = plan.q[0]
+    Mjj = np.diag(engine.mass_matrix(q0))
+    pd_gains = (pd_bandwidth ** 2 * Mjj, 2.0 * pd_bandwidth * Mjj)
+    ct_gains = (np.full(model.n, ct_bandwidth ** 2), np.full(model.n, 2.0 * ct_bandwidth))
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    bag_path = out / f"track_{entry.name}_bag"
+    writer = None
+    if bag:
+        from robot_dynamics_ros.bags import BagWriter
+
+        if bag_path.exists():
+            if not (bag_path / "metadata.yaml").is_file():
+                raise UserError(f"'{bag_path}' exists and is not a bag; not overwriting it")
+            shutil.rmtree(bag_path)
+        writer = BagWriter(bag_path, storage="sqlite3")
+        writer.open()
+    runs, metrics = {}, {}
+    try:
+        for k, mname in enumerate(modes):
+            epoch_ns = (_EPOCH_S + k * _MODE_SPACING_S) * 1_000_000_000
+            run_ = _run_mode(mname, model, engine, plan, source=source, held=held, rate=rate,
+                             pd_gains=pd_gains, ct_gains=ct_gains, epoch_ns=epoch_ns, bag=writer,
+                             timestep=timestep, wall_timeout=wall_timeout)
+            start_ns = epoch_ns + int(_LEAD_S * 1e9)
+            end_ns = start_ns + int((plan.duration + _TAIL_S) * 1e9)
+            runs[mname] = run_
+            metrics[mname] = _metrics(run_, model, engine, tool, start_ns, end_ns)
+    except BaseException as exc:
+        if writer is not None:
+            writer.fail(exc)
+        raise
+    if writer is not None:
+        writer.close()
+    plot_path = out / f"track_{entry.name}.png"
+    if plot:
+        _plot(plot_path, runs, metrics, model, entry.name, plan)
+
+    summary_modes = {m: {k: (round(v, 6) if isinstance(v, float) else v) for k, v in d.items()
+                         if not k.startswith("_")} for m, d in metrics.items()}
+    criteria = {}
+    if "gravity" in metrics and "feedforward" in metrics:
+        ratio = metrics["gravity"]["tool_error_max_mm"] / max(metrics["feedforward"]["tool_error_max_mm"], 1e-12)
+        criteria["feedforward_vs_gravity_max_error_ratio"] = round(ratio, 3)
+        criteria["feedforward_5x_better"] = bool(ratio >= 5.0)
+    if "computed_torque" in metrics:
+        criteria["computed_torque_under_1mm"] = bool(metrics["computed_torque"]["tool_error_max_mm"] < 1.0)
+    criteria["uses_80pct_of_a_limit"] = bool(max(traj_tau.max(), traj_vel.max()) >= 0.8)
+    return {
+        "robot": entry.name,
+        "joints": list(model.joint_names),
+        "tool_frame": tool,
+        "timing": plan.timing,
+        "timing_note": plan.timing_note,
+        "duration_s": round(plan.duration, 4),
+        "control_rate_hz": rate,
+        "pd_gains": {"p": [round(x, 4) for x in pd_gains[0]], "d": [round(x, 4) for x in pd_gains[1]]},
+        "ct_gains": {"kp": ct_bandwidth ** 2, "kd": 2 * ct_bandwidth},
+        "trajectory_peak_torque_fraction": round(float(traj_tau.max()), 4),
+        "trajectory_peak_torque_joint": model.joint_names[int(np.argmax(traj_tau))],
+        "trajectory_peak_velocity_fraction": round(float(traj_vel.max()), 4),
+        "trajectory_peak_velocity_joint": model.joint_names[int(np.argmax(traj_vel))],
+        "modes": summary_modes,
+        "criteria": criteria,
+        "plot": str(plot_path) if plot else None,
+        "bag": str(bag_path) if bag else None,
+    }
+
+
+# --------------------------------------------------------------------------------------------- CLI
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--urdf", default="panda", metavar="PATH",
+                        help="URDF file or robot name (default: panda)")
+    parser.add_argument("--json", action="store_true", help="print only the JSON summary line")
+    parser.add_argument("--out", default="out", help="output directory for the PNG and the bag (default: out)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated subset of {','.join(MODES)} (default: all)")
+    parser.add_argument("--rate", type=float, default=1000.0, help="control rate, Hz (default: 1000)")
+    parser.add_argument("--timing", default="auto", choices=("auto", "topp-ra", "quintic"),
+                        help="trajectory timing (default: auto = TOPP-RA, quintic if unavailable)")
+    parser.add_argument("--velocity-scale", type=float, default=0.9,
+                        help="fraction of the velocity limits the trajectory may use (default: 0.9)")
+    parser.add_argument("--torque-margin", type=float, default=0.7,
+                        help="fraction of the effort limits the feedforward may use (default: 0.7)")
+    parser.add_argument("--pd-bandwidth", type=float, default=10.0,
+                        help="ω of the joint PD of the gravity and feedforward modes, rad/s (default: 10)")
+    parser.add_argument("--ct-bandwidth", type=float, default=30.0,
+                        help="ω of the computed-torque error dynamics, rad/s (default: 30)")
+    parser.add_argument("--tool", default=None, help="tool frame for the Cartesian error (default: deepest "
+                        "link after the last actuated joint)")
+    parser.add_argument("--no-bag", action="store_true", help="do not write the rosbag2")
+    parser.add_argument("--no-plot", action="store_true", help="do not write the PNG")
+
+
+def run(args) -> int:
+    modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
+    summary = track(args.urdf, out_dir=args.out, modes=modes, rate=args.rate, timing=args.timing,
+                    velocity_scale=args.velocity_scale, torque_margin=args.torque_margin,
+                    pd_bandwidth=args.pd_bandwidth, ct_bandwidth=args.ct_bandwidth, tool=args.tool,
+                    bag=not args.no_bag, plot=not args.no_plot)
+    if not args.json:
+        print(f"robot {summary['robot']} ({len(summary['joints'])} joints), tool frame {summary['tool_frame']}, "
+              f"{summary['timing']} timing, {summary['duration_s']} s at {summary['control_rate_hz']:.0f} Hz")
+        if summary["timing_note"]:
+            print(f"  note: {summary['timing_note']}")
+        print(f"  trajectory uses {summary['trajectory_peak_velocity_fraction']:.0%} of the velocity limit "
+              f"({summary['trajectory_peak_velocity_joint']}) and {summary['trajectory_peak_torque_fraction']:.0%} "
+              f"of the effort limit ({summary['trajectory_peak_torque_joint']})")
+        print(f"  {'mode':<18}{'tool max mm':>12}{'tool rms mm':>12}{'joint max rad':>14}"
+              f"{'peak tau':>10}{'peak vel':>10}")
+        for mname, m in summary["modes"].items():
+            print(f"  {MODE_LABELS[mname]:<18}{m['tool_error_max_mm']:>12.3f}{m['tool_error_rms_mm']:>12.3f}"
+                  f"{m['joint_error_max_rad']:>14.5f}{m['peak_torque_fraction']:>10.0%}"
+                  f"{m['peak_velocity_fraction']:>10.0%}")
+        for k, v in summary["criteria"].items():
+            print(f"  {k}: {v}")
+        if summary["plot"]:
+            print(f"  plot: {summary['plot']}")
+        if summary["bag"]:
+            print(f"  bag: {summary['bag']}")
+    print(json.dumps(summary))
+    return 0
