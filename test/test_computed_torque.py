@@ -125,10 +125,19 @@ class Harness:
         self.peer.create_subscription(JointState, "/ct_test/desired_state", self.desired.append, 100)
         self.state = JointState(name=STATE_ORDER, position=[Q_MEASURED[n] for n in STATE_ORDER],
                                 velocity=[QD_MEASURED[n] for n in STATE_ORDER])
-        self.peer.create_timer(0.01, lambda: self.pub_state.publish(self.state))
+        self.stamped = False
+        self.sent_stamps: list[int] = []
+        self.peer.create_timer(0.01, self._publish_state)
         self.executor = SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(self.node)
         self.executor.add_node(self.peer)
+
+    def _publish_state(self):
+        if self.stamped:
+            now = self.peer.get_clock().now()
+            self.state.header.stamp = now.to_msg()
+            self.sent_stamps.append(now.nanoseconds)
+        self.pub_state.publish(self.state)
 
     def spin(self, seconds=None, until=None, timeout=10.0):
         end = time.monotonic() + (seconds if seconds is not None else timeout)
@@ -302,3 +311,30 @@ def test_no_command_until_every_joint_reported(harness):
     harness.spin(seconds=0.3)
     assert harness.commands == [] and harness.desired == []
     assert set(harness.node.mapper.missing()) == {"panda_joint7", "panda_joint6", "panda_joint4"}
+
+
+@pytest.mark.parametrize("harness", [{"tick_source": "joint_states"}], indirect=True)
+def test_joint_states_tick_samples_at_the_measurement_stamp(harness, raw):
+    harness.stamped = True
+    polys = _quintics(seed=11)
+    harness.spin(seconds=0.1)
+    start_ns = harness.now_ns() + 50_000_000
+    times = [0.05, 0.3, 0.6]
+    harness.pub_traj.publish(_trajectory(polys, times, start_ns))
+    harness.spin(seconds=0.8)
+    assert harness.node.timer is None
+    # one tick per joint state, stamped with (and sampled at) that joint state's stamp
+    stamps = [_stamp_ns(d) for d in harness.desired]
+    assert len(stamps) >= 50 and set(stamps) <= set(harness.sent_stamps)
+    checked = 0
+    for d in harness.desired:
+        t = (_stamp_ns(d) - start_ns) * 1e-9
+        if not times[0] < t < times[-1]:
+            continue
+        q = {n: polys[n](t) for n in URDF_ORDER}
+        qd = {n: polys[n].deriv(1)(t) for n in URDF_ORDER}
+        qdd = {n: polys[n].deriv(2)(t) for n in URDF_ORDER}
+        eff = _by_name(d, "effort")
+        np.testing.assert_allclose([eff[n] for n in URDF_ORDER], raw.rnea(q, qd, qdd), atol=1e-9)
+        checked += 1
+    assert checked >= 30

@@ -220,9 +220,9 @@ def _make_node_class():
             try:
                 mapper = JointStateMapper(model.joint_names, command_joints, require_velocity=True)
             except ValueError as exc:
-                # a model from the topic that lacks a configured command joint: keep the old one
-                if self.model is None and self.loader_is_static():
+                if getattr(self, "loader", None) is None:  # at construction (urdf_path / robot_description)
                     raise
+                # a model from the topic that lacks a configured command joint: keep the previous one
                 self.log.error("model", f"robot model from {label} rejected: {exc}")
                 return
             self.model = model
@@ -240,9 +240,6 @@ def _make_node_class():
             self.diagnostics.set("model", label)
             self.get_logger().info(f"model from {label}: {model.n} joints {list(model.joint_names)}; "
                                    f"command joints {names}; mode {self.mode}")
-
-        def loader_is_static(self) -> bool:
-            return getattr(self, "loader", None) is None or self.loader.subscription is None
 
         def _declare_gains(self, model) -> None:
             from robot_dynamics_ros.nodes.common import ParamSpec
