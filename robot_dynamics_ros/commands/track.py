@@ -254,6 +254,8 @@ def _make_sim_driver_class():
             self.sub_desired = self.create_subscription(JointState, "/computed_torque/desired_state",
                                                         self._on_desired, 100)
             self.done = False
+            #: states sent again after 5 s without a command (a lost message; 0 in a healthy run)
+            self.republished = 0
             self.last_publish = time.monotonic()
             self._held = list(model.held_joints.items())
             self.msg = JointState()
@@ -330,6 +332,7 @@ class _Run:
     tau: np.ndarray           # (T, n) applied command
     tau_ff: np.ndarray        # (T, n) feedforward of the desired motion
     wall_s: float
+    republished: int = 0
 
 
 def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, ct_gains, epoch_ns,
@@ -349,9 +352,10 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
     node = driver = executor = None
     try:
         params = [Parameter("urdf_path", value=source), Parameter("mode", value=mode),
-                  Parameter("tick_source", value="joint_states"), Parameter("use_sim_time", value=True),
-                  Parameter("held_joint_names", value=list(held)),
-                  Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
+                  Parameter("tick_source", value="joint_states"), Parameter("use_sim_time", value=True)]
+        if held:  # (an empty list would be typed BYTE_ARRAY by rclpy)
+            params += [Parameter("held_joint_names", value=list(held)),
+                       Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
         for i, j in enumerate(model.joint_names):
             params += [Parameter(f"gains.{j}.p", value=float(pd_gains[0][i])),
                        Parameter(f"gains.{j}.d", value=float(pd_gains[1][i])),
@@ -401,7 +405,8 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         def finished():
             if driver.done:
                 return True
-            if time.monotonic() - driver.last_publish > 0.5:  # a lost message: publish the state again
+            if time.monotonic() - driver.last_publish > 5.0:  # a lost message: publish the state again
+                driver.republished += 1
                 driver.publish_state()
             return False
 
@@ -423,7 +428,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
     tau = np.array([driver.tau[k] if k < n_tau else np.full(model.n, np.nan) for k in keep])
     return _Run(mode, t_ns, np.array([driver.q[k] for k in keep]), np.array([d[0] for d in des]),
                 np.array([driver.qd[k] for k in keep]), np.array([d[1] for d in des]), tau,
-                np.array([d[2] for d in des]), wall)
+                np.array([d[2] for d in des]), wall, driver.republished)
 
 
 def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) -> dict:
@@ -448,6 +453,7 @@ def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) ->
         "peak_velocity_joint": model.joint_names[int(np.argmax(vel_frac))],
         "samples": int(sel.sum()),
         "wall_s": round(run.wall_s, 3),
+        "republished_states": run.republished,
         "_tool_err": tool_err,
         "_sel": sel,
     }
