@@ -25,6 +25,7 @@ from robot_dynamics_ros import robots
 from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
 
 PANDA = robots.ROBOTS["panda"]
+pytestmark = pytest.mark.ros
 URDF_ORDER = [f"panda_joint{i}" for i in range(1, 8)]
 STATE_ORDER = ["panda_joint3", "panda_finger_joint1", "panda_joint7", "panda_joint1", "panda_joint5",
                "panda_joint2", "panda_joint6", "panda_joint4", "panda_finger_joint2"]

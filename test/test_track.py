@@ -18,6 +18,7 @@ from robot_dynamics_ros.commands import track as track_cmd
 from robot_dynamics_ros.errors import UserError
 
 PANDA = robots.ROBOTS["panda"]
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
