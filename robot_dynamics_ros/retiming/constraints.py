@@ -50,7 +50,7 @@ def torque_coefficients(dynamics, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray
     return a, b, c
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _lagrange4(tau, nodes, j0, w):  # pragma: no cover - compiled
     for a in range(4):
         wa = 1.0
@@ -60,7 +60,7 @@ def _lagrange4(tau, nodes, j0, w):  # pragma: no cover - compiled
         w[a] = wa
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dynamics_plan(s, knot_index, spacing, is_node, t_idx, t_row, t_w, a_row, a_w):  # pragma: no cover
     """Fill the evaluation plan (see :func:`dynamics_plan`); returns (n_nodes, n_targets)."""
     n_grid = s.shape[0]
@@ -162,7 +162,7 @@ def dynamics_plan(s: np.ndarray, knot_index: np.ndarray, spacing: float):
 INTERPOLATION_RTOL = 1e-5
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _interpolate(values, nodes, targets, rows, weights, alt_rows, alt_weights, scale, rtol, full,
                  bad):  # pragma: no cover - compiled
     """full[nodes] = values; full[targets] = stencil sums; bad[t] when the stencils disagree."""
@@ -280,7 +280,7 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
     return _build(dq, ddq, vlim, alim, tlim, *arrs, xcap, True)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _build(dq, ddq, vlim, alim, tlim, a, b_up, b_lo, c_up, c_lo, xcap, torque):  # pragma: no cover
     """Rows of :func:`build_constraints`, normalized to |(G0, G1)| = 1, in one pass."""
     p, n = dq.shape

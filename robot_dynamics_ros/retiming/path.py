@@ -27,7 +27,7 @@ from numba import njit
 DUPLICATE_TOL = 1e-9
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _thomas(lower, diag, upper, rhs):  # pragma: no cover - compiled
     """Solve a tridiagonal system in place (no pivoting; the callers' systems are diagonally dominant)."""
     k = diag.shape[0]
@@ -41,7 +41,7 @@ def _thomas(lower, diag, upper, rhs):  # pragma: no cover - compiled
     return rhs
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _spline_coefficients(x, y, start_slope, has_start, end_slope, has_end):  # pragma: no cover
     """Coefficients c (4, K-1, n) of the C² cubic spline through (x_k, y_k), PPoly layout (c[0] t³ ...).
 
@@ -138,7 +138,7 @@ def _spline_coefficients(x, y, start_slope, has_start, end_slope, has_end):  # p
     return c
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
     """q(s), q'(s), q''(s) of a PPoly cubic (breakpoints x (K,), coefficients c (4, K-1, n)) at s (N,)."""
     nint = x.shape[0] - 1

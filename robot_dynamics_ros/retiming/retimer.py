@@ -318,8 +318,10 @@ class Retimer:
         if np.any(np.isfinite(tlim)):
             g = np.atleast_2d(self.dynamics.gravity(wp))
             ratio = np.abs(g) / tlim
-            w, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-            if ratio[w, j] > 1.0:
+            over = np.flatnonzero((ratio > 1.0).any(axis=1))
+            if over.size:  # the first such waypoint, its worst joint
+                w = int(over[0])
+                j = int(np.argmax(ratio[w]))
                 raise _Failure(RetimeStatus.GRAVITY_EXCEEDS_TORQUE,
                                f"waypoint {w}: gravity alone needs {g[w, j]:.6g} N·m at joint '{names[j]}', "
                                f"above its torque limit {tlim[j]:.6g} N·m (effort {m.effort_limit[j]:.6g} × "

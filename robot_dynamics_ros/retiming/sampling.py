@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sample_s(s, x, u, t_grid, times, s_out, sd_out, sdd_out):  # pragma: no cover - compiled
     n_grid = s.shape[0]
     i = 0

@@ -68,7 +68,7 @@ def _push(H, m, a, b, g):  # pragma: no cover - compiled
     return m + 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _stage_halfplanes(i, s, G, h, klo, khi, H):  # pragma: no cover - compiled
     """Fill H (m, 3) with the half-planes α u + β x ≤ γ of stage i; return m, or -1 if a constant row
     is violated (the stage is infeasible whatever (u, x)).
@@ -124,7 +124,7 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H):  # pragma: no cover - compiled
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
     """Maximize direction·x (direction = ±1) over {(u, x) : H[k,0] u + H[k,1] x ≤ H[k,2], k < m} ∩ box.
 
@@ -235,7 +235,7 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _u_range(H, m, x):  # pragma: no cover - compiled
     """Interval (lo, hi) of u with H[k,0] u ≤ H[k,2] − H[k,1] x for all k < m (lo > hi: empty)."""
     lo = -_BIG_U
@@ -257,7 +257,7 @@ def _u_range(H, m, x):  # pragma: no cover - compiled
     return lo, hi
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _solve(s, G, h, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
     n_grid = s.shape[0]
     nrow = G.shape[1]

@@ -1,0 +1,209 @@
+"""``robot-dynamics retime``: time-optimal retiming (TOPP-RA) of a joint-space path given as CSV.
+
+    robot-dynamics retime --urdf PATH|ROBOT --waypoints FILE.csv --out TRAJ.csv
+                          [--joint-limits YAML] [--velocity-scale A] [--acceleration-scale A]
+                          [--torque-margin M] [--gridpoints N] [--dt SECONDS]
+                          [--hold JOINT=VALUE ...] [--start-velocity J=V,...] [--end-velocity J=V,...]
+                          [--acceleration-limit A] [--friction] [--held JOINT=VALUE ...]
+                          [--payload LINK,MASS[,CX,CY,CZ]] [--gravity GX,GY,GZ]
+
+Input CSV: a header naming joints (any order, matched by name), then one row per waypoint (rad / m).
+Model joints absent from the header are held fixed at ``--hold`` values or at their neutral position.
+(``--held`` is different: it welds a joint out of the model, e.g. gripper fingers.)
+
+Output CSV: ``t`` (s) and, per model joint, ``<joint>/position``, ``<joint>/velocity``,
+``<joint>/acceleration``, ``<joint>/effort`` (rad, rad/s, rad/s², N·m), one row per sample (every ``--dt``
+seconds plus the end time; one per gridpoint without ``--dt``).
+
+The last stdout line is a JSON summary: ``success``, ``status``, ``message``, ``duration`` (s),
+``gridpoints``, ``solve_ms`` (the whole retiming), ``samples``, ``peak_fraction`` (max |value| / applied
+limit for velocity, acceleration, effort; null where no limit applies) and ``out``. An infeasible or
+invalid request (NaN, unknown joint, a waypoint outside the position limits or where gravity alone
+exceeds the torque limit, ...) prints that line with ``success: false`` and exits with status 2; no output
+file is written then. Bad files or options exit with status 1 and a one-line error.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from robot_dynamics_ros.commands.crossval import add_robot_arguments, parse_held
+from robot_dynamics_ros.errors import UserError
+
+EXIT_INFEASIBLE = 2
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    add_robot_arguments(parser)
+    parser.add_argument("--waypoints", required=True, metavar="FILE.csv",
+                        help="CSV: header of joint names, one row per waypoint (rad or m)")
+    parser.add_argument("--out", required=True, metavar="TRAJ.csv", help="output trajectory CSV")
+    parser.add_argument("--joint-limits", metavar="YAML", help="MoveIt joint_limits.yaml (acceleration "
+                        "limits, overrides)")
+    parser.add_argument("--velocity-scale", type=float, default=1.0, help="fraction (0, 1] of the velocity "
+                        "limits (default 1)")
+    parser.add_argument("--acceleration-scale", type=float, default=1.0, help="fraction (0, 1] of the "
+                        "acceleration limits (default 1)")
+    parser.add_argument("--torque-margin", type=float, default=1.0, help="fraction (0, 1] of the URDF effort "
+                        "limits the trajectory may use, e.g. 0.9 (default 1)")
+    parser.add_argument("--acceleration-limit", type=float, metavar="A",
+                        help="acceleration limit (rad/s²) for joints that have none (URDFs carry none)")
+    parser.add_argument("--gridpoints", type=int, help="number of gridpoints along s (default "
+                        "max(200, waypoints))")
+    parser.add_argument("--dt", type=float, help="output sample period, s (default: one row per gridpoint)")
+    parser.add_argument("--hold", action="append", metavar="JOINT=VALUE",
+                        help="value (rad or m) of a model joint absent from the CSV; repeatable "
+                        "(default: its neutral position)")
+    parser.add_argument("--start-velocity", metavar="J=V,...", help="joint velocities (rad/s) at the first "
+                        "waypoint, by name (default: at rest); must point along the path")
+    parser.add_argument("--end-velocity", metavar="J=V,...", help="joint velocities at the last waypoint")
+    parser.add_argument("--friction", action="store_true", help="include URDF <dynamics> damping and "
+                        "friction in the torque limits and efforts")
+
+
+def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
+    """Header names and (W, k) values of a waypoint CSV ('nan' cells stay NaN for the retimer to report).
+
+    Raises:
+        UserError: missing/unreadable file, empty header, a row of the wrong length, a non-numeric cell.
+    """
+    p = Path(path)
+    try:
+        with p.open(newline="", encoding="utf-8") as fh:
+            rows = list(csv.reader(fh))
+    except FileNotFoundError:
+        raise UserError(f"--waypoints '{path}': no such file") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UserError(f"--waypoints '{path}': cannot read: {exc}") from None
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if not rows:
+        raise UserError(f"--waypoints '{path}': empty file (expected a header of joint names)")
+    names = [c.strip() for c in rows[0]]
+    if not all(names):
+        raise UserError(f"--waypoints '{path}': empty joint name in the header {rows[0]}")
+    values = np.empty((len(rows) - 1, len(names)))
+    for i, row in enumerate(rows[1:]):
+        if len(row) != len(names):
+            raise UserError(f"--waypoints '{path}' line {i + 2}: {len(row)} values for {len(names)} joints")
+        for j, cell in enumerate(row):
+            try:
+                values[i, j] = float(cell)
+            except ValueError:
+                raise UserError(f"--waypoints '{path}' line {i + 2}, joint '{names[j]}': '{cell.strip()}' is "
+                                "not a number") from None
+    if values.shape[0] == 0:
+        raise UserError(f"--waypoints '{path}': no waypoint rows after the header")
+    return names, values
+
+
+def _named_values(text: str | None, what: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if not text:
+        return out
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"{what}: '{item}' is not JOINT=VALUE")
+        try:
+            v = float(value)
+        except ValueError:
+            raise UserError(f"{what}: '{value}' is not a number") from None
+        if not math.isfinite(v):
+            raise UserError(f"{what}: joint '{name.strip()}' value '{value}' is not finite")
+        out[name.strip()] = v
+    return out
+
+
+def build_model(args):
+    """RobotModel from --urdf/--held/--payload/--gravity/--joint-limits/--acceleration-limit."""
+    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.robots import resolve
+
+    entry = resolve(args.urdf)
+    held = parse_held(args.held)
+    if held is None:
+        held = dict(entry.held_joints)
+    gravity = (0.0, 0.0, -9.81)
+    if args.gravity:
+        gravity = [float(v) for v in _named_list(args.gravity, "--gravity", 3)]
+    model = RobotModel.from_urdf(entry.path, held_joints=held, gravity=gravity, joint_limits=args.joint_limits)
+    if args.payload:
+        link, _, rest = args.payload.partition(",")
+        values = _named_list(rest, "--payload", None) if rest else []
+        if len(values) not in (1, 4):
+            raise UserError(f"--payload: expected LINK,MASS or LINK,MASS,CX,CY,CZ, got '{args.payload}'")
+        model.set_payload(link.strip(), values[0], values[1:] if len(values) == 4 else (0.0, 0.0, 0.0))
+    if args.acceleration_limit is not None:
+        a = float(args.acceleration_limit)
+        if not (math.isfinite(a) and a > 0):
+            raise UserError(f"--acceleration-limit: {args.acceleration_limit} must be a positive number")
+        acc = np.array(model.acceleration_limit, dtype=float)
+        acc[~np.isfinite(acc)] = a
+        model.acceleration_limit = acc
+    return model
+
+
+def _named_list(text: str, what: str, count: int | None) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise UserError(f"{what}: '{text}' is not a comma-separated list of numbers") from None
+    if not all(math.isfinite(v) for v in values) or (count is not None and len(values) != count):
+        raise UserError(f"{what}: expected {count or 'finite'} finite numbers, got '{text}'")
+    return values
+
+
+def write_trajectory(path: str, result) -> None:
+    """CSV with ``t`` and ``<joint>/position|velocity|acceleration|effort`` per joint."""
+    cols = ["t"]
+    blocks = [result.t[:, None]]
+    for j, name in enumerate(result.joint_names):
+        cols += [f"{name}/position", f"{name}/velocity", f"{name}/acceleration", f"{name}/effort"]
+        blocks.append(np.column_stack((result.q[:, j], result.qd[:, j], result.qdd[:, j], result.tau[:, j])))
+    data = np.hstack(blocks)
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            fh.write(",".join(cols) + "\n")
+            np.savetxt(fh, data, delimiter=",", fmt="%.12g")
+    except OSError as exc:
+        raise UserError(f"--out '{path}': cannot write: {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+
+    names, values = read_waypoints(args.waypoints)
+    model = build_model(args)
+    hold = {}
+    for item in args.hold or []:
+        hold.update(_named_values(item, "--hold"))
+    v0 = _named_values(args.start_velocity, "--start-velocity")
+    v1 = _named_values(args.end_velocity, "--end-velocity")
+    for what, vel in (("--start-velocity", v0), ("--end-velocity", v1)):
+        unknown = [k for k in vel if k not in names]
+        if unknown:
+            raise UserError(f"{what}: joint(s) {unknown} are not columns of the waypoint CSV {names}")
+    start = [v0.get(n, 0.0) for n in names] if v0 else None
+    end = [v1.get(n, 0.0) for n in names] if v1 else None
+    options = RetimeOptions(velocity_scale=args.velocity_scale, acceleration_scale=args.acceleration_scale,
+                            torque_margin=args.torque_margin, gridpoints=args.gridpoints,
+                            sample_period=args.dt or None, friction=args.friction)
+    result = Retimer(model).retime(values, joint_names=names, start_velocity=start, end_velocity=end,
+                                   hold=hold, options=options)
+    summary = result.summary()
+    summary["joint_names"] = list(result.joint_names)
+    if result.success:
+        write_trajectory(args.out, result)
+        summary["out"] = str(args.out)
+        if "dropped" in result.message:
+            print(f"robot-dynamics retime: warning: {result.message.split('; ', 1)[-1]}", file=sys.stderr)
+    else:
+        summary["out"] = None
+    print(json.dumps(summary), flush=True)
+    return 0 if result.success else EXIT_INFEASIBLE
