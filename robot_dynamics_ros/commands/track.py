@@ -118,7 +118,7 @@ def default_waypoints(model, entry) -> np.ndarray:
 def _quintic_timing(model, engine, W, velocity_scale, torque_margin) -> Plan:
     """Rest-to-rest quintic segments, each as short as the velocity and torque limits allow.
 
-    A quintic q_a + Δ·(10x³ − 15x⁴ + 6x⁵), x = t/T, peaks at qd = 15Δ/(8T) (Lynch & Park 2017, §9.2.2.2);
+    A quintic q_a + Δ·(10x³ − 15x⁴ + 6x⁵), x = t/T, peaks at qd = 15Δ/(8T) (Lynch & Park 2017, §9.2.2);
     T starts at the velocity bound and grows by 2 % until RNEA(q, qd, qdd) stays within torque_margin ×
     effort limit at 200 samples of the segment.
     """

@@ -7,7 +7,7 @@ control rate. Nothing here imports ROS: a message is read by duck typing (any ob
 works), so the core is tested without DDS and reused by the CLI.
 
 Interpolation, per segment [t_k, t_{k+1}] (Lynch & Park, *Modern Robotics*, 2017, §9.2.2 "Polynomial
-time scaling": third-order eq. 9.21–9.24 and fifth-order eq. 9.25 boundary conditions; the same rule as
+time scaling": third-order and fifth-order polynomials fixed by their boundary conditions; the same rule as
 ``joint_trajectory_controller``'s ``interpolate_between_points``):
 
 * both end points carry velocities and accelerations → quintic (matches q, qd, qdd at both ends);
@@ -204,7 +204,7 @@ def _segment_coefficients(h, q0, v0, a0, q1, v1, a1, kind):
     """Polynomial coefficients c[0..5] (each (S, n)) of q(τ) = Σ c_i τ^i on τ ∈ [0, h].
 
     ``h`` is (S, 1); ``kind`` (S,) in {LINEAR, CUBIC, QUINTIC}. Boundary conditions of Lynch & Park
-    (2017) eq. 9.21 (cubic) and §9.2.2.2 (quintic, q, qd, qdd at both ends).
+    (2017) §9.2.2 (cubic: q, qd at both ends; quintic: q, qd, qdd at both ends).
     """
     dq = q1 - q0
     c = np.zeros((6,) + q0.shape)

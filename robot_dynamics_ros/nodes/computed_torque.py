@@ -20,9 +20,10 @@ lowest-latency choice and a deterministic closed loop with a lockstep simulator.
 Control laws (``mode`` parameter; e = q_d − q, ė = qd_d − qd; arrays in model joint order):
 
 * ``feedforward``:     τ = RNEA(q_d, qd_d, qdd_d) + P e + D ė
-  (Lynch & Park 2017, *Modern Robotics*, eq. 11.33 plus joint PD; with P = D = 0, feedforward only);
+  (Lynch & Park 2017, *Modern Robotics*, §11.4.1, feedforward control, plus joint PD; with P = D = 0,
+  feedforward only);
 * ``computed_torque``: τ = M(q)(qdd_d + K_d ė + K_p e) + C(q, qd) qd + g(q)
-  (Lynch & Park 2017, eq. 11.35 without the integral term; one RNEA call);
+  (Lynch & Park 2017, §11.4.1, computed-torque control without the integral term; one RNEA call);
 * ``gravity``:         τ = g(q) + P e + D ė  (PD with gravity compensation, Spong, Hutchinson &
   Vidyasagar 2006, *Robot Modeling and Control*, §8.2; the baseline of ``robot-dynamics track``).
 
