@@ -68,6 +68,7 @@ class PinocchioDynamics:
         self._Gp[self._v_idx] = self._G  # qd_pin = Gp qd, tau = Gpᵀ tau_pin
         self._plain = self._identity_v and not model.has_mimic
         self._q_pin = np.zeros(pm.nq)
+        self._lower = np.tril_indices(pm.nv, -1)
         self._base_inertias = [pm.inertias[i].copy() for i in range(pm.njoints)]
         self._base_gravity = pm.gravity.copy()
         self._version = -1
@@ -148,10 +149,9 @@ class PinocchioDynamics:
     def mass_matrix(self, q) -> np.ndarray:
         """Joint-space inertia M(q), (n, n) kg·m², symmetric positive definite (CRBA, Featherstone 2008 §6.2)."""
         qp = self._q(q)
-        pin.crba(self.pin_model, self.data, qp)
-        M = self.data.M
-        M = np.triu(M) + np.triu(M, 1).T
-        return self._mat(M)
+        M = pin.crba(self.pin_model, self.data, qp).copy()  # Pinocchio fills the upper triangle
+        M[self._lower] = M.T[self._lower]
+        return M if self._plain else self._Gp.T @ M @ self._Gp
 
     def coriolis_matrix(self, q, qd) -> np.ndarray:
         """Coriolis/centrifugal matrix C(q, qd), (n, n) N·m·s/rad, Christoffel-consistent: Ṁ − 2C is skew.
@@ -249,15 +249,20 @@ class PinocchioDynamics:
         if part not in rows:
             raise ValueError(f"part: expected 'full', 'linear' or 'angular', got {part!r}")
         J = self.frame_jacobian(q, frame)[rows[part]]
-        M = self.mass_matrix(q)
-        A = J @ np.linalg.solve(M, J.T)  # J M⁻¹ Jᵀ, the inverse operational-space inertia
+        if self._plain:  # M⁻¹ by Pinocchio's ABA-based algorithm (Carpentier 2018), upper triangle filled
+            Minv = pin.computeMinverse(self.pin_model, self.data, self._q(q)).copy()
+            Minv[self._lower] = Minv.T[self._lower]
+        else:
+            Minv = np.linalg.inv(self.mass_matrix(q))
+        A = J @ Minv @ J.T  # J M⁻¹ Jᵀ, the inverse operational-space inertia
         A = 0.5 * (A + A.T)
-        s = np.linalg.svd(A, compute_uv=False)
+        w, V = np.linalg.eigh(A)  # symmetric PSD: eigenvalues = singular values
+        s = w[::-1]
         if s[0] <= 0 or s[-1] < rcond * s[0]:
             raise SingularConfigurationError(
                 f"operational-space inertia of frame '{frame}' ({part}) is undefined at q={np.round(np.asarray(q), 4).tolist()}: "
                 f"J M⁻¹ Jᵀ is singular (singular values {', '.join(f'{v:.3g}' for v in s)}; "
                 f"ratio {s[-1] / s[0] if s[0] > 0 else 0:.2g} < rcond {rcond:g}); the frame cannot move in every "
                 "requested direction here (a kinematic singularity, or fewer than 6 joints: try part='linear')")
-        L = np.linalg.inv(A)
+        L = (V / w) @ V.T  # Λ = A⁻¹ = V diag(1/w) Vᵀ
         return 0.5 * (L + L.T)
