@@ -1,0 +1,566 @@
+"""``robot-dynamics replay``: replay a rosbag2 file through the nodes over real DDS and record what they publish.
+
+    robot-dynamics replay run1 --out run1_replayed --urdf panda --params config/panda.yaml --as-fast-as-possible
+    robot-dynamics replay run1.mcap --out out/replay --urdf ur5 --rate 0.5 --joint-states-topic /ur/joint_states
+
+``sensor_msgs/JointState`` records (topic ``--joint-states-topic``; any joint order, by name) are read from
+IN_BAG (a rosbag2 directory, sqlite3 or mcap, or a bare ``.mcap``/``.db3`` file) and published, in bag order,
+into the node (``--node``, default ``gravity_compensation``) started in this process as ``robot-dynamics run``
+starts it (the params file's ``<node name>`` section, ``--urdf`` as ``urdf_path``). With ``--node
+computed_torque`` the bag's ``trajectory_msgs/JointTrajectory`` records (``--trajectory-topic``, found by type
+when not given) are published too, and the node ticks once per joint state (``tick_source: joint_states``).
+
+Time: like ``ros2 bag play --clock``, each record's bag time is published on ``/clock`` just before the
+record, and the node runs with ``use_sim_time: true``, so its staleness checks see the recorded timing
+whatever the replay speed.
+
+Speed: ``--rate R`` publishes at R × the recorded pace (default 1.0); ``--as-fast-as-possible`` is flow
+controlled: the next joint state is published when the command for the previous one has arrived (or
+``--timeout`` s passed: that input counts as dropped), so it never overruns the node's queues.
+
+OUT_BAG (a new rosbag2 directory, ``--storage`` as IN_BAG's unless given) receives the replayed inputs and
+every message the node publishes (commands, ``/diagnostics``, ...), stamped with the bag time of the input
+being replayed. It is written only when the replay finishes (a failure leaves nothing; Ctrl-C writes what
+was recorded to ``OUT_BAG.partial`` and says so).
+
+The summary gives messages in/out, dropped inputs (a command was expected and none came), latency
+percentiles (publish of the joint state to receipt of its command, wall clock) and the max difference
+between the recorded commands and an offline recomputation of the same inputs: for
+``gravity_compensation`` tau = g(q) (+ viscous/Coulomb friction, clamped to the effort limits, as
+configured), computed here with :class:`~robot_dynamics_ros.dynamics.pinocchio_engine.PinocchioDynamics` on a
+model of its own (Featherstone 2008, §5.3: g(q) = RNEA(q, 0, 0)). The last stdout line is the JSON summary.
+Exit status: 0, or 2 when inputs were dropped or a command differs from the recomputation by more than
+``--tolerance`` (N·m); 130 on Ctrl-C.
+
+Errors naming the topic/joint (exit status 1, nothing written): a topic missing from the bag or holding
+another message type, a truncated or corrupt bag, a joint name that is not a joint of the robot's URDF,
+a robot joint that never appears in the joint states.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robot_dynamics_ros import bags
+from robot_dynamics_ros.errors import UserError
+
+#: nodes replay can drive: node name (= section of the params file)
+REPLAY_NODES = ("gravity_compensation", "computed_torque")
+#: topics a node has that are not its output
+_INFRA_TOPICS = {"/rosout", "/parameter_events"}
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("in_bag", metavar="IN_BAG", help="rosbag2 directory (sqlite3 or mcap) or .mcap/.db3 file")
+    parser.add_argument("--out", required=True, metavar="OUT_BAG", help="rosbag2 directory to create")
+    speed = parser.add_mutually_exclusive_group()
+    speed.add_argument("--rate", type=float, default=None,
+                       help="publish at RATE x the recorded pace (default 1.0)")
+    speed.add_argument("--as-fast-as-possible", action="store_true",
+                       help="flow controlled: next input as soon as the command for the previous one arrived")
+    parser.add_argument("--urdf", required=True, help="URDF file or bundled robot name (panda, ur5, ...)")
+    parser.add_argument("--params", action="append", default=[], metavar="YAML",
+                        help="rcl parameter file, as for 'robot-dynamics run' (may be repeated)")
+    parser.add_argument("--node", choices=REPLAY_NODES, default="gravity_compensation",
+                        help="node to replay into (default gravity_compensation)")
+    parser.add_argument("--joint-states-topic", default="/joint_states",
+                        help="sensor_msgs/JointState topic in IN_BAG (default /joint_states)")
+    parser.add_argument("--trajectory-topic", default=None,
+                        help="trajectory_msgs/JointTrajectory topic in IN_BAG (computed_torque; default: the "
+                             "bag's topic of that type, if any)")
+    parser.add_argument("--storage", choices=bags.STORAGE_FORMATS, default=None,
+                        help="storage of OUT_BAG (default: IN_BAG's)")
+    parser.add_argument("--timeout", type=float, default=1.0,
+                        help="s to wait for a command before an input counts as dropped (default 1)")
+    parser.add_argument("--tolerance", type=float, default=1e-9,
+                        help="max |command - recomputation|, N·m, for exit status 0 (default 1e-9)")
+
+
+# ----------------------------------------------------------------------------------------- parameters
+def node_parameters(params_files: list[str], node: str) -> dict[str, Any]:
+    """The node's parameters as the files set them (``/**`` then ``<node>`` sections, later files win),
+    nested keys dotted (``gains.j1.kp``). Only what the files set; the node's defaults are not included.
+
+    Raises:
+        UserError: unreadable / invalid file (see :func:`robot_dynamics_ros.commands.run.check_params_file`).
+    """
+    import yaml
+
+    from robot_dynamics_ros.commands.run import check_params_file
+
+    out: dict[str, Any] = {}
+    for path in params_files:
+        data = yaml.safe_load(check_params_file(path).read_text()) or {}
+        for section in ("/**", node, f"/{node}"):
+            body = (data.get(section) or {}).get("ros__parameters") or {}
+            out.update(_flatten(body))
+    return out
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+# ----------------------------------------------------------------------------------------- inputs
+@dataclass
+class Record:
+    """One input record: bag time, topic, type, CDR bytes and the rclpy message."""
+
+    t_ns: int
+    topic: str
+    msgtype: str
+    raw: bytes
+    msg: Any
+    index: int = -1  # index among joint states (-1: a trajectory)
+
+
+def read_inputs(path: str, js_topic: str, traj_topic: str | None) -> tuple[list[Record], str]:
+    """Read the joint states (and trajectories) of a bag, in time order; returns ``(records, storage)``.
+
+    Raises:
+        BagError: missing topic, wrong type, truncated/corrupt bag (naming bag and topic).
+    """
+    from rclpy.serialization import deserialize_message
+
+    wanted = {js_topic: bags.JOINT_STATE}
+    if traj_topic:
+        wanted[traj_topic] = bags.JOINT_TRAJECTORY
+    records: list[Record] = []
+    with bags.BagReader(path) as bag:
+        bag.check_topics(wanted)
+        storage = bag.storage
+        classes = {t: bags.rclpy_class(m) for t, m in wanted.items()}
+        k = 0
+        for m in bag.messages(wanted, raw=True):
+            try:
+                msg = deserialize_message(m.msg, classes[m.topic])
+            except Exception as exc:
+                raise bags.BagError(f"bag '{path}': topic '{m.topic}': record at t={m.t_ns} ns is not a valid "
+                                    f"{m.msgtype} ({type(exc).__name__})") from None
+            rec = Record(m.t_ns, m.topic, m.msgtype, m.msg, msg)
+            if m.topic == js_topic:
+                rec.index = k
+                k += 1
+            records.append(rec)
+    if not any(r.index >= 0 for r in records):
+        raise bags.BagError(f"bag '{path}': topic '{js_topic}' has no messages")
+    return records, storage
+
+
+def check_joint_names(records: list[Record], model, js_topic: str) -> None:
+    """Every joint state name must be a joint of the URDF, and every actuated joint must appear.
+
+    Raises:
+        UserError: naming the joint, the topic and the record index.
+    """
+    urdf_joints = set(model.description.joints)
+    seen: set[str] = set()
+    checked: set[tuple] = set()
+    for r in records:
+        if r.index < 0:
+            continue
+        names = tuple(r.msg.name)
+        if names in checked:
+            continue
+        checked.add(names)
+        for name in names:
+            if name not in urdf_joints:
+                raise UserError(f"topic '{js_topic}' record {r.index}: joint '{name}' is not a joint of "
+                                f"'{model.description.name}' (its joints: {sorted(model.joint_names)})")
+        seen.update(names)
+    missing = [j for j in model.joint_names if j not in seen]
+    if missing:
+        raise UserError(f"topic '{js_topic}': joint '{missing[0]}' of '{model.description.name}' never appears "
+                        f"(missing: {missing}); the node would never command")
+
+
+# ----------------------------------------------------------------------------------------- offline
+class GravityRecomputation:
+    """Offline tau for each joint state, as the gravity-compensation node is configured to compute it.
+
+    Keeps the last accepted position/velocity of each joint by name (the node's rules: a message with
+    duplicate names, mismatched lengths, a non-finite position, an infinite velocity or a stamp older than
+    one already held is ignored) and, once every joint is known, computes (Featherstone 2008 §5.3;
+    friction from URDF ``<dynamics>``)::
+
+        tau = g(q) [+ tau_friction(qd)]   (g left out with hardware_compensates_gravity; zeros if disabled)
+        tau = clip(tau, -effort_limit, effort_limit)   (clamp_to_effort_limits)
+
+    with a :class:`PinocchioDynamics` of its own, in the node's command joint order (``joints``).
+    """
+
+    def __init__(self, model, params: dict[str, Any]):
+        from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+        self.model = model
+        if "gravity" in params:
+            model.gravity = params["gravity"]
+        link = params.get("payload.link") or ""
+        if link:
+            a = list(params.get("payload.inertia", [0.0] * 6))
+            inertia = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
+            model.set_payload(link, float(params.get("payload.mass", 0.0)),
+                              params.get("payload.com", [0.0, 0.0, 0.0]), inertia)
+        self.engine = PinocchioDynamics(model)
+        self.friction = bool(params.get("friction_compensation", False))
+        self.hw_gravity = bool(params.get("hardware_compensates_gravity", False))
+        self.clamp = bool(params.get("clamp_to_effort_limits", True))
+        self.enabled = bool(params.get("enabled", True))
+        joints = list(params.get("joints") or model.joint_names)
+        self.command_index = np.array([model.index[j] for j in joints], dtype=int)
+        self.q = np.full(model.n, np.nan)
+        self.qd = np.full(model.n, np.nan)
+        self.stamp = np.zeros(model.n, dtype=np.int64)
+
+    def __call__(self, msg) -> np.ndarray | None:
+        """The command for one JointState, or None when the node is not expected to command."""
+        names = list(msg.name)
+        pos, vel = list(msg.position), list(msg.velocity)
+        if len(set(names)) != len(names) or len(pos) != len(names) or len(vel) not in (0, len(names)):
+            return None
+        if len(msg.effort) not in (0, len(names)):
+            return None
+        idx = [(k, self.model.index[n]) for k, n in enumerate(names) if n in self.model.index]
+        if not idx or not all(math.isfinite(p) for p in pos) or any(math.isinf(v) for v in vel):
+            return None
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        if stamp and any(self.stamp[i] > stamp for _, i in idx):
+            return None
+        for k, i in idx:
+            self.q[i] = pos[k]
+            if vel:
+                self.qd[i] = vel[k]
+            if stamp:
+                self.stamp[i] = stamp
+        if np.isnan(self.q).any() or (self.friction and np.isnan(self.qd).any()):
+            return None
+        if not self.enabled:
+            return np.zeros(len(self.command_index))
+        tau = np.zeros(self.model.n) if self.hw_gravity else self.engine.gravity(self.q)
+        if self.friction:
+            tau = tau + self.engine.friction_torque(self.qd)
+        if self.clamp:
+            tau = np.clip(tau, -self.model.effort_limit, self.model.effort_limit)
+        return tau[self.command_index]
+
+
+# ----------------------------------------------------------------------------------------- replay
+@dataclass
+class ReplayResult:
+    published: int = 0
+    trajectories: int = 0
+    commands: int = 0
+    matched: int = 0
+    dropped: int = 0
+    unmatched_commands: int = 0
+    no_command_expected: int = 0
+    latencies: list = field(default_factory=list)
+    max_abs_diff: float = 0.0
+    recorded: list = field(default_factory=list)  # (topic, msgtype, t_ns, raw bytes)
+    interrupted: bool = False
+    wall_s: float = 0.0
+
+
+class Replayer:
+    """The replay node, the node under test and one EventsExecutor, all driven from the calling thread."""
+
+    def __init__(self, node_name: str, urdf: str, params_files: list[str], *, timeout: float):
+        import rclpy
+        from rclpy.signals import SignalHandlerOptions
+
+        from robot_dynamics_ros.commands.run import check_params_file
+        from robot_dynamics_ros.nodes import common
+
+        os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+        ros_args = []
+        for path in params_files:
+            ros_args += ["--params-file", str(check_params_file(path))]
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx, args=["robot-dynamics-replay", "--ros-args", *ros_args],
+                   signal_handler_options=SignalHandlerOptions.NO)
+        self.timeout = timeout
+        self.node = None
+        self.rep = None
+        self.executor = None
+        try:
+            self.node = _start_node(node_name, self.ctx, urdf)
+            self.rep = rclpy.create_node("robot_dynamics_replay", context=self.ctx)
+            self.executor = common.make_executor("events", context=self.ctx)
+            self.executor.add_node(self.node)
+            self.executor.add_node(self.rep)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        import rclpy
+
+        for n in (self.rep, self.node):
+            if n is not None:
+                try:
+                    n.destroy_node()
+                except Exception:  # noqa: BLE001
+                    pass
+        if self.executor is not None:
+            self.executor.shutdown()
+        if self.ctx.ok():
+            rclpy.shutdown(context=self.ctx)
+
+    def run(self, records: list[Record], expected: list, *, rate: float | None) -> ReplayResult:
+        """Publish ``records``; ``expected[i]`` is the recomputed command of joint state i (None: none
+        expected; the string "any": expected but not recomputed). ``rate`` None = flow controlled."""
+        from rclpy.serialization import serialize_message
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+        from trajectory_msgs.msg import JointTrajectory
+
+        from robot_dynamics_ros.nodes import common
+
+        node, rep = self.node, self.rep
+        res = ReplayResult()
+        now_ns = [records[0].t_ns]  # bag time of the input being replayed (stamps the recording)
+        pending: deque = deque()  # (joint state index, publish perf_counter)
+
+        command_topic = getattr(node, "command_topic", None) or \
+            f"/{node.get_parameter('controller_name').value.strip('/')}/commands"
+        js_in_topic = node.get_parameter("joint_states_topic").value
+        traj_in_topic = f"/{node.get_name()}/joint_trajectory"
+
+        def on_command(msg) -> None:
+            t = time.perf_counter()
+            res.commands += 1
+            res.recorded.append((command_topic, bags.FLOAT64_MULTI_ARRAY, now_ns[0], bytes(serialize_message(msg))))
+            data = np.asarray(msg.data, dtype=float)
+            if not pending:
+                res.unmatched_commands += 1
+                return
+            k = 0
+            for j, (i, _) in enumerate(pending):  # the first pending input whose recomputation it matches
+                e = expected[i]
+                if isinstance(e, np.ndarray) and e.shape == data.shape and \
+                        np.allclose(data, e, rtol=1e-9, atol=1e-6):
+                    k = j
+                    break
+            for _ in range(k):  # older inputs the node skipped
+                pending.popleft()
+                res.dropped += 1
+            i, t_pub = pending.popleft()
+            res.matched += 1
+            res.latencies.append(t - t_pub)
+            e = expected[i]
+            if isinstance(e, np.ndarray):
+                diff = float(np.max(np.abs(data - e))) if e.shape == data.shape else math.inf
+                res.max_abs_diff = max(res.max_abs_diff, diff)
+
+        rep.create_subscription(Float64MultiArray, command_topic, on_command, common.command_qos(1000))
+        # every other topic the node publishes is recorded as it comes (raw CDR)
+        for pub in list(node.publishers):
+            topic = pub.topic_name
+            if topic in _INFRA_TOPICS or topic == command_topic:
+                continue
+            mtype = bags.msgtype_name(pub.msg_type)
+            rep.create_subscription(pub.msg_type, topic,
+                                    lambda raw, topic=topic, mtype=mtype:
+                                    res.recorded.append((topic, mtype, now_ns[0], bytes(raw))),
+                                    100, raw=True)
+        pub_js = rep.create_publisher(JointState, js_in_topic, common.joint_state_qos(1000))
+        pub_traj = rep.create_publisher(JointTrajectory, traj_in_topic, 10)
+        pub_clock = rep.create_publisher(Clock, "/clock", 10)
+        clock = Clock()
+
+        def publish_clock(t_ns: int) -> None:
+            clock.clock.sec, clock.clock.nanosec = divmod(t_ns, 1_000_000_000)
+            pub_clock.publish(clock)
+
+        spin = self.executor.spin_once
+        # discovery, and the node's clock at the first record's time before anything is published
+        deadline = time.monotonic() + 10.0
+        while True:
+            publish_clock(records[0].t_ns)
+            spin(timeout_sec=0.01)
+            if (node.get_clock().now().nanoseconds >= records[0].t_ns and pub_js.get_subscription_count() > 0
+                    and rep.count_publishers(command_topic) > 0):
+                break
+            if time.monotonic() > deadline:
+                raise UserError(f"replay: node '{node.get_name()}' did not connect to {js_in_topic} / "
+                                f"{command_topic} within 10 s")
+        t_wall0 = time.perf_counter()
+        t_bag0 = records[0].t_ns
+        try:
+            for r in records:
+                if rate is not None:  # recorded pace: wait (spinning) until this record's wall time
+                    due = t_wall0 + (r.t_ns - t_bag0) * 1e-9 / rate
+                    while (left := due - time.perf_counter()) > 0:
+                        spin(timeout_sec=min(left, 0.005))
+                now_ns[0] = r.t_ns
+                publish_clock(r.t_ns)
+                res.recorded.append((r.topic, r.msgtype, r.t_ns, r.raw))
+                if r.index < 0:
+                    accepted = getattr(node, "trajectories_accepted", 0) + getattr(node, "trajectories_rejected", 0)
+                    pub_traj.publish(r.msg)
+                    res.trajectories += 1
+                    # the node must hold the trajectory before the next joint state is sampled
+                    wait_until = time.perf_counter() + self.timeout
+                    while (getattr(node, "trajectories_accepted", 0) + getattr(node, "trajectories_rejected", 0)
+                           == accepted and time.perf_counter() < wait_until):
+                        spin(timeout_sec=0.001)
+                    continue
+                e = expected[r.index]
+                if e is None:
+                    res.no_command_expected += 1
+                else:
+                    pending.append((r.index, time.perf_counter()))
+                pub_js.publish(r.msg)
+                res.published += 1
+                if rate is None:  # flow control: until the command for it came, or the timeout
+                    wait_until = time.perf_counter() + self.timeout
+                    while pending and time.perf_counter() < wait_until:
+                        spin(timeout_sec=0.001)
+                    res.dropped += len(pending)  # timed out: a late command will count as unmatched
+                    pending.clear()
+                else:
+                    spin(timeout_sec=0)
+            wait_until = time.perf_counter() + self.timeout  # drain
+            while pending and time.perf_counter() < wait_until:
+                spin(timeout_sec=0.001)
+        except KeyboardInterrupt:
+            res.interrupted = True
+        res.dropped += len(pending)
+        pending.clear()
+        res.wall_s = time.perf_counter() - t_wall0
+        return res
+
+
+def _start_node(name: str, ctx, urdf: str):
+    """Create node ``name`` as ``robot-dynamics run`` does, with use_sim_time (and per-message ticks)."""
+    from rclpy.parameter import Parameter
+
+    from robot_dynamics_ros.commands.run import node_class
+
+    cls = node_class(name)
+    overrides = [Parameter("urdf_path", value=str(urdf)), Parameter("use_sim_time", value=True)]
+    if name == "computed_torque":
+        overrides.append(Parameter("tick_source", value="joint_states"))
+    try:
+        return cls(context=ctx, parameter_overrides=overrides)
+    except UserError as exc:
+        raise UserError(f"node '{name}': {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"node '{name}': {exc}") from None
+
+
+def write_recording(path: Path, recorded: list, storage: str) -> int:
+    """Write ``(topic, msgtype, t_ns, raw)`` records to a new bag, in time order (stable); returns the count."""
+    recorded = sorted(recorded, key=lambda r: r[2])
+    with bags.BagWriter(path, storage=storage) as bag:
+        for topic, mtype, t_ns, raw in recorded:
+            bag.write_serialized(topic, mtype, raw, t_ns)
+    return len(recorded)
+
+
+def percentiles_us(latencies: list[float]) -> dict[str, float | None]:
+    if not latencies:
+        return {"p50": None, "p90": None, "p99": None, "max": None}
+    a = np.asarray(latencies) * 1e6
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {"p50": round(float(p50), 1), "p90": round(float(p90), 1), "p99": round(float(p99), 1),
+            "max": round(float(a.max()), 1)}
+
+
+def run(args: argparse.Namespace) -> int:
+    from robot_dynamics_ros import robots
+    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.nodes import common
+
+    if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
+        raise UserError(f"--rate {args.rate}: must be a positive number")
+    if not args.timeout > 0:
+        raise UserError(f"--timeout {args.timeout}: must be > 0 s")
+    rate = None if args.as_fast_as_possible else (args.rate if args.rate is not None else 1.0)
+    out = Path(args.out)
+    if out.exists():
+        raise UserError(f"--out '{out}' exists already; not overwriting")
+    if not Path(args.in_bag).exists():
+        raise UserError(f"IN_BAG '{args.in_bag}': no such file or directory")
+    robots.resolve(args.urdf)  # UserError naming the file
+
+    params = node_parameters(args.params, args.node)
+    params["urdf_path"] = args.urdf
+    traj_topic = args.trajectory_topic
+    if traj_topic is None and args.node == "computed_torque":
+        with bags.BagReader(args.in_bag) as bag:
+            found = [t for t, m in bag.topics.items() if m == bags.JOINT_TRAJECTORY]
+        traj_topic = found[0] if found else None
+    records, in_storage = read_inputs(args.in_bag, args.joint_states_topic, traj_topic)
+    storage = args.storage or in_storage
+
+    source, held, _ = common.resolve_robot_source(params)
+    model = RobotModel.from_urdf(source, held_joints=held, joint_limits=params.get("joint_limits_path") or None)
+    check_joint_names(records, model, args.joint_states_topic)
+    js = [r for r in records if r.index >= 0]
+    if args.node == "gravity_compensation":
+        recompute = GravityRecomputation(model, params)
+        expected: list = [recompute(r.msg) for r in js]
+    else:  # computed_torque: one command per accepted complete joint state; not recomputed here
+        expected = ["any"] * len(js)
+
+    replayer = Replayer(args.node, args.urdf, args.params, timeout=args.timeout)
+    try:
+        res = replayer.run(records, expected, rate=rate)
+        counters = dict(getattr(getattr(replayer.node, "diag", None), "counters", {}) or
+                        getattr(getattr(replayer.node, "diagnostics", None), "counters", {}) or {})
+    finally:
+        replayer.close()
+
+    target = out.with_name(out.name + ".partial") if res.interrupted else out
+    n_written = write_recording(target, res.recorded, storage)
+    outputs = sum(1 for r in res.recorded if r[0] not in (args.joint_states_topic, traj_topic))
+    recomputed = args.node == "gravity_compensation"
+    summary = {
+        "in_bag": str(args.in_bag), "out_bag": str(target), "storage": storage, "node": args.node,
+        "mode": "as_fast_as_possible" if rate is None else f"rate {rate:g}",
+        "messages_in": res.published, "trajectories_in": res.trajectories, "messages_out": outputs,
+        "commands": res.commands, "dropped": res.dropped, "unmatched_commands": res.unmatched_commands,
+        "no_command_expected": res.no_command_expected,
+        "latency_us": percentiles_us(res.latencies),
+        "max_abs_diff_nm": (res.max_abs_diff if res.matched else None) if recomputed else None,
+        "bag_duration_s": round((records[-1].t_ns - records[0].t_ns) * 1e-9, 6),
+        "wall_s": round(res.wall_s, 3), "node_counters": counters, "interrupted": res.interrupted,
+        "recorded": n_written,
+    }
+    ok = res.dropped == 0 and (not recomputed or summary["max_abs_diff_nm"] is None
+                               or summary["max_abs_diff_nm"] <= args.tolerance)
+    summary["ok"] = bool(ok and not res.interrupted)
+    lat = summary["latency_us"]
+    print(f"replayed {res.published} joint states ({res.trajectories} trajectories) from {args.in_bag} into "
+          f"{args.node} in {res.wall_s:.2f} s ({summary['mode']})")
+    print(f"  commands {res.commands}, dropped {res.dropped}, unmatched {res.unmatched_commands}, "
+          f"no command expected {res.no_command_expected}")
+    if lat["p50"] is not None:
+        print(f"  latency p50 {lat['p50']} us, p90 {lat['p90']} us, p99 {lat['p99']} us, max {lat['max']} us")
+    if recomputed:
+        print(f"  max |command - offline g(q)| = {summary['max_abs_diff_nm']} N·m (tolerance {args.tolerance:g})")
+    if res.interrupted:
+        print(f"  interrupted: the {n_written} messages recorded so far are in '{target}' (not '{out}')")
+    else:
+        print(f"  recorded {n_written} messages to {target} ({storage})")
+    print(json.dumps(summary), flush=True)
+    if res.interrupted:
+        return 130
+    return 0 if ok else 2

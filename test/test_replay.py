@@ -1,0 +1,218 @@
+"""``robot-dynamics replay``: bags written by plain rosbags and recorded from the MuJoCo simulator node, both
+storage formats, replayed over real DDS into the gravity-compensation node; commands checked against the
+in-package Newton-Euler g(q) (an engine independent of the Pinocchio the node and the replay use)."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rosbags.rosbag2 import StoragePlugin, Writer
+from sensor_msgs.msg import JointState
+
+from robot_dynamics_ros import bags, cli, robots
+from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
+from robot_dynamics_ros.model import RobotModel
+
+ROOT = Path(__file__).resolve().parent.parent
+PARAMS = str(ROOT / "config" / "panda.yaml")
+ARM = [f"panda_joint{i}" for i in range(1, 8)]
+FINGERS = ["panda_finger_joint1", "panda_finger_joint2"]
+T0 = 1_700_000_000_000_000_000  # ns
+
+
+@pytest.fixture(scope="module")
+def panda():
+    e = robots.ROBOTS["panda"]
+    return RobotModel.from_urdf(e.path, held_joints=e.held_joints)
+
+
+def write_with_rosbags(path: Path, storage: str, n: int, hz: float = 500.0, *, topic="/joint_states",
+                       nan_at: int | None = None, names=None, shuffle=True) -> np.ndarray:
+    """A JointState bag written by rosbags itself (not our writer); returns q (n, 7) in ARM order."""
+    store = bags.typestore("jazzy")
+    T = store.types
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    if names is None:
+        names = [*ARM[::-1], *FINGERS] if shuffle else [*ARM, *FINGERS]
+    order = [ARM.index(j) if j in ARM else None for j in names]
+    k = np.arange(n)[:, None]
+    q = np.array([0.3, 0.6, -0.4, -1.6, 0.5, 1.9, 0.7]) + 0.4 * np.sin(2 * np.pi * 0.5 * k / hz + np.arange(7))
+    with Writer(path, version=9, storage_plugin=plugin) as w:
+        conn = w.add_connection(topic, bags.JOINT_STATE, typestore=store)
+        for i in range(n):
+            ns = T0 + int(round(i * 1e9 / hz))
+            pos = np.array([q[i, o] if o is not None else 0.02 for o in order])
+            if i == nan_at:
+                pos[0] = np.nan
+            msg = T[bags.JOINT_STATE](
+                header=T["std_msgs/msg/Header"](stamp=T["builtin_interfaces/msg/Time"](sec=ns // 10**9,
+                                                                                     nanosec=ns % 10**9),
+                                                frame_id=""),
+                name=names, position=pos, velocity=np.zeros(len(names)), effort=np.zeros(0))
+            w.write(conn, ns + 200_000, store.serialize_cdr(msg, bags.JOINT_STATE))
+    return q
+
+
+def replay(capfd, *args) -> tuple[int, dict | None, str]:
+    status = cli.main(["replay", *map(str, args)])
+    out, err = capfd.readouterr()
+    lines = out.strip().splitlines()
+    summary = json.loads(lines[-1]) if status in (0, 2) else None
+    return status, summary, err
+
+
+def recorded_commands(out_bag: Path) -> np.ndarray:
+    msgs = bags.read_messages(out_bag, {"/effort_controller/commands": "std_msgs/msg/Float64MultiArray"})
+    return np.array([list(m.msg.data) for m in msgs])
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_rosbags_written_bag_as_fast_as_possible(tmp_path, capfd, panda, storage):
+    q = write_with_rosbags(tmp_path / "in", storage, 400, nan_at=150)
+    status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda",
+                          "--params", PARAMS, "--as-fast-as-possible")
+    assert status == 0 and s["ok"]
+    assert s["messages_in"] == 400 and s["no_command_expected"] == 1  # the NaN record is rejected by the node
+    assert s["commands"] == 399 and s["dropped"] == 0 and s["unmatched_commands"] == 0
+    assert s["max_abs_diff_nm"] <= 1e-9 and s["storage"] == storage
+    assert s["node_counters"]["received"] == 399 and s["node_counters"]["rejected"] == 1
+    assert set(s["latency_us"]) == {"p50", "p90", "p99", "max"} and 0 < s["latency_us"]["p50"] < 1e5
+    # the recording: inputs as replayed, commands in the node's joint order (config: ARM), = g(q) of NE
+    with bags.BagReader(tmp_path / "out") as out:
+        assert out.storage == storage
+        assert out.counts["/joint_states"] == 400 and out.counts["/effort_controller/commands"] == 399
+    tau = recorded_commands(tmp_path / "out")
+    keep = np.delete(np.arange(400), 150)
+    g_ne = NewtonEulerDynamics(panda).gravity(q[keep])
+    np.testing.assert_allclose(tau, np.clip(g_ne, -panda.effort_limit, panda.effort_limit), rtol=0, atol=1e-9)
+    assert np.abs(tau).max() > 10  # a real load, not zeros
+
+
+def test_recorded_timing_is_kept_at_rate_one(tmp_path, capfd):
+    write_with_rosbags(tmp_path / "in", "mcap", 250, shuffle=False)  # 0.498 s at 500 Hz
+    status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda",
+                          "--params", PARAMS, "--rate", "1.0")
+    assert status == 0 and s["dropped"] == 0 and s["commands"] == 250 and s["max_abs_diff_nm"] <= 1e-9
+    assert 0.49 <= s["wall_s"] < 2.0  # paced by the bag's record times, not as fast as possible
+
+
+@pytest.fixture(scope="module")
+def simulator_bags(tmp_path_factory):
+    """/joint_states recorded (raw CDR, as ros2 bag record) from the MuJoCo simulator node, both formats."""
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes.simulator import SimulatorNode
+
+    d = tmp_path_factory.mktemp("sim")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=["sim", "--ros-args", "--params-file", PARAMS],
+               signal_handler_options=SignalHandlerOptions.NO)
+    records = []
+    try:
+        sim = SimulatorNode(context=ctx)
+        rec = rclpy.create_node("recorder", context=ctx)
+        rec.create_subscription(JointState, "/joint_states",
+                                lambda raw: records.append((time.time_ns(), bytes(raw))), 1000, raw=True)
+        ex = common.make_executor("events", context=ctx)
+        ex.add_node(sim)
+        ex.add_node(rec)
+        end = time.monotonic() + 10.0
+        while len(records) < 300 and time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.01)
+        sim.destroy_node()
+        rec.destroy_node()
+        ex.shutdown()
+    finally:
+        rclpy.shutdown(context=ctx)
+    assert len(records) >= 300
+    out = {}
+    for storage in ("sqlite3", "mcap"):
+        with bags.BagWriter(d / storage, storage=storage) as w:
+            for t_ns, raw in records[:300]:
+                w.write_serialized("/joint_states", bags.JOINT_STATE, raw, t_ns)
+        out[storage] = d / storage
+    return out
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_simulator_recorded_bag(tmp_path, capfd, panda, simulator_bags, storage):
+    status, s, _ = replay(capfd, simulator_bags[storage], "--out", tmp_path / "out", "--urdf", "panda",
+                          "--params", PARAMS, "--as-fast-as-possible")
+    assert status == 0 and s["messages_in"] == 300 and s["commands"] == 300 and s["dropped"] == 0
+    assert s["max_abs_diff_nm"] <= 1e-9
+    js = bags.read_messages(simulator_bags[storage], ["/joint_states"])
+    q = np.array([[m.msg.position[list(m.msg.name).index(j)] for j in ARM] for m in js])
+    assert np.ptp(q, axis=0).max() > 1e-3  # the unactuated arm moved under gravity: varied inputs
+    tau = recorded_commands(tmp_path / "out")
+    np.testing.assert_allclose(tau, np.clip(NewtonEulerDynamics(panda).gravity(q), -panda.effort_limit,
+                                            panda.effort_limit), rtol=0, atol=1e-9)
+
+
+# ------------------------------------------------------------------------------------------- bad bags
+def test_wrong_type_on_topic(tmp_path, capfd):
+    bags.write_bag(tmp_path / "in", [("/joint_states", 1, bags.rclpy_class(bags.FLOAT64_MULTI_ARRAY)(data=[1.0]))])
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1
+    assert "topic '/joint_states' holds std_msgs/msg/Float64MultiArray, expected sensor_msgs/msg/JointState" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_missing_topic(tmp_path, capfd):
+    write_with_rosbags(tmp_path / "in", "sqlite3", 5, topic="/robot/joint_states")
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and "topic '/joint_states' is not in the bag (topics: /robot/joint_states" in err
+    status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda", "--params", PARAMS,
+                          "--joint-states-topic", "/robot/joint_states", "--as-fast-as-possible")
+    assert status == 0 and s["commands"] == 5  # any topic name given by option
+
+
+@pytest.mark.parametrize("storage", ["sqlite3", "mcap"])
+def test_truncated_bag(tmp_path, capfd, storage):
+    write_with_rosbags(tmp_path / "in", storage, 200)
+    f = next(p for p in (tmp_path / "in").iterdir() if p.suffix in (".db3", ".mcap"))
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and "truncated or corrupt" in err and str(tmp_path / "in") in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_joint_not_in_model(tmp_path, capfd):
+    write_with_rosbags(tmp_path / "in", "mcap", 5, names=[*ARM[:6], "elbow_joint", *FINGERS])
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1
+    assert "topic '/joint_states' record 0: joint 'elbow_joint' is not a joint of 'panda'" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_robot_joint_never_in_bag(tmp_path, capfd):
+    write_with_rosbags(tmp_path / "in", "mcap", 5, names=[*ARM[:6], *FINGERS])
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and "joint 'panda_joint7' of 'panda' never appears" in err
+
+
+def test_refuses_existing_out(tmp_path, capfd):
+    write_with_rosbags(tmp_path / "in", "mcap", 5)
+    (tmp_path / "out").mkdir()
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and "exists already" in err
+
+
+# ------------------------------------------------------------------------------------------- done-when
+def test_sixty_seconds_at_500_hz_as_fast_as_possible(tmp_path, capfd, panda):
+    """Issue 6 done-when: 60 s of 500 Hz 7-DoF joint states, zero dropped, commands = recomputation to 1e-9."""
+    t = time.perf_counter()
+    q = write_with_rosbags(tmp_path / "in", "mcap", 30_000)
+    status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda",
+                          "--params", PARAMS, "--as-fast-as-possible")
+    assert status == 0 and s["ok"]
+    assert s["messages_in"] == 30_000 and s["commands"] == 30_000 and s["dropped"] == 0
+    assert s["max_abs_diff_nm"] <= 1e-9 and s["bag_duration_s"] == pytest.approx(59.998)
+    tau = recorded_commands(tmp_path / "out")
+    g_ne = np.clip(NewtonEulerDynamics(panda).gravity(q), -panda.effort_limit, panda.effort_limit)
+    assert np.abs(tau - g_ne).max() <= 1e-9
+    assert time.perf_counter() - t < 40.0
