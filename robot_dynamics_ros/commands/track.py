@@ -575,7 +575,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
 
     W = default_waypoints(model, entry)
     plan = plan_trajectory(model, engine, W, timing=timing, velocity_scale=velocity_scale,
-                           torque_margin=torque_margin, period=0.002)
+                           torque_margin=torque_margin, period=0.01)
     # the desired motion as the node will sample it, for the trajectory's own limit usage
     from robot_dynamics_ros.control.interpolation import PiecewisePolynomialTrajectory
 
