@@ -237,3 +237,26 @@ def test_executor_epoch_keeps_nanosecond_stamps_exact():
     tick_ns = stamp[0] * 10**9 + stamp[1] + 250_000_001
     s = ex.sample((tick_ns - epoch_ns) * 1e-9)
     np.testing.assert_allclose(s.q, 1000 * 0.250000001, atol=1e-9)
+
+
+def test_executor_newer_message_drops_pending_ones_starting_later():
+    ex = TrajectoryExecutor(3, hold_position=[0, 0, 0])
+    ex.submit(_spec([(1.0, [5, 5, 5], [], [])], stamp=(20, 0)), received=10.0)   # pending: starts at 20 s
+    ex.submit(_spec([(1.0, [1, 1, 1], [], [])], stamp=(15, 0)), received=11.0)   # newer, starts earlier
+    np.testing.assert_allclose(ex.sample(14.0).q, 0.0)
+    np.testing.assert_allclose(ex.sample(15.5).q, 0.5)     # linear from the held 0 to 1 over 1 s
+    np.testing.assert_allclose(ex.sample(30.0).q, 1.0)     # the 20 s trajectory was replaced: never runs
+    # an older pending message starting earlier than a newer one still runs until the newer one starts
+    ex.submit(_spec([(1.0, [2, 2, 2], [], [])], stamp=(40, 0)), received=31.0)
+    ex.submit(_spec([(1.0, [3, 3, 3], [], [])], stamp=(50, 0)), received=32.0)
+    np.testing.assert_allclose(ex.sample(45.0).q, 2.0)
+    np.testing.assert_allclose(ex.sample(52.0).q, 3.0)
+
+
+def test_executor_trajectory_stamped_in_the_past_is_sampled_where_it_is_now():
+    ex = TrajectoryExecutor(3, hold_position=[0, 0, 0])
+    # started 0.5 s before it was received: linear 0 -> 2 over 1 s from its own first point at t = 0
+    ex.submit(_spec([(0.0, [0, 0, 0], [], []), (1.0, [2, 2, 2], [], [])], stamp=(99, 500_000_000)),
+              received=100.0)
+    np.testing.assert_allclose(ex.sample(100.0).q, 1.0)
+    np.testing.assert_allclose(ex.sample(100.25).q, 1.5)
