@@ -1,0 +1,96 @@
+"""RobotModel: joint order, mimic map, held joints, payload/gravity versioning, limits.
+
+Expected values come from the URDF files themselves (read here with the standard library's XML parser as
+an independent check of our parser) and from Pinocchio's own parser.
+"""
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.model import RobotModel
+from robot_dynamics_ros.robots import ROBOTS
+
+
+def test_panda_limits_match_the_urdf_text():
+    path = ROBOTS["panda"].path
+    m = RobotModel.from_urdf(path, held_joints=ROBOTS["panda"].held_joints)
+    root = ET.parse(path).getroot()
+    for j in root.findall("joint"):
+        name = j.get("name")
+        if name in m.index:
+            lim = j.find("limit")
+            i = m.index[name]
+            assert m.lower[i] == float(lim.get("lower")) and m.upper[i] == float(lim.get("upper"))
+            assert m.velocity_limit[i] == float(lim.get("velocity"))
+            assert m.effort_limit[i] == float(lim.get("effort"))
+    assert np.all(np.isinf(m.acceleration_limit))
+
+
+def test_joint_order_is_urdf_tree_order_and_source_can_be_text():
+    path = ROBOTS["ur5"].path
+    from_file = RobotModel.from_urdf(path)
+    from_text = RobotModel.from_urdf(path.read_text())
+    assert from_file.joint_names == from_text.joint_names == (
+        "shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint", "wrist_3_joint")
+    assert from_text.urdf_xml == path.read_text()
+    assert dict(from_file.index) == {jn: i for i, jn in enumerate(from_file.joint_names)}
+
+
+def test_mimic_map_follows_the_urdf():
+    m = RobotModel.from_urdf(ROBOTS["baxter"].path)
+    # baxter.urdf: r/l_gripper_r_finger_joint mimic the l_finger joint with multiplier -1
+    assert "l_gripper_r_finger_joint" not in m.joint_names
+    assert "l_gripper_r_finger_joint" in m.moving_joint_names
+    q = np.zeros(m.n)
+    q[m.index["l_gripper_l_finger_joint"]] = 0.01
+    qm = dict(zip(m.moving_joint_names, m.expand(q)))
+    assert qm["l_gripper_r_finger_joint"] == pytest.approx(-0.01)
+    G = m.mimic_matrix
+    assert G.shape == (len(m.moving_joint_names), m.n)
+    # Pinocchio's own mimic parser agrees on the number of independent coordinates
+    assert pin.buildModelFromUrdf(str(ROBOTS["baxter"].path), mimic=True).nv == m.n
+
+
+def test_continuous_joints_unbounded_and_random_configuration_in_limits():
+    m = RobotModel.from_urdf(ROBOTS["kinova"].path)
+    cont = [i for i, t in enumerate(m.joint_types) if t == "continuous"]
+    assert len(cont) == 3 and all(math.isinf(m.lower[i]) and math.isinf(m.upper[i]) for i in cont)
+    q = m.random_configuration(np.random.default_rng(0), 500)
+    lo = np.where(np.isfinite(m.lower), m.lower, -np.pi)
+    hi = np.where(np.isfinite(m.upper), m.upper, np.pi)
+    assert np.all(q >= lo) and np.all(q <= hi)
+    assert np.all(m.neutral() >= m.lower) and np.all(m.neutral() <= m.upper)
+
+
+def test_version_bumps_and_payload_validation():
+    m = RobotModel.from_urdf(ROBOTS["planar_2r"].path)
+    v = m.version
+    m.gravity = (0, 0, -9.8)
+    m.set_payload("link2", 0.5)
+    m.clear_payload()
+    assert m.version == v + 3
+    m.clear_payload()  # no payload: no change
+    assert m.version == v + 3
+    g = m.gravity
+    g[2] = 0.0  # a copy: the model is unchanged
+    assert m.gravity[2] == -9.8
+    with pytest.raises(UserError, match="payload link 'nope'"):
+        m.set_payload("nope", 1.0)
+    with pytest.raises(UserError, match="payload mass -1"):
+        m.set_payload("link2", -1.0)
+    with pytest.raises(UserError, match="triangle"):
+        m.set_payload("link2", 1.0, inertia=np.diag([0.01, 0.01, 0.05]))
+    assert m.version == v + 3 and m.payload is None
+
+
+def test_held_joint_errors():
+    with pytest.raises(UserError, match="held joint 'base_to_plane' is of type 'fixed'"):
+        RobotModel.from_urdf(ROBOTS["planar_2r"].path, held_joints={"base_to_plane": 0.0})
+    with pytest.raises(UserError, match="no actuated joints"):
+        RobotModel.from_urdf(ROBOTS["planar_2r"].path, held_joints={"joint1": 0.0, "joint2": 0.0})
