@@ -19,7 +19,7 @@ and the velocity limit |q'_j| sd ≤ V_j as the bound x ≤ xmax = min_j V_j² /
 constraint in the paper's words).
 
 Friction (optional, joint ``<dynamics damping friction>`` of the URDF): Coulomb F_j sign(qd_j) =
-F_j sign(q'_j) (sd > 0) is constant along the path and moves c; viscous D_j qd_j = D_j q'_j sqrt(x) is not
+F_j sign(q'_j) (sd > 0) moves c (both bounds tightened by F_j where q'_j changes sign); viscous D_j qd_j = D_j q'_j sqrt(x) is not
 linear in x and is bounded conservatively around a reference profile x_ref: sqrt(x) ≤ (x + x0)/(2 sqrt(x0))
 (tangent of a concave function, valid for all x ≥ 0) where it raises the torque, and
 sqrt(x) ≥ x / sqrt(xm) for x ≤ xm (chord; xm added to the velocity bound) where it lowers it.
@@ -224,7 +224,7 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
                       acceleration_limit: np.ndarray, torque_limit: np.ndarray | None = None,
                       torque_abc: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
                       viscous: np.ndarray | None = None, coulomb: np.ndarray | None = None,
-                      x_ref: np.ndarray | None = None):
+                      x_ref: np.ndarray | None = None, tangent_factor: float = 1.0):
     """Rows (G, h) for :func:`robot_dynamics_ros.retiming.topp_ra.solve_topp_ra`.
 
     Args:
@@ -234,6 +234,8 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
         torque_abc: (a, b, c) of :func:`torque_coefficients`; required when torque_limit is finite anywhere.
         viscous, coulomb: (n,) friction coefficients (N·m·s/rad, N·m) or None.
         x_ref: (P,) reference sd² profile for the viscous-friction linearization (required with viscous).
+        tangent_factor: the tangent of sqrt is taken at tangent_factor · x_ref (< 1 is less conservative
+            at low speed, more at high speed).
     Returns:
         G (P, R, 2), h (P, R) with R = 1 (velocity, x ≤ xmax) + 2n (acceleration) [+ 2n (torque)];
         every row scaled to |(G0, G1)| = 1 (rows that are identically 0 are left as they are).
@@ -256,7 +258,12 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
     if coulomb is not None:
         fc = np.broadcast_to(np.asarray(coulomb, dtype=float), (p, n))
         sgn = np.sign(dq)
-        # where q' = 0 the sign of qd is unknown: tighten both sides
+        # next to a sign change of q'_j (within a neighbouring half stage) the friction torque jumps:
+        # there, and where q' = 0, the sign of qd is taken as unknown and both sides are tightened
+        change = np.zeros_like(sgn, dtype=bool)
+        change[1:] |= sgn[1:] != sgn[:-1]
+        change[:-1] |= sgn[:-1] != sgn[1:]
+        sgn = np.where(change, 0.0, sgn)
         c_up = c_up + np.where(sgn == 0, fc, sgn * fc)
         c_lo = c_lo + np.where(sgn == 0, -fc, sgn * fc)
     if viscous is not None and np.any(np.asarray(viscous) != 0.0):
@@ -264,7 +271,7 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
             raise ValueError("x_ref: required with viscous friction")
         xr = np.maximum(np.asarray(x_ref, dtype=float), 0.0)
         floor = 1e-6 * max(float(xr.max()), 1e-6)
-        x0 = np.maximum(xr, floor)[:, None]
+        x0 = np.maximum(tangent_factor * xr, floor)[:, None]
         xm = (1.5 * xr + floor)[:, None]
         f = np.asarray(viscous, dtype=float)[None, :] * dq  # torque = ... + f sqrt(x)
         fpos = np.maximum(f, 0.0)

@@ -398,7 +398,7 @@ class Retimer:
         sp0 = v0 if v0 is not None and np.any(v0 != 0.0) else None
         sp1 = v1 if v1 is not None and np.any(v1 != 0.0) else None
         path = JointPath.from_waypoints(seg_wp, start_tangent=sp0, end_tangent=sp1)
-        count = max(2, int(math.ceil(requested * path.length / total))) if total > 0 else requested
+        count = requested if path.length >= total else max(2, int(round(requested * path.length / total)))
         s, knot_index = gridpoints_for(path.knots, count, return_knot_index=True)
         s_eval = np.empty(2 * s.shape[0] - 1)
         s_eval[0::2] = s
@@ -430,13 +430,18 @@ class Retimer:
         status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end)
         if status == SolveStatus.OK and friction and np.any(m.damping):
             # viscous friction: linearize around the frictionless profile and solve again (conservative)
+            # (the tangent at x_ref is conservative below x_ref; if that makes the path infeasible, retry
+            # with tangents at lower speeds)
             x_ref = np.empty_like(s_eval)
             x_ref[0::2] = x
             x_ref[1::2] = 0.5 * (x[1:] + x[:-1])
-            G, h = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
-                                     torque_limit=tlim, torque_abc=abc, coulomb=coulomb,
-                                     viscous=m.damping, x_ref=x_ref)
-            status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end)
+            for factor in (1.0, 0.25, 0.0625):
+                G, h = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
+                                         torque_limit=tlim, torque_abc=abc, coulomb=coulomb,
+                                         viscous=m.damping, x_ref=x_ref, tangent_factor=factor)
+                status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end)
+                if status == SolveStatus.OK:
+                    break
         timings["solve"] = timings.get("solve", 0.0) + (time.perf_counter() - t0) * 1e3
         if status != SolveStatus.OK:
             raise self._explain(status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc)

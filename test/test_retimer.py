@@ -1,0 +1,287 @@
+"""Retimer facade and ``robot-dynamics retime``: edge cases, requests by joint name, CLI files and exit codes.
+
+Values are checked against Pinocchio (a model built here from the URDF file) and closed forms.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
+from test_topp_ra import ACC, MARGIN, dense_peaks, load_model, pinocchio_reference, smooth_waypoints
+
+
+@pytest.fixture(scope="module")
+def panda():
+    model = load_model("panda")
+    retimer = Retimer(model)
+    retimer.warmup()
+    return model, retimer, pinocchio_reference("panda")
+
+
+def _limits(model, pm, options=RetimeOptions()):
+    return (pm.velocityLimit * options.velocity_scale, np.full(model.n, ACC) * options.acceleration_scale,
+            pm.effortLimit * options.torque_margin)
+
+
+def test_single_waypoint_and_all_duplicates_give_zero_duration(panda):
+    model, retimer, pm = panda
+    q0 = smooth_waypoints(model, 3)[1]
+    for wp in (q0[None, :], np.repeat(q0[None, :], 4, axis=0)):
+        res = retimer.retime(wp)
+        assert res.success and res.status == RetimeStatus.SUCCESS, res.message
+        assert res.duration == 0.0 and res.t.tolist() == [0.0]
+        np.testing.assert_array_equal(res.q, q0[None, :])
+        np.testing.assert_array_equal(res.qd, 0.0)
+        g = pin.computeGeneralizedGravity(pm, pm.createData(), q0)
+        np.testing.assert_allclose(res.tau[0], g, atol=1e-9)
+    assert "dropped 3 consecutive duplicate waypoint(s) at index 1, 2, 3" in res.message
+
+
+def test_duplicates_are_dropped_with_a_note_and_do_not_change_the_result(panda):
+    model, retimer, _ = panda
+    wp = smooth_waypoints(model, 8)
+    dup = np.insert(wp, [3, 3, 6], wp[[2, 2, 5]], axis=0)  # rows 3, 4 repeat row 2; row 8 repeats row 7
+    opts = RetimeOptions(torque_margin=MARGIN, gridpoints=150)
+    a, b = retimer.retime(wp, options=opts), retimer.retime(dup, options=opts)
+    assert a.success and b.success
+    assert "dropped 3 consecutive duplicate waypoint(s) at index 3, 4, 8" in b.message
+    assert b.duration == a.duration
+    np.testing.assert_array_equal(b.q, a.q)
+
+
+def test_direction_reversal_stops_at_the_turn(panda):
+    model, retimer, pm = panda
+    q0 = model.neutral().copy()
+    q0[3] = -1.5
+    wp = np.repeat(q0[None, :], 5, axis=0)
+    wp[:, 0] = [0.0, 0.3, 0.6, 0.3, 0.1]   # joint 1 goes out and comes back
+    wp[:, 1] = [0.0, 0.1, 0.2, 0.1, 0.05]
+    opts = RetimeOptions(torque_margin=MARGIN, gridpoints=200, sample_period=0.002)
+    res = retimer.retime(wp, options=RetimeOptions(torque_margin=MARGIN, gridpoints=200))  # at gridpoints
+    assert res.success, res.message
+    assert "stops at direction reversals at waypoint(s) [2]" in res.message
+    assert len(res.segments) == 2
+    k = int(np.argmin(np.abs(res.t - res.segments[1].t_offset)))
+    assert res.t[k] == res.segments[1].t_offset
+    np.testing.assert_allclose(res.q[k], wp[2], atol=1e-9)     # at the turn ...
+    np.testing.assert_allclose(res.qd[k], 0.0, atol=1e-9)      # ... at rest
+    assert np.all(res.qd[:k, 0] >= -1e-9) and np.all(res.qd[k:, 0] <= 1e-9)  # no overshoot past the turn
+    assert res.q[:, 0].max() <= 0.6 + 1e-9
+    res = retimer.retime(wp, options=opts)
+    v, a, t = dense_peaks(pm, res.q, res.qd, res.qdd, *_limits(model, pm, opts))
+    assert max(v, a, t) <= 1 + 1e-3
+
+
+def test_start_and_end_velocity_along_the_path(panda):
+    model, retimer, pm = panda
+    wp = smooth_waypoints(model, 6)
+    d0 = wp[1] - wp[0]
+    d1 = wp[-1] - wp[-2]
+    v0 = 0.3 * d0 / np.abs(d0 / pm.velocityLimit).max()   # 30 % of the limit of the fastest joint
+    v1 = 0.2 * d1 / np.abs(d1 / pm.velocityLimit).max()
+    opts = RetimeOptions(torque_margin=MARGIN, gridpoints=300, sample_period=0.001)
+    res = retimer.retime(wp, start_velocity=v0, end_velocity=v1, options=opts)
+    assert res.success, res.message
+    np.testing.assert_allclose(res.qd[0], v0, atol=1e-9)
+    np.testing.assert_allclose(res.qd[-1], v1, atol=1e-9)
+    np.testing.assert_allclose(res.q[[0, -1]], wp[[0, -1]], atol=1e-9)
+    v, a, t = dense_peaks(pm, res.q, res.qd, res.qdd, *_limits(model, pm, opts))
+    assert max(v, a, t) <= 1 + 1e-3
+    rest = retimer.retime(wp, options=opts)
+    assert res.duration < rest.duration  # starting and ending in motion saves time
+
+
+def test_start_velocity_above_limit_or_too_fast_to_stop(panda):
+    model, retimer, pm = panda
+    wp = smooth_waypoints(model, 4)
+    v = np.zeros(model.n)
+    v[5] = 1.01 * pm.velocityLimit[5]
+    res = retimer.retime(wp, start_velocity=v)
+    assert res.status == RetimeStatus.VELOCITY_LIMIT
+    assert res.message == (f"start_velocity: joint 'panda_joint6' at {v[5]:.6g} rad/s exceeds its velocity limit "
+                           f"{pm.velocityLimit[5]:.6g} rad/s (URDF {pm.velocityLimit[5]:.6g} × velocity_scale 1)")
+    # a tiny path entered at speed: it cannot stop within 2 mrad at 10 rad/s²
+    short = np.stack((wp[0], wp[0] + 1e-3 * (wp[1] - wp[0]) / np.linalg.norm(wp[1] - wp[0])))
+    d = short[1] - short[0]
+    res = retimer.retime(short, start_velocity=0.5 * d / np.abs(d / pm.velocityLimit).max())
+    assert res.status == RetimeStatus.START_NOT_CONTROLLABLE
+    assert res.message.startswith("start_velocity: path speed") and "controllable range" in res.message
+
+
+def test_names_in_any_order_and_held_absent_joints(panda):
+    model, retimer, _ = panda
+    wp = smooth_waypoints(model, 7)
+    names = list(model.joint_names)
+    perm = [4, 0, 6, 2, 1, 3, 5]
+    opts = RetimeOptions(torque_margin=MARGIN, sample_period=0.01)
+    a = retimer.retime(wp, options=opts)
+    b = retimer.retime(wp[:, perm], joint_names=[names[i] for i in perm], options=opts)
+    assert a.success and b.success
+    np.testing.assert_array_equal(a.q, b.q)
+    np.testing.assert_array_equal(a.tau, b.tau)
+    # joint 7 absent: held at the hold value; joint 3 absent: held at neutral (0)
+    keep = [0, 1, 3, 4, 5]
+    c = retimer.retime(wp[:, keep], joint_names=[names[i] for i in keep], hold={"panda_joint7": 0.4},
+                       options=opts)
+    assert c.success, c.message
+    np.testing.assert_array_equal(c.q[:, 6], 0.4)
+    np.testing.assert_array_equal(c.q[:, 2], 0.0)
+    np.testing.assert_array_equal(c.qd[:, [2, 6]], 0.0)
+
+
+@pytest.mark.parametrize("mutate, status, message", [
+    (lambda wp, n: wp.__setitem__((2, 4), math.inf), RetimeStatus.INVALID_REQUEST,
+     "waypoint 2: joint 'panda_joint5' position is inf (not finite)"),
+    (lambda wp, n: n.__setitem__(3, "panda_finger_joint1"), RetimeStatus.INVALID_REQUEST,
+     "joint_names: unknown joint 'panda_finger_joint1' (held fixed in this model)"),
+    (lambda wp, n: n.__setitem__(3, "panda_joint1"), RetimeStatus.INVALID_REQUEST,
+     "joint_names: joint 'panda_joint1' appears twice"),
+    (lambda wp, n: wp.__setitem__((4, 5), 3.8), RetimeStatus.POSITION_LIMIT,
+     "waypoint 4: joint 'panda_joint6' position 3.8 is outside its position limits [-0.0175, 3.7525]"),
+])
+def test_invalid_requests(panda, mutate, status, message):
+    model, retimer, _ = panda
+    wp = smooth_waypoints(model, 6)
+    names = list(model.joint_names)
+    mutate(wp, names)
+    res = retimer.retime(wp, joint_names=names)
+    assert not res.success and res.status == status
+    assert res.message.startswith(message), res.message
+    assert res.q.shape == (0, model.n)
+
+
+def test_spline_leaving_the_position_limits_is_refused(panda):
+    model, retimer, _ = panda
+    q = model.neutral().copy()
+    q[3] = -1.5
+    wp = np.repeat(q[None, :], 4, axis=0)
+    wp[:, 3] = [-1.0, -0.08, -0.08 + 1e-4, -1.0]  # nearly flat at the upper limit -0.0698: the cubic overshoots
+    wp[:, 0] = [0.0, 0.5, 1.0, 1.5]
+    res = retimer.retime(wp)
+    assert res.status == RetimeStatus.POSITION_LIMIT, res.message
+    assert "leaves the position limits of joint 'panda_joint4'" in res.message
+
+
+def test_tiny_and_long_paths(panda):
+    model, retimer, pm = panda
+    wp = smooth_waypoints(model, 2)
+    tiny = np.stack((wp[0], wp[0] + 1e-7))
+    res = retimer.retime(tiny)
+    assert res.success and 0 < res.duration < 0.05 and np.all(np.isfinite(res.tau))
+    long_path = smooth_waypoints(model, 10_000, amplitude=0.3)
+    t0 = time.perf_counter()
+    res = retimer.retime(long_path, options=RetimeOptions(torque_margin=MARGIN, sample_period=0.01))
+    elapsed = time.perf_counter() - t0
+    assert res.success, res.message
+    assert res.gridpoints == 10_000 and elapsed < 10.0
+    np.testing.assert_allclose(res.q[-1], long_path[-1], atol=1e-9)
+    # the same geometric path from 100 of its samples takes (nearly) the same time
+    coarse = retimer.retime(long_path[::101], options=RetimeOptions(torque_margin=MARGIN, gridpoints=10_000))
+    assert coarse.duration == pytest.approx(res.duration, rel=0.01)
+
+
+def test_friction_in_the_torque_limit(panda):
+    model, _, pm = panda
+    model2 = load_model("panda")
+    model2.damping = np.full(model2.n, 2.0)      # strong viscous friction, N·m·s/rad
+    model2.friction = np.full(model2.n, 1.0)     # Coulomb, N·m
+    retimer = Retimer(model2)
+    wp = smooth_waypoints(model2, 8)
+    opts = RetimeOptions(torque_margin=MARGIN, gridpoints=200, sample_period=0.001, friction=True)
+    res = retimer.retime(wp, options=opts)
+    assert res.success, res.message
+    v, a, t = dense_peaks(pm, res.q, res.qd, res.qdd, *_limits(model2, pm, opts),
+                          damping=model2.damping, coulomb=model2.friction)
+    assert max(v, a, t) <= 1 + 1e-3
+    assert t > 0.98  # the friction-aware torque limit binds
+    without = Retimer(model2).retime(wp, options=RetimeOptions(torque_margin=MARGIN, gridpoints=200))
+    assert res.duration > without.duration
+
+
+# ---------------------------------------------------------------------------------------------------
+# the command line
+# ---------------------------------------------------------------------------------------------------
+def _write_csv(path, names, rows):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(names)
+        w.writerows(rows)
+
+
+def _cli(capsys, *argv):
+    from robot_dynamics_ros.cli import main
+
+    code = main(["retime", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_writes_the_trajectory_and_a_json_summary(tmp_path, capsys):
+    model = load_model("panda", payload=False)
+    pm = pinocchio_reference("panda", payload=False)
+    wp = smooth_waypoints(model, 12)
+    names = list(model.joint_names)
+    cols = [6, 1, 0, 3, 4, 2]  # panda_joint6 absent: held at --hold
+    _write_csv(tmp_path / "wp.csv", [names[i] for i in cols], wp[:, cols])
+    out_csv = tmp_path / "traj.csv"
+    code, out, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp.csv"), "--out",
+                          str(out_csv), "--torque-margin", "0.9", "--acceleration-limit", "10", "--dt", "0.01",
+                          "--hold", "panda_joint6=1.2", "--gridpoints", "150")
+    assert code == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["success"] is True and summary["gridpoints"] == 150
+    assert set(summary["peak_fraction"]) == {"velocity", "acceleration", "effort"}
+    with open(out_csv) as fh:
+        header = fh.readline().strip().split(",")
+    assert header[0] == "t"
+    assert header[1:5] == ["panda_joint1/position", "panda_joint1/velocity", "panda_joint1/acceleration",
+                           "panda_joint1/effort"]
+    assert len(header) == 1 + 4 * 7
+    data = np.loadtxt(out_csv, delimiter=",", skiprows=1)
+    t = data[:, 0]
+    assert summary["duration"] == pytest.approx(t[-1], abs=1e-9)
+    np.testing.assert_allclose(np.diff(t[:-1]), 0.01, atol=1e-9)
+    q = data[:, 1::4]
+    qd, qdd, tau = data[:, 2::4], data[:, 3::4], data[:, 4::4]
+    np.testing.assert_allclose(q[:, 5], 1.2)
+    np.testing.assert_allclose(q[0, cols], wp[0, cols], atol=1e-9)
+    data_pin = pm.createData()
+    tau_pin = np.array([pin.rnea(pm, data_pin, a, b, c) for a, b, c in zip(q, qd, qdd)])
+    np.testing.assert_allclose(tau, tau_pin, atol=1e-6)
+    assert (np.abs(tau_pin) / (0.9 * pm.effortLimit)).max() <= 1 + 1e-3
+    assert summary["peak_fraction"]["velocity"] == pytest.approx((np.abs(qd) / pm.velocityLimit).max(), rel=1e-6)
+
+
+def test_cli_infeasible_exits_2_after_the_json_line(tmp_path, capsys):
+    model = load_model("panda", payload=False)
+    wp = smooth_waypoints(model, 5)
+    names = list(model.joint_names)
+    wp[2, 1] = math.nan
+    _write_csv(tmp_path / "wp.csv", names, [[("nan" if math.isnan(v) else v) for v in r] for r in wp])
+    out_csv = tmp_path / "traj.csv"
+    code, out, _ = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp.csv"), "--out", str(out_csv))
+    assert code == 2
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["success"] is False
+    assert summary["message"] == "waypoint 2: joint 'panda_joint2' position is nan (not finite)"
+    assert not out_csv.exists()
+    # unknown joint in the header: same path
+    _write_csv(tmp_path / "wp2.csv", names[:-1] + ["wrist"], smooth_waypoints(model, 3))
+    code, out, _ = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp2.csv"), "--out", str(out_csv))
+    assert code == 2 and "unknown joint 'wrist'" in json.loads(out.strip().splitlines()[-1])["message"]
+
+
+def test_cli_bad_files_are_one_line_errors(tmp_path, capsys):
+    code, _, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "none.csv"), "--out", "x.csv")
+    assert code == 1 and err.strip() == f"robot-dynamics retime: error: --waypoints '{tmp_path / 'none.csv'}': no such file"
+    (tmp_path / "bad.csv").write_text("panda_joint1,panda_joint2\n0.1,abc\n")
+    code, _, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "bad.csv"), "--out", "x.csv")
+    assert code == 1 and "line 2, joint 'panda_joint2': 'abc' is not a number" in err
+    assert len(err.strip().splitlines()) == 1
