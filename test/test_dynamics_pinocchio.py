@@ -192,3 +192,45 @@ def test_joint_limits_yaml_and_held_and_gravity(tmp_path):
         RobotModel.from_urdf(ROBOTS["planar_2r"].path, held_joints={"joint2": 4.0})
     with pytest.raises(UserError, match="gravity"):
         m.gravity = (0, 0)
+
+
+
+@pytest.mark.parametrize("robot, held", [
+    ("ur5", {"elbow_joint": -0.8, "wrist_3_joint": 1.3}),      # revolute joints welded mid-chain
+    ("kinova", {"j2s6s200_joint_4": 2.0}),                     # a continuous joint welded
+    ("talos_left_arm", {"arm_left_4_joint": -1.2}),
+    # both gripper masters held: their mimic followers are welded with them
+    ("baxter", {"head_pan": 0.4, "l_gripper_l_finger_joint": 0.01, "r_gripper_l_finger_joint": 0.015}),
+])
+def test_held_joints_match_pinocchio_reduced_model(robot, held):
+    """Our welding (held value folded into the child origin of a fixed joint, in to_urdf) against
+    Pinocchio's own buildReducedModel of the original file."""
+    e = ROBOTS[robot]
+    model = RobotModel.from_urdf(e.path, held_joints=held)
+    assert not model.has_mimic
+    full = pin.buildModelFromUrdf(str(e.path))
+    q0 = pin.neutral(full)
+    lock = []
+    for jn, v in model.held_joints.items():
+        jid = full.getJointId(jn)
+        j = full.joints[jid]
+        if j.nq == 2:
+            q0[j.idx_q], q0[j.idx_q + 1] = np.cos(v), np.sin(v)
+        else:
+            q0[j.idx_q] = v
+        lock.append(jid)
+    ref = pin.buildReducedModel(full, lock, q0)
+    compare(model, ref, samples=3)
+
+
+def test_frame_named_like_a_joint():
+    """Z1 has a link and a joint both called 'gripperStator': the link (BODY frame) is meant."""
+    model = RobotModel.from_urdf(ROBOTS["z1"].path)
+    eng = PinocchioDynamics(model)
+    q = model.random_configuration(RNG)
+    T = eng.frame_placement(q, "gripperStator")
+    ref = pin.buildModelFromUrdf(str(ROBOTS["z1"].path))
+    rd = ref.createData()
+    pin.framesForwardKinematics(ref, rd, ref_config(ref, model, q))
+    np.testing.assert_allclose(T, rd.oMf[ref.getFrameId("gripperStator", pin.FrameType.BODY)].homogeneous,
+                               atol=1e-12)

@@ -200,12 +200,14 @@ class PinocchioDynamics:
 
     # ----------------------------------------------------------------------------------------------
     def _frame_id(self, frame: str) -> int:
+        """Frame id of a link (preferred: a joint may carry the same name) or else a joint."""
         pm = self.pin_model
-        if not pm.existFrame(frame):
-            links = sorted(self.model.description.links)
-            raise UserError(f"frame '{frame}' is not a link or joint of {self.model.description.name} "
-                            f"(links: {', '.join(links)})")
-        return pm.getFrameId(frame)
+        for ftype in (pin.FrameType.BODY, pin.FrameType.JOINT, pin.FrameType.FIXED_JOINT):
+            if pm.existFrame(frame, ftype):
+                return pm.getFrameId(frame, ftype)
+        links = sorted(self.model.description.links)
+        raise UserError(f"frame '{frame}' is not a link or joint of {self.model.description.name} "
+                        f"(links: {', '.join(links)})")
 
     def frame_placement(self, q, frame: str) -> np.ndarray:
         """Pose of a link/joint frame in the base (root link) frame: (4, 4) homogeneous transform, m."""
