@@ -1,5 +1,6 @@
 """Everything together: the effort controller node (computed torque or gravity compensation), the
-TOPP-RA retiming service and, with ``sim:=true``, the MuJoCo simulator standing in for Gazebo/hardware.
+TOPP-RA retiming service (retiming.launch.py) and, with ``sim:=true``, the MuJoCo simulator standing in
+for Gazebo/hardware.
 
     ros2 launch robot_dynamics_ros all.launch.py robot:=panda sim:=true
     ros2 launch robot_dynamics_ros all.launch.py robot:=ur5 controller:=gravity_compensation
@@ -78,6 +79,12 @@ def generate_launch_description():
             description="Control rate of computed_torque and state rate of the simulator, Hz; empty: "
                         "params_file's."),
         DeclareLaunchArgument(
+            "joint_limits",
+            default_value=[
+                PathJoinSubstitution([FindPackageShare("robot_dynamics_ros"), "config", LaunchConfiguration("robot")]),
+                "_joint_limits.yaml"],
+            description="MoveIt-style joint_limits.yaml for the retiming service (acceleration limits)."),
+        DeclareLaunchArgument(
             "use_sim_time", default_value="false",
             description="Use /clock (simulation or bag replay) as the nodes' time."),
         DeclareLaunchArgument(
@@ -115,6 +122,18 @@ def generate_launch_description():
                 "use_sim_time": LaunchConfiguration("use_sim_time"),
             }.items(),
             condition=_controller_is("gravity_compensation"),
+        ),
+        IncludeLaunchDescription(
+            PythonLaunchDescriptionSource(
+                PathJoinSubstitution([FindPackageShare("robot_dynamics_ros"), "launch", "retiming.launch.py"])),
+            launch_arguments={
+                "robot": LaunchConfiguration("robot"),
+                "params_file": LaunchConfiguration("params_file"),
+                "urdf_path": LaunchConfiguration("urdf_path"),
+                "robot_description_topic": LaunchConfiguration("robot_description_topic"),
+                "joint_limits": LaunchConfiguration("joint_limits"),
+                "use_sim_time": LaunchConfiguration("use_sim_time"),
+            }.items(),
         ),
         OpaqueFunction(function=simulator_setup),
     ])

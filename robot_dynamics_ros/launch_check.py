@@ -8,7 +8,7 @@ real ``ros2 launch`` would otherwise only find at run time, or never:
 2. every ``DeclareLaunchArgument`` has a constant name and a description, is declared once, and is used
    by a ``LaunchConfiguration``; every ``LaunchConfiguration`` refers to a declared argument;
 3. every ``launch_ros.actions.Node`` of this package names an executable of setup.py's
-   ``console_scripts`` and has a ``name``;
+   ``console_scripts``, and its node name is known (``name=``, or the node's own default name);
 4. every parameter passed to a node — keys of ``parameters=[{...}]`` dicts (also of a dict bound to a
    name: the keys of the dict literals assigned to it and of ``name["key"] = ...``), and the keys of the node's
    section (``<node name>:`` or ``/**:``) in each parameters YAML file it is given — is a parameter the
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["check_launch_file", "check_launch_dir", "entry_points_from_setup", "declared_parameters_by_instantiation",
-           "launch_arguments", "load_params_file_into_node", "node_class", "UNKNOWN"]
+           "launch_arguments", "load_params_file_into_node", "node_class", "node_info_by_instantiation", "UNKNOWN"]
 
 PACKAGE = "robot_dynamics_ros"
 ALLOWED_IMPORT_ROOTS = frozenset({"launch", "launch_ros", "__future__"})
@@ -142,6 +142,8 @@ class _LaunchFile:
         return UNKNOWN
 
     # ----------------------------------------------------------------------------- checks
+    default_name: Callable[[str], str] | None = None
+
     def check(self, declared: Callable[[str], set[str]], entry_points: Mapping[str, str]) -> list[str]:
         self._check_imports()
         if not any(isinstance(n, ast.FunctionDef) and n.name == "generate_launch_description"
@@ -208,9 +210,12 @@ class _LaunchFile:
             self.problem(call, f"executable '{executable}' is not a console_scripts entry point of setup.py "
                                f"(have: {sorted(entry_points)})")
             return
-        node_name = self.eval(_arg(call, 99, "name"))
+        name_arg = _arg(call, 99, "name")
+        node_name = self.eval(name_arg) if name_arg is not None else (
+            self.default_name(executable) if self.default_name is not None else UNKNOWN)
         if not isinstance(node_name, str):
-            self.problem(call, f"Node '{executable}' has no constant name= (needed to match its YAML section)")
+            self.problem(call, f"Node '{executable}': its node name is unknown (give a constant name=, or "
+                               "default_names to the checker) and is needed to match its YAML section")
         params = _arg(call, 99, "parameters")
         if params is None:
             return
@@ -325,7 +330,8 @@ def launch_arguments(path: str | Path) -> set[str]:
 
 def check_launch_file(path: str | Path, *, declared: Callable[[str], set[str]] | Mapping[str, set[str]],
                       entry_points: Mapping[str, str], share_root: str | Path | None = None,
-                      package: str = PACKAGE) -> list[str]:
+                      package: str = PACKAGE,
+                      default_names: Callable[[str], str] | Mapping[str, str] | None = None) -> list[str]:
     """Check one launch file; returns the problems found (empty list: none).
 
     Args:
@@ -334,6 +340,8 @@ def check_launch_file(path: str | Path, *, declared: Callable[[str], set[str]] |
         entry_points: console_scripts of setup.py, name -> ``module:function``.
         share_root: directory standing for ``share/<package>`` (default: the launch file's parent's parent).
         package: this package's name (nodes of other packages are not checked).
+        default_names: executable -> the name its node takes when the launch file gives no ``name=``
+            (needed to find the node's section in a parameters file).
 
     Raises:
         SyntaxError: the file is not valid Python (message names file and line).
@@ -341,7 +349,10 @@ def check_launch_file(path: str | Path, *, declared: Callable[[str], set[str]] |
     path = Path(path)
     root = Path(share_root) if share_root is not None else path.resolve().parent.parent
     fn = declared.__getitem__ if isinstance(declared, Mapping) else declared
-    return _LaunchFile(path, root, package).check(fn, entry_points)
+    lf = _LaunchFile(path, root, package)
+    if default_names is not None:
+        lf.default_name = default_names.__getitem__ if isinstance(default_names, Mapping) else default_names
+    return lf.check(fn, entry_points)
 
 
 def check_launch_dir(launch_dir: str | Path, **kwargs) -> list[str]:
@@ -401,11 +412,11 @@ def node_class(target: str) -> type:
     return classes[0]
 
 
-def declared_parameters_by_instantiation(target: str, *, ros_args: list[str] | None = None) -> set[str]:
-    """Parameter names the node of an entry point declares, from a real instance of its class.
+def node_info_by_instantiation(target: str, *, ros_args: list[str] | None = None) -> tuple[str, set[str]]:
+    """``(default node name, declared parameter names)`` of the node of an entry point, from a real instance.
 
     The node is created in its own rclpy context with ``ros_args`` (default: the bundled Panda as
-    ``urdf_path``), its parameters listed, then destroyed and the context shut down.
+    ``urdf_path``), its name and parameters read, then it is destroyed and the context shut down.
 
     Raises:
         LookupError: see :func:`node_class`; any error of the node's constructor.
@@ -419,11 +430,16 @@ def declared_parameters_by_instantiation(target: str, *, ros_args: list[str] | N
     try:
         node = cls(context=ctx)
         try:
-            return set(node.list_parameters([], 0).names)
+            return node.get_name(), set(node.list_parameters([], 0).names)
         finally:
             node.destroy_node()
     finally:
         rclpy.shutdown(context=ctx)
+
+
+def declared_parameters_by_instantiation(target: str, *, ros_args: list[str] | None = None) -> set[str]:
+    """Parameter names the node of an entry point declares (see :func:`node_info_by_instantiation`)."""
+    return node_info_by_instantiation(target, ros_args=ros_args)[1]
 
 
 def load_params_file_into_node(target: str, params_file: str | Path, node_name: str | None = None

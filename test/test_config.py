@@ -17,7 +17,9 @@ ENTRY_POINTS = launch_check.entry_points_from_setup(ROOT / "setup.py")
 ROBOTS = ["panda", "ur5"]
 #: node name (YAML section) -> executable
 NODES = {"gravity_compensation": "gravity_compensation", "computed_torque": "computed_torque",
-         "mujoco_simulator": "mujoco_simulator"}
+         "mujoco_simulator": "mujoco_simulator", "retiming_service": "retiming_service"}
+#: nodes that command / simulate the arm (have a joint order)
+ARM_NODES = ("gravity_compensation", "computed_torque", "mujoco_simulator")
 
 
 def flatten(d, prefix=""):
@@ -74,7 +76,7 @@ def test_command_joints_are_the_models_actuated_joints(robot):
     entry = robots.ROBOTS[robot]
     model = RobotModel.from_urdf(entry.path, held_joints=entry.held_joints or None)
     data = yaml.safe_load((ROOT / "config" / f"{robot}.yaml").read_text())
-    for section in NODES:
+    for section in ARM_NODES:
         assert data[section]["ros__parameters"]["joints"] == list(model.joint_names), section
     gains = data["computed_torque"]["ros__parameters"]["gains"]
     assert list(gains) == list(model.joint_names)

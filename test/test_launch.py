@@ -19,23 +19,33 @@ ENTRY_POINTS = launch_check.entry_points_from_setup(ROOT / "setup.py")
 
 
 @functools.lru_cache(maxsize=None)
+def node_info(executable: str) -> tuple[str, frozenset[str]]:
+    name, params = launch_check.node_info_by_instantiation(ENTRY_POINTS[executable])
+    return name, frozenset(params)
+
+
 def declared(executable: str) -> frozenset[str]:
-    return frozenset(launch_check.declared_parameters_by_instantiation(ENTRY_POINTS[executable]))
+    return node_info(executable)[1]
+
+
+def default_name(executable: str) -> str:
+    return node_info(executable)[0]
 
 
 def check(path, share_root=ROOT):
     return launch_check.check_launch_file(path, declared=declared, entry_points=ENTRY_POINTS,
-                                          share_root=share_root)
+                                          share_root=share_root, default_names=default_name)
 
 
 def test_expected_launch_files_exist():
     names = {p.name for p in (ROOT / "launch").glob("*.launch.py")}
-    assert {"gravity_compensation.launch.py", "computed_torque.launch.py", "all.launch.py"} <= names
+    assert {"gravity_compensation.launch.py", "computed_torque.launch.py", "retiming.launch.py",
+            "all.launch.py"} <= names
 
 
 def test_every_launch_file_passes_the_static_check():
     problems = launch_check.check_launch_dir(ROOT / "launch", declared=declared, entry_points=ENTRY_POINTS,
-                                             share_root=ROOT)
+                                             share_root=ROOT, default_names=default_name)
     assert problems == []
 
 
@@ -45,6 +55,7 @@ def test_declared_parameters_come_from_the_real_nodes():
     ct = declared("computed_torque")
     assert {"control_rate", "gains.panda_joint1.kp", "gains.panda_joint7.d"} <= ct  # per-joint, from the URDF
     assert "control_rate" not in gc and "joint_list" not in gc
+    assert {"joint_limits_path", "default_torque_margin"} <= declared("retiming_service")
 
 
 def test_entry_points_are_read_from_setup_py():
@@ -125,3 +136,10 @@ def test_catches_missing_included_file_and_params_file(share):
     assert any("included launch file" in p and "gravity_compensation.launch.py' does not exist" in p
                for p in problems)
     assert any("parameters file" in p and "panda.yaml' of 'mujoco_simulator' does not exist" in p for p in problems)
+
+
+def test_params_file_section_of_an_unnamed_node_is_checked_under_its_default_name(share):
+    edit(share / "config" / "panda.yaml", "    default_torque_margin: 0.9", "    torque_margin: 0.9")
+    problems = check(share / "launch" / "retiming.launch.py", share)
+    assert len(problems) == 1
+    assert "parameter 'torque_margin' of section 'retiming_service' in 'panda.yaml' is not declared" in problems[0]
