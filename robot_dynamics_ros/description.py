@@ -551,11 +551,11 @@ def read_urdf_text(source: str | Path) -> tuple[str, str]:
     Raises:
         URDFError: the path does not exist or cannot be read.
     """
-    if isinstance(source, str) and source.lstrip().startswith("<"):
-        return source, "<string>"
+    if isinstance(source, str) and source.lstrip("\ufeff \t\r\n").startswith("<"):
+        return source.lstrip("\ufeff"), "<string>"
     p = Path(source).expanduser()
     try:
-        return p.read_text(encoding="utf-8"), str(p)
+        return p.read_text(encoding="utf-8-sig"), str(p)
     except FileNotFoundError:
         raise URDFError(f"URDF '{source}': no such file") from None
     except (OSError, UnicodeDecodeError) as exc:

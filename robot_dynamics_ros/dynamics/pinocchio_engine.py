@@ -24,6 +24,12 @@ from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.model import RobotModel
 
 
+def _own(a: np.ndarray) -> np.ndarray:
+    """``a`` itself when it owns its memory (Pinocchio 4.1's bindings return fresh arrays), else a copy
+    (never hand out a view of ``pinocchio.Data`` that the next call overwrites)."""
+    return a if a.flags.owndata else a.copy()
+
+
 class SingularConfigurationError(UserError, ValueError):
     """Raised when a quantity is requested at (or too near) a kinematic singularity."""
 
@@ -123,13 +129,13 @@ class PinocchioDynamics:
     def _tau(self, tau_pin: np.ndarray) -> np.ndarray:
         """Pinocchio generalized force (nv,) -> ours (n,) (virtual work through G)."""
         if self._plain:
-            return tau_pin.copy()
+            return _own(tau_pin)
         return self._Gp.T @ tau_pin
 
     def _mat(self, A_pin: np.ndarray) -> np.ndarray:
         """Pinocchio (nv, nv) joint-space matrix -> ours (n, n): Gpᵀ A Gp."""
         if self._plain:
-            return A_pin.copy()
+            return _own(A_pin)
         return self._Gp.T @ A_pin @ self._Gp
 
     # ----------------------------------------------------------------------------------------------
@@ -149,7 +155,7 @@ class PinocchioDynamics:
     def mass_matrix(self, q) -> np.ndarray:
         """Joint-space inertia M(q), (n, n) kg·m², symmetric positive definite (CRBA, Featherstone 2008 §6.2)."""
         qp = self._q(q)
-        M = pin.crba(self.pin_model, self.data, qp).copy()  # Pinocchio fills the upper triangle
+        M = _own(pin.crba(self.pin_model, self.data, qp))  # Pinocchio fills the upper triangle
         M[self._lower] = M.T[self._lower]
         return M if self._plain else self._Gp.T @ M @ self._Gp
 
@@ -160,7 +166,7 @@ class PinocchioDynamics:
         Lynch & Park eq. 8.52); ``C(q, qd) qd`` equals ``rnea(q, qd, 0) − g(q)``.
         """
         qp = self._q(q)
-        return self._mat(pin.computeCoriolisMatrix(self.pin_model, self.data, qp, self._v(qd, "qd")).copy())
+        return self._mat(pin.computeCoriolisMatrix(self.pin_model, self.data, qp, self._v(qd, "qd")))
 
     def coriolis_qd(self, q, qd) -> np.ndarray:
         """C(q, qd) qd, (n,) N·m: velocity-product torques (RNEA with zero gravity and qdd = 0)."""
@@ -182,7 +188,7 @@ class PinocchioDynamics:
             raise ValueError(f"tau: expected shape ({self.n},) in model.joint_names order, got {tau.shape}")
         if self._plain:
             qp = self._q(q)
-            return pin.aba(self.pin_model, self.data, qp, self._v(qd, "qd"), tau).copy()
+            return _own(pin.aba(self.pin_model, self.data, qp, self._v(qd, "qd"), tau))
         M = self.mass_matrix(q)
         h = self.nonlinear_effects(q, qd)
         return np.linalg.solve(M, tau - h)
@@ -226,7 +232,7 @@ class PinocchioDynamics:
         fid = self._frame_id(frame)
         J = pin.computeFrameJacobian(self.pin_model, self.data, qp, fid, pin.LOCAL_WORLD_ALIGNED)
         if self._plain:
-            return J.copy()
+            return _own(J)
         return J @ self._Gp
 
     def operational_space_inertia(self, q, frame: str, *, part: str = "full", rcond: float = 1e-6) -> np.ndarray:
@@ -252,7 +258,7 @@ class PinocchioDynamics:
             raise ValueError(f"part: expected 'full', 'linear' or 'angular', got {part!r}")
         J = self.frame_jacobian(q, frame)[rows[part]]
         if self._plain:  # M⁻¹ by Pinocchio's ABA-based algorithm (Carpentier 2018), upper triangle filled
-            Minv = pin.computeMinverse(self.pin_model, self.data, self._q(q)).copy()
+            Minv = _own(pin.computeMinverse(self.pin_model, self.data, self._q(q)))
             Minv[self._lower] = Minv.T[self._lower]
         else:
             Minv = np.linalg.inv(self.mass_matrix(q))
