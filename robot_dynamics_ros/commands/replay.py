@@ -484,6 +484,14 @@ def percentiles_us(latencies: list[float]) -> dict[str, float | None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except KeyboardInterrupt:  # before the replay started (the replay loop handles its own)
+        print(f"interrupted before the replay started: nothing was written to '{args.out}'", flush=True)
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
     from robot_dynamics_ros import robots
     from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.nodes import common
