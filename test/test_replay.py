@@ -216,3 +216,55 @@ def test_sixty_seconds_at_500_hz_as_fast_as_possible(tmp_path, capfd, panda):
     g_ne = np.clip(NewtonEulerDynamics(panda).gravity(q), -panda.effort_limit, panda.effort_limit)
     assert np.abs(tau - g_ne).max() <= 1e-9
     assert time.perf_counter() - t < 40.0
+
+
+# ------------------------------------------------------------------------------------------- computed torque
+def write_tracking_bag(path: Path, storage: str) -> None:
+    """1 s of 500 Hz joint states near the demo pose, a 3-point JointTrajectory (reversed joint order) at 0.2 s."""
+    from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+
+    q0 = np.array([0.3, 0.6, -0.4, -1.6, 0.5, 1.9, 0.7])
+    with bags.BagWriter(path, storage=storage) as w:
+        for k in range(500):
+            t, ns = k / 500, T0 + k * 2_000_000
+            q = q0 + 0.05 * np.sin(2 * np.pi * t + np.arange(7))
+            qd = 0.1 * np.pi * np.cos(2 * np.pi * t + np.arange(7))
+            if k == 100:
+                tr = JointTrajectory(joint_names=ARM[::-1])
+                for dt, dq in ((0.3, 0.1), (0.6, 0.2), (0.7, 0.15)):
+                    p = JointTrajectoryPoint(positions=list((q0 + dq)[::-1]))
+                    p.time_from_start.nanosec = int(round(dt * 1e9))
+                    tr.points.append(p)
+                w.write("/computed_torque/joint_trajectory", tr, ns + 50_000)
+            m = JointState(name=[*ARM, *FINGERS], position=[*q, 0.02, 0.02], velocity=[*qd, 0.0, 0.0])
+            m.header.stamp.sec, m.header.stamp.nanosec = divmod(ns, 10**9)
+            w.write("/joint_states", m, ns + 150_000)
+
+
+@pytest.mark.parametrize("mode", ["computed_torque", "gravity"])
+def test_computed_torque_with_a_trajectory(tmp_path, capfd, panda, mode):
+    write_tracking_bag(tmp_path / "in", "sqlite3")
+    params = tmp_path / "p.yaml"
+    params.write_text((ROOT / "config" / "panda.yaml").read_text().replace("mode: computed_torque", f"mode: {mode}"))
+    status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda", "--params", params,
+                          "--node", "computed_torque", "--as-fast-as-possible")
+    assert status == 0 and s["ok"] and s["trajectories_in"] == 1
+    assert s["messages_in"] == 500 and s["commands"] == 500 and s["dropped"] == 0
+    assert s["max_abs_diff_nm"] <= 1e-9  # = the replay's own Pinocchio recomputation
+    assert s["node_counters"]["trajectories_accepted"] == 1
+    out = bags.read_messages(tmp_path / "out", ["/joint_states", "/computed_torque/desired_state",
+                                               "/effort_controller/commands"])
+    js = [m.msg for m in out if m.topic == "/joint_states"]
+    desired = [m.msg for m in out if m.topic == "/computed_torque/desired_state"]
+    tau = np.array([list(m.msg.data) for m in out if m.topic == "/effort_controller/commands"])
+    q = np.array([list(m.position)[:7] for m in js])
+    q_d = np.array([list(m.position) for m in desired])
+    assert np.abs(q_d[-1] - (np.array([0.3, 0.6, -0.4, -1.6, 0.5, 1.9, 0.7]) + 0.15)).max() < 1e-12  # followed
+    assert np.abs(q_d[50] - q[0]).max() < 1e-12  # held the first measured q before the trajectory
+    if mode == "gravity":  # tau = g(q) + P e + D ė, g from the in-package Newton-Euler
+        qd = np.array([list(m.velocity)[:7] for m in js])
+        qd_d = np.array([list(m.velocity) for m in desired])
+        p = np.array([600.0, 600, 600, 600, 250, 150, 50])  # config/panda.yaml gains.*.p / .d
+        d = np.array([50.0, 50, 50, 20, 20, 20, 10])
+        want = NewtonEulerDynamics(panda).gravity(q) + p * (q_d - q) + d * (qd_d - qd)
+        np.testing.assert_allclose(tau, np.clip(want, -panda.effort_limit, panda.effort_limit), rtol=0, atol=1e-9)

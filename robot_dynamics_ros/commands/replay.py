@@ -190,18 +190,59 @@ def check_joint_names(records: list[Record], model, js_topic: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------- offline
-class GravityRecomputation:
-    """Offline tau for each joint state, as the gravity-compensation node is configured to compute it.
+class JointStateTracker:
+    """The last accepted position/velocity of each model joint, by name, with the nodes' acceptance rules.
 
-    Keeps the last accepted position/velocity of each joint by name (the node's rules: a message with
-    duplicate names, mismatched lengths, a non-finite position, an infinite velocity or a stamp older than
-    one already held is ignored) and, once every joint is known, computes (Featherstone 2008 §5.3;
-    friction from URDF ``<dynamics>``)::
+    A message is ignored when it has duplicate names, lengths that do not match ``name``, no model joint,
+    a non-finite position or an infinite velocity, a stamp older than one already held for a joint, or a
+    stamp more than ``state_timeout`` ahead of ``now``. A command is due for an accepted message once every
+    joint has a position (and a finite velocity when ``require_velocity``) and the message is not older
+    than ``state_timeout`` (by its stamp; unstamped messages count as fresh).
+    """
+
+    def __init__(self, model, *, require_velocity: bool, state_timeout: float):
+        self.index = model.index
+        self.require_velocity = require_velocity
+        self.timeout_ns = int(round(state_timeout * 1e9))
+        self.q = np.full(model.n, np.nan)
+        self.qd = np.full(model.n, np.nan)
+        self.stamp = np.zeros(model.n, dtype=np.int64)
+
+    def update(self, msg, now_ns: int) -> bool:
+        """Apply one JointState received at ``now_ns`` (node clock); True when a command is due for it."""
+        names = list(msg.name)
+        pos, vel = list(msg.position), list(msg.velocity)
+        if len(set(names)) != len(names) or len(pos) != len(names) or len(vel) not in (0, len(names)):
+            return False
+        if len(msg.effort) not in (0, len(names)):
+            return False
+        idx = [(k, self.index[n]) for k, n in enumerate(names) if n in self.index]
+        if not idx or not all(math.isfinite(p) for p in pos) or any(math.isinf(v) for v in vel):
+            return False
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        if stamp and (stamp > now_ns + self.timeout_ns or any(self.stamp[i] > stamp for _, i in idx)):
+            return False
+        for k, i in idx:
+            self.q[i] = pos[k]
+            if vel:
+                self.qd[i] = vel[k]
+            if stamp:
+                self.stamp[i] = stamp
+        if np.isnan(self.q).any() or (self.require_velocity and not np.isfinite(self.qd).all()):
+            return False
+        return not (stamp and now_ns - stamp > self.timeout_ns)
+
+
+class GravityRecomputation:
+    """Offline command of the gravity-compensation node for each joint state, as the node is configured.
+
+    Once every joint is known (:class:`JointStateTracker`), with a :class:`PinocchioDynamics` of its own
+    (Featherstone 2008 §5.3: g(q) = RNEA(q, 0, 0); friction from URDF ``<dynamics>``)::
 
         tau = g(q) [+ tau_friction(qd)]   (g left out with hardware_compensates_gravity; zeros if disabled)
         tau = clip(tau, -effort_limit, effort_limit)   (clamp_to_effort_limits)
 
-    with a :class:`PinocchioDynamics` of its own, in the node's command joint order (``joints``).
+    in the node's command joint order (``joints``), N·m.
     """
 
     def __init__(self, model, params: dict[str, Any]):
@@ -223,40 +264,97 @@ class GravityRecomputation:
         self.enabled = bool(params.get("enabled", True))
         joints = list(params.get("joints") or model.joint_names)
         self.command_index = np.array([model.index[j] for j in joints], dtype=int)
-        self.q = np.full(model.n, np.nan)
-        self.qd = np.full(model.n, np.nan)
-        self.stamp = np.zeros(model.n, dtype=np.int64)
+        self.tracker = JointStateTracker(model, require_velocity=self.friction,
+                                         state_timeout=float(params.get("state_timeout", 0.1)))
 
-    def __call__(self, msg) -> np.ndarray | None:
-        """The command for one JointState, or None when the node is not expected to command."""
-        names = list(msg.name)
-        pos, vel = list(msg.position), list(msg.velocity)
-        if len(set(names)) != len(names) or len(pos) != len(names) or len(vel) not in (0, len(names)):
-            return None
-        if len(msg.effort) not in (0, len(names)):
-            return None
-        idx = [(k, self.model.index[n]) for k, n in enumerate(names) if n in self.model.index]
-        if not idx or not all(math.isfinite(p) for p in pos) or any(math.isinf(v) for v in vel):
-            return None
-        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-        if stamp and any(self.stamp[i] > stamp for _, i in idx):
-            return None
-        for k, i in idx:
-            self.q[i] = pos[k]
-            if vel:
-                self.qd[i] = vel[k]
-            if stamp:
-                self.stamp[i] = stamp
-        if np.isnan(self.q).any() or (self.friction and np.isnan(self.qd).any()):
+    def expected(self, records: list[Record]) -> list:
+        """The command (array) or None for each joint state of ``records``, in order."""
+        return [self(r.msg, r.t_ns) for r in records if r.index >= 0]
+
+    def __call__(self, msg, now_ns: int) -> np.ndarray | None:
+        if not self.tracker.update(msg, now_ns):
             return None
         if not self.enabled:
             return np.zeros(len(self.command_index))
-        tau = np.zeros(self.model.n) if self.hw_gravity else self.engine.gravity(self.q)
+        q, qd = self.tracker.q, self.tracker.qd
+        tau = np.zeros(self.model.n) if self.hw_gravity else self.engine.gravity(q)
         if self.friction:
-            tau = tau + self.engine.friction_torque(self.qd)
+            tau = tau + self.engine.friction_torque(qd)
         if self.clamp:
             tau = np.clip(tau, -self.model.effort_limit, self.model.effort_limit)
         return tau[self.command_index]
+
+
+class ComputedTorqueRecomputation:
+    """Offline command of the computed-torque node ticking once per joint state (``tick_source:
+    joint_states``), as configured (``mode``, ``gains.<joint>.{p,d,kp,kd}``, ``joints``, clamp).
+
+    The desired state is sampled at the joint state's header stamp (its bag time if unstamped) by the
+    package's ``TrajectoryExecutor`` (joint_trajectory_controller semantics; each trajectory submitted at its
+    bag time, the node's clock when it received it), holding the first measured q before a trajectory.
+    The torque is computed here with a :class:`PinocchioDynamics` of its own (e = q_d - q, ė = qd_d - qd):
+
+    * feedforward:     tau = RNEA(q_d, qd_d, qdd_d) + P e + D ė   (Lynch & Park 2017, §11.4.1)
+    * computed_torque: tau = RNEA(q, qd, qdd_d + Kd ė + Kp e)      (Lynch & Park 2017, §11.4.1)
+    * gravity:         tau = g(q) + P e + D ė                       (Spong et al. 2006, §8.2)
+
+    then clipped to the URDF effort limits (``clamp_to_effort_limits``), in ``joints`` order, N·m.
+    """
+
+    def __init__(self, model, params: dict[str, Any], *, epoch_ns: int):
+        from robot_dynamics_ros.control.interpolation import TrajectoryExecutor
+        from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+        from robot_dynamics_ros.nodes.computed_torque import DEFAULT_GAINS
+
+        self.model = model
+        self.engine = PinocchioDynamics(model)
+        self.mode = str(params.get("mode", "feedforward"))
+        self.gains = {k: np.array([float(params.get(f"gains.{j}.{k}", DEFAULT_GAINS[k])) for j in model.joint_names])
+                      for k in ("p", "d", "kp", "kd")}
+        self.clamp = bool(params.get("clamp_to_effort_limits", True))
+        self.check_limits = bool(params.get("check_position_limits", True))
+        joints = list(params.get("joints") or model.joint_names)
+        self.command_index = np.array([model.index[j] for j in joints], dtype=int)
+        self.epoch_ns = int(epoch_ns)
+        self.trajectories = TrajectoryExecutor(model.n, epoch_ns=self.epoch_ns)
+        self.tracker = JointStateTracker(model, require_velocity=True,
+                                         state_timeout=float(params.get("state_timeout", 0.1)))
+
+    def expected(self, records: list[Record]) -> list:
+        """The command (array) or None for each joint state of ``records`` (trajectories applied in order)."""
+        from robot_dynamics_ros.control.interpolation import TrajectoryRejected, validate_joint_trajectory
+
+        out = []
+        m = self.model
+        for r in records:
+            if r.index < 0:
+                try:
+                    spec = validate_joint_trajectory(r.msg, m.joint_names, lower=m.lower if self.check_limits
+                                                     else None, upper=m.upper if self.check_limits else None)
+                except TrajectoryRejected:
+                    continue
+                self.trajectories.submit(spec, (r.t_ns - self.epoch_ns) * 1e-9)
+                continue
+            if not self.tracker.update(r.msg, r.t_ns):
+                out.append(None)
+                continue
+            q, qd = self.tracker.q.copy(), self.tracker.qd.copy()
+            if not self.trajectories.has_hold_position:
+                self.trajectories.set_hold_position(q)
+            stamp = r.msg.header.stamp.sec * 1_000_000_000 + r.msg.header.stamp.nanosec
+            d = self.trajectories.sample(((stamp or r.t_ns) - self.epoch_ns) * 1e-9)
+            g = self.gains
+            e, ed = d.q - q, d.qd - qd
+            if self.mode == "computed_torque":
+                tau = self.engine.rnea(q, qd, d.qdd + g["kd"] * ed + g["kp"] * e)
+            elif self.mode == "gravity":
+                tau = self.engine.gravity(q) + g["p"] * e + g["d"] * ed
+            else:
+                tau = self.engine.rnea(d.q, d.qd, d.qdd) + g["p"] * e + g["d"] * ed
+            if self.clamp:
+                tau = np.clip(tau, -m.effort_limit, m.effort_limit)
+            out.append(np.asarray(tau)[self.command_index])
+        return out
 
 
 # ----------------------------------------------------------------------------------------- replay
@@ -322,8 +420,8 @@ class Replayer:
             rclpy.shutdown(context=self.ctx)
 
     def run(self, records: list[Record], expected: list, *, rate: float | None) -> ReplayResult:
-        """Publish ``records``; ``expected[i]`` is the recomputed command of joint state i (None: none
-        expected; the string "any": expected but not recomputed). ``rate`` None = flow controlled."""
+        """Publish ``records``; ``expected[i]`` is the recomputed command of joint state i (None: no command
+        expected). ``rate`` None = flow controlled."""
         from rclpy.serialization import serialize_message
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import JointState
@@ -439,6 +537,9 @@ class Replayer:
             wait_until = time.perf_counter() + self.timeout  # drain
             while pending and time.perf_counter() < wait_until:
                 spin(timeout_sec=0.001)
+            settle = time.perf_counter() + 0.2  # what the node publishes after its last command
+            while time.perf_counter() < settle:
+                spin(timeout_sec=0.01)
         except KeyboardInterrupt:
             res.interrupted = True
         res.dropped += len(pending)
@@ -521,15 +622,13 @@ def _run(args: argparse.Namespace) -> int:
     source, held, _ = common.resolve_robot_source(params)
     model = RobotModel.from_urdf(source, held_joints=held, joint_limits=params.get("joint_limits_path") or None)
     check_joint_names(records, model, args.joint_states_topic)
-    js = [r for r in records if r.index >= 0]
-    if args.node == "gravity_compensation":
-        recompute = GravityRecomputation(model, params)
-        expected: list = [recompute(r.msg) for r in js]
-    else:  # computed_torque: one command per accepted complete joint state; not recomputed here
-        expected = ["any"] * len(js)
-
     replayer = Replayer(args.node, args.urdf, args.params, timeout=args.timeout)
     try:
+        if args.node == "gravity_compensation":
+            expected = GravityRecomputation(model, params).expected(records)
+        else:  # the node's trajectory clock counts from its start time (sim time: 0 before any /clock)
+            epoch = int(getattr(replayer.node, "_epoch_ns", 0))
+            expected = ComputedTorqueRecomputation(model, params, epoch_ns=epoch).expected(records)
         res = replayer.run(records, expected, rate=rate)
         counters = dict(getattr(getattr(replayer.node, "diag", None), "counters", {}) or
                         getattr(getattr(replayer.node, "diagnostics", None), "counters", {}) or {})
@@ -539,7 +638,6 @@ def _run(args: argparse.Namespace) -> int:
     target = out.with_name(out.name + ".partial") if res.interrupted else out
     n_written = write_recording(target, res.recorded, storage)
     outputs = sum(1 for r in res.recorded if r[0] not in (args.joint_states_topic, traj_topic))
-    recomputed = args.node == "gravity_compensation"
     summary = {
         "in_bag": str(args.in_bag), "out_bag": str(target), "storage": storage, "node": args.node,
         "mode": "as_fast_as_possible" if rate is None else f"rate {rate:g}",
@@ -547,13 +645,12 @@ def _run(args: argparse.Namespace) -> int:
         "commands": res.commands, "dropped": res.dropped, "unmatched_commands": res.unmatched_commands,
         "no_command_expected": res.no_command_expected,
         "latency_us": percentiles_us(res.latencies),
-        "max_abs_diff_nm": (res.max_abs_diff if res.matched else None) if recomputed else None,
+        "max_abs_diff_nm": res.max_abs_diff if res.matched else None,
         "bag_duration_s": round((records[-1].t_ns - records[0].t_ns) * 1e-9, 6),
         "wall_s": round(res.wall_s, 3), "node_counters": counters, "interrupted": res.interrupted,
         "recorded": n_written,
     }
-    ok = res.dropped == 0 and (not recomputed or summary["max_abs_diff_nm"] is None
-                               or summary["max_abs_diff_nm"] <= args.tolerance)
+    ok = res.dropped == 0 and (summary["max_abs_diff_nm"] is None or summary["max_abs_diff_nm"] <= args.tolerance)
     summary["ok"] = bool(ok and not res.interrupted)
     lat = summary["latency_us"]
     print(f"replayed {res.published} joint states ({res.trajectories} trajectories) from {args.in_bag} into "
@@ -562,8 +659,7 @@ def _run(args: argparse.Namespace) -> int:
           f"no command expected {res.no_command_expected}")
     if lat["p50"] is not None:
         print(f"  latency p50 {lat['p50']} us, p90 {lat['p90']} us, p99 {lat['p99']} us, max {lat['max']} us")
-    if recomputed:
-        print(f"  max |command - offline g(q)| = {summary['max_abs_diff_nm']} N·m (tolerance {args.tolerance:g})")
+    print(f"  max |command - offline recomputation| = {summary['max_abs_diff_nm']} N·m (tolerance {args.tolerance:g})")
     if res.interrupted:
         print(f"  interrupted: the {n_written} messages recorded so far are in '{target}' (not '{out}')")
     else:
