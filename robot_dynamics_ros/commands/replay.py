@@ -375,9 +375,13 @@ class ReplayResult:
 
 
 class Replayer:
-    """The replay node, the node under test and one EventsExecutor, all driven from the calling thread."""
+    """The replay node, the node under test and one EventsExecutor, all driven from the calling thread.
 
-    def __init__(self, node_name: str, urdf: str, params_files: list[str], *, timeout: float):
+    ``window``: inputs in flight without their command in flow-controlled mode. 1 (the default) was the
+    fastest measured here (60 s of 500 Hz: 11.2 s at 1, 15.8 s at 2, 16.9 s at 4, 17.5 s at 8).
+    """
+
+    def __init__(self, node_name: str, urdf: str, params_files: list[str], *, timeout: float, window: int = 1):
         import rclpy
         from rclpy.signals import SignalHandlerOptions
 
@@ -392,6 +396,7 @@ class Replayer:
         rclpy.init(context=self.ctx, args=["robot-dynamics-replay", "--ros-args", *ros_args],
                    signal_handler_options=SignalHandlerOptions.NO)
         self.timeout = timeout
+        self.window = int(window)
         self.node = None
         self.rep = None
         self.executor = None
@@ -526,12 +531,13 @@ class Replayer:
                     pending.append((r.index, time.perf_counter()))
                 pub_js.publish(r.msg)
                 res.published += 1
-                if rate is None:  # flow control: until the command for it came, or the timeout
+                if rate is None:  # flow control: at most `window` inputs without their command
                     wait_until = time.perf_counter() + self.timeout
-                    while pending and time.perf_counter() < wait_until:
+                    while len(pending) >= self.window and time.perf_counter() < wait_until:
                         spin(timeout_sec=0.001)
-                    res.dropped += len(pending)  # timed out: a late command will count as unmatched
-                    pending.clear()
+                    while len(pending) >= self.window:  # timed out: a late command counts as unmatched
+                        pending.popleft()
+                        res.dropped += 1
                 else:
                     spin(timeout_sec=0)
             wait_until = time.perf_counter() + self.timeout  # drain
