@@ -12,6 +12,8 @@ import yaml
 from robot_dynamics_ros import launch_check, robots
 from robot_dynamics_ros.model import RobotModel
 
+pytestmark = pytest.mark.ros  # starts the real node classes (rclpy, own contexts)
+
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY_POINTS = launch_check.entry_points_from_setup(ROOT / "setup.py")
 ROBOTS = ["panda", "ur5"]

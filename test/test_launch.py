@@ -14,6 +14,8 @@ import pytest
 
 from robot_dynamics_ros import launch_check
 
+pytestmark = pytest.mark.ros  # starts the real node classes (rclpy, own contexts)
+
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY_POINTS = launch_check.entry_points_from_setup(ROOT / "setup.py")
 

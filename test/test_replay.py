@@ -16,6 +16,8 @@ from robot_dynamics_ros import bags, cli, robots
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.model import RobotModel
 
+pytestmark = pytest.mark.ros
+
 ROOT = Path(__file__).resolve().parent.parent
 PARAMS = str(ROOT / "config" / "panda.yaml")
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
@@ -203,6 +205,7 @@ def test_refuses_existing_out(tmp_path, capfd):
 
 
 # ------------------------------------------------------------------------------------------- done-when
+@pytest.mark.slow
 def test_sixty_seconds_at_500_hz_as_fast_as_possible(tmp_path, capfd, panda):
     """Issue 6 done-when: 60 s of 500 Hz 7-DoF joint states, zero dropped, commands = recomputation to 1e-9."""
     t = time.perf_counter()
