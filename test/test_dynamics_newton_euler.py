@@ -27,11 +27,13 @@ def assert_engines_agree(model, N=8, seed=0):
     ne, pino = NewtonEulerDynamics(model), PinocchioDynamics(model)
     q, qd, qdd = states(model, rng, N)
     tau, g, M, cqd = ne.rnea(q, qd, qdd), ne.gravity(q), ne.mass_matrix(q), ne.coriolis_qd(q, qd)
-    assert tau.shape == (N, model.n) and M.shape == (N, model.n, model.n)
+    M_columns = ne.mass_matrix(q, method="columns")  # the other in-package algorithm
+    assert tau.shape == (N, model.n) and M.shape == M_columns.shape == (N, model.n, model.n)
     for k in range(N):
         np.testing.assert_allclose(tau[k], pino.rnea(q[k], qd[k], qdd[k]), rtol=0, atol=TOL)
         np.testing.assert_allclose(g[k], pino.gravity(q[k]), rtol=0, atol=TOL)
         np.testing.assert_allclose(M[k], pino.mass_matrix(q[k]), rtol=0, atol=TOL)
+        np.testing.assert_allclose(M_columns[k], pino.mass_matrix(q[k]), rtol=0, atol=TOL)
         np.testing.assert_allclose(cqd[k], pino.coriolis_matrix(q[k], qd[k]) @ qd[k], rtol=0, atol=TOL)
 
 
@@ -86,6 +88,8 @@ def test_single_state_and_shape_errors():
         ne.rnea(np.zeros((4, 2)), np.zeros((3, 2)), np.zeros((4, 2)))
     with pytest.raises(ValueError, match="qdd: contains NaN"):
         ne.rnea(q, q, np.array([np.nan, 0.0]))
+    with pytest.raises(ValueError, match="method"):
+        ne.mass_matrix(q, method="aba")
 
 
 def test_prismatic_chain_against_pinocchio():
@@ -105,3 +109,25 @@ def test_prismatic_chain_against_pinocchio():
         <child link="c"/><axis xyz="0 0.6 0.8"/><limit lower="-0.2" upper="0.2" effort="100" velocity="1"/></joint>
     </robot>"""
     assert_engines_agree(RobotModel.from_urdf(text), N=6)
+
+
+def test_kernel_sine_cosine_match_libm():
+    """The vectorized sin/cos of the kernel against numpy (libm) over the angles a robot can have."""
+    from robot_dynamics_ros.dynamics.newton_euler import _sincos_flat
+
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(-7, 7, 200_000), rng.uniform(-1e5, 1e5, 200_000),
+                        np.arange(-64, 65) * (np.pi / 4), np.arange(-64, 65) * (np.pi / 4) + 1e-13])
+    S, C = np.empty_like(x), np.empty_like(x)
+    _sincos_flat(x, S, C)
+    assert np.abs(S - np.sin(x)).max() <= 2.3e-16 and np.abs(C - np.cos(x)).max() <= 2.3e-16
+
+
+def test_wound_up_continuous_joint_uses_the_libm_fallback():
+    model = RobotModel.from_urdf(ROBOTS["kinova"].path)
+    ne, pino = NewtonEulerDynamics(model), PinocchioDynamics(model)
+    q = model.random_configuration(np.random.default_rng(2))
+    i = model.joint_types.index("continuous")
+    q[i] = 3.0e6 + 0.3  # far beyond the polynomial reduction's range (2^19 · π/2)
+    qd = np.full(model.n, 0.4)
+    np.testing.assert_allclose(ne.rnea(q, qd, qd), pino.rnea(q, qd, qd), atol=TOL)

@@ -54,7 +54,7 @@ def state(draw):
 def test_mass_matrix_symmetric_positive_definite(s):
     robot, q, _, _ = s
     _, pino, ne = engines(robot)
-    for M in (pino.mass_matrix(q), ne.mass_matrix(q)):
+    for M in (pino.mass_matrix(q), ne.mass_matrix(q), ne.mass_matrix(q, method="columns")):
         np.testing.assert_array_equal(M, M.T)
         assert np.linalg.eigvalsh(M)[0] > 0, robot
         np.linalg.cholesky(M)
