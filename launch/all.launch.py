@@ -17,6 +17,7 @@ from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
 from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 
@@ -35,6 +36,8 @@ def simulator_setup(context, *args, **kwargs):
     overrides = {k: v for k, v in overrides.items() if v.perform(context).strip()}
     if "robot_description_topic" in overrides and "urdf_path" not in overrides:
         overrides["urdf_path"] = ""  # the topic is read only when urdf_path is empty
+    if "publish_rate" in overrides:  # rate:=250 must reach the node as a double, not an integer
+        overrides["publish_rate"] = ParameterValue(overrides["publish_rate"], value_type=float)
     return [
         Node(
             package="robot_dynamics_ros",

@@ -14,6 +14,7 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution
 from launch_ros.actions import Node
+from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
 
 
@@ -30,6 +31,8 @@ def launch_setup(context, *args, **kwargs):
     overrides = {k: v for k, v in overrides.items() if v.perform(context).strip()}
     if "robot_description_topic" in overrides and "urdf_path" not in overrides:
         overrides["urdf_path"] = ""  # the topic is read only when urdf_path is empty
+    if "control_rate" in overrides:  # rate:=250 must reach the node as a double, not an integer
+        overrides["control_rate"] = ParameterValue(overrides["control_rate"], value_type=float)
     return [
         Node(
             package="robot_dynamics_ros",
