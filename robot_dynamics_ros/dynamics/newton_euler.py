@@ -40,7 +40,8 @@ M(q) comes from the composite-rigid-body algorithm (Featherstone 2008 Table 6.2,
 the RNEA torque for q̇ = 0, q̈ = e_j, g = 0. C(q, q̇) q̇ is the RNEA torque for q̈ = 0, g = 0.
 
 The kernels are compiled with numba (``@njit(cache=True)``) on first use (or :meth:`NewtonEulerDynamics.warmup`),
-with explicit loops over samples and bodies; they allocate nothing per sample.
+with explicit loops over samples and bodies; they allocate nothing per sample and release the GIL
+(``nogil=True``), so a service thread computing a long path does not stall the other threads.
 """
 from __future__ import annotations
 
@@ -163,7 +164,7 @@ _PIO2_1T = float(Decimal("1.5707963267948966192313216916397514420985846996875529
 _SINCOS_MAX = 2.0**19 * math.pi / 2
 
 
-@njit(cache=True)  # no fastmath: the reduction relies on the evaluation order written here
+@njit(cache=True, nogil=True)  # no fastmath: the reduction relies on the evaluation order written here
 def _sincos_flat(x, S, C):
     """S[j], C[j] = sin x[j], cos x[j] for flat arrays (see the comment above for the method)."""
     for j in range(x.shape[0]):
@@ -184,7 +185,7 @@ def _sincos_flat(x, S, C):
         C[j] = cc if ((q + 1) & 2) == 0 else -cc
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _body_positions(q, src, mult, offset):
     """Joint position of every body, q_b = mult · q[src] + offset, with its sine and cosine: 3 × (N, nb)."""
     N = q.shape[0]
@@ -357,7 +358,7 @@ def _unpack(fbuf, ibuf):
     return parent, R_T, p_T, axis, jtype, mass, com, I_c, src, mult, offset
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _rnea_batch(fbuf, ibuf, q, qd, qdd, a0, use_qd, use_qdd, tau):
     """Batched RNEA: q, qd, qdd (N, n) -> tau (N, n). ``use_qd``/``use_qdd`` False treat them as zero.
 
@@ -392,7 +393,7 @@ def _rnea_batch(fbuf, ibuf, q, qd, qdd, a0, use_qd, use_qdd, tau):
             tau[k, src[i]] += mult[i] * tau_b[i]
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _mass_matrix_batch(fbuf, ibuf, q, M):
     """Batched M(q): column j = RNEA(q, q̇ = 0, q̈ = e_j, g = 0) (Walker & Orin 1982, method 1)."""
     parent, R_T, p_T, axis, jtype, mass, com, I_c, src, mult, offset = _unpack(fbuf, ibuf)
@@ -428,7 +429,7 @@ def _mass_matrix_batch(fbuf, ibuf, q, M):
                 M[k, j, r] = s
 
 
-@njit(cache=True, fastmath=_FASTMATH)
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _crba_batch(fbuf, ibuf, q, M):
     """Batched M(q) by the composite-rigid-body algorithm (Featherstone 2008 Table 6.2, in 3-vector form).
 
