@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import rclpy
@@ -69,14 +71,27 @@ def test_bad_inputs_are_user_errors(tmp_path):
         rclpy.shutdown(context=ctx)
 
 
-def test_cli_runs_simulator_and_gravity_node_for_a_duration(tmp_path):
+def test_cli_runs_the_loop_and_stops_cleanly_on_sigint(tmp_path):
+    """`robot-dynamics run` closes the loop over DDS, and Ctrl-C (SIGINT) ends it with exit 0 and a summary.
+
+    (rclpy.experimental.EventsExecutor.spin() does not return on SIGINT; the command must not hang.)
+    """
     f = tmp_path / "p.yaml"
     f.write_text(YAML)
-    r = subprocess.run([sys.executable, "-m", "robot_dynamics_ros.cli", "run", "--params", str(f),
-                        "--duration", "1.5"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["nodes"] == ["mujoco_simulator", "gravity_compensation"]
+    p = subprocess.Popen([sys.executable, "-m", "robot_dynamics_ros.cli", "run", "--params", str(f),
+                          "--duration", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        line = p.stdout.readline()          # "running [...] with the events executor for 60 s"
+        assert line.startswith("running ['mujoco_simulator', 'gravity_compensation']"), p.stderr.read()
+        time.sleep(1.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0 and "Traceback" not in err
+    summary = json.loads(out.strip().splitlines()[-1])
     # the closed loop ran: the gravity node received the simulator's states, the simulator its commands
     assert summary["gravity_compensation"]["received"] > 50
     assert summary["mujoco_simulator"]["commands"] > 50

@@ -139,16 +139,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"running {[n.get_name() for n in nodes]} with the {args.executor} executor"
               + (f" for {args.duration:g} s" if args.duration else " (Ctrl-C to stop)"), flush=True)
         t_end = time.monotonic() + args.duration if args.duration else None
-        try:
-            while t_end is None or time.monotonic() < t_end:
-                executor.spin_once(timeout_sec=0.1)
-        except KeyboardInterrupt:
-            pass
+        common.spin_until_shutdown(executor, ctx,
+                                   until=None if t_end is None else lambda: time.monotonic() >= t_end)
         summary = {"nodes": [n.get_name() for n in nodes]}
         for n in nodes:
             diag = getattr(n, "diag", None)
             if diag is not None:
-                summary[n.get_name()] = dict(diag.counters)
+                summary[n.get_name()] = dict(getattr(diag, "counters", {}))
         print(json.dumps(summary), flush=True)
         return 0
     finally:
@@ -159,5 +156,4 @@ def run(args: argparse.Namespace) -> int:
                 pass
         if executor is not None:
             executor.shutdown()
-        if ctx.ok():
-            rclpy.shutdown(context=ctx)
+        rclpy.try_shutdown(context=ctx)

@@ -32,7 +32,7 @@ import numpy as np
 __all__ = [
     "ParamSpec", "declare_parameters", "validate_parameters", "robot_source_params", "ModelLoader",
     "shared_model", "shared_engine", "Diagnostics", "LatencyStats", "RateLimitedLog", "joint_state_qos",
-    "command_qos", "description_qos", "make_executor", "stamp_ns", "EXECUTORS",
+    "command_qos", "description_qos", "make_executor", "spin_until_shutdown", "stamp_ns", "EXECUTORS",
 ]
 
 
@@ -371,6 +371,44 @@ def make_executor(kind: str = "events", context=None):
 
         return MultiThreadedExecutor(context=context)
     raise ValueError(f"executor '{kind}': must be one of {list(EXECUTORS)}")
+
+
+def spin_until_shutdown(executor, context=None, *, until: Callable[[], bool] | None = None,
+                        period: float = 0.1) -> None:
+    """Spin ``executor`` until SIGINT / SIGTERM, the context's shutdown, or ``until()`` returning True.
+
+    Use this instead of ``executor.spin()``: ``rclpy.experimental.EventsExecutor.spin()`` does not return on
+    SIGINT (measured here), and rclpy's own signal handler shuts down only the default context. In the
+    main thread this installs Python handlers for SIGINT and SIGTERM for the duration of the call (they
+    run between two ``spin_once(period)`` calls) and restores the previous ones afterwards.
+    """
+    import signal
+
+    from rclpy.executors import ExternalShutdownException
+    from rclpy.utilities import get_default_context
+
+    ctx = context if context is not None else get_default_context()
+    stop = []
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[sig] = signal.signal(sig, lambda signum, frame: stop.append(signum))
+            except (ValueError, OSError):  # not allowed here: rely on rclpy's handler
+                pass
+    try:
+        while not stop and ctx.ok() and (until is None or not until()):
+            executor.spin_once(timeout_sec=period)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception:
+        if ctx.ok() and not stop:
+            raise
+        # a callback that was running when the signal shut the context down (e.g. "publisher's context
+        # is invalid"): that is the shutdown, not an error
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def stamp_ns(stamp) -> int:

@@ -330,22 +330,23 @@ def main(args: list[str] | None = None) -> int:
     from robot_dynamics_ros.errors import UserError
 
     rclpy.init(args=args)
-    node = None
+    node = executor = None
     try:
         node = GravityCompensationNode()
         executor = common.make_executor("events")
         executor.add_node(node)
-        executor.spin()
+        common.spin_until_shutdown(executor)   # (EventsExecutor.spin() would not return on Ctrl-C)
     except KeyboardInterrupt:
         pass
     except (UserError, ValueError) as exc:
         print(f"gravity_compensation: error: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
+        if executor is not None:
+            executor.shutdown()
         if node is not None:
             node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+        rclpy.try_shutdown()
     return 0
 
 
