@@ -7,8 +7,9 @@ requests answered, successes, mean/max round-trip time.
 
 Where the service runs is the scenario's choice (see :mod:`robot_dynamics_ros.benchmarking.latency`):
 
-* ``retiming`` — in the same process as the node under test, on the same executor (the node-under-test
-  child is started with ``--with-retiming``): what ``robot-dynamics run`` does when it hosts all nodes;
+* ``retiming`` — in the same process as the node under test, added to the same executor (the
+  node-under-test child is started with ``--with-retiming``): what ``robot-dynamics run`` does when it
+  hosts all nodes; the node serves ``~/retime`` from its own worker thread (``separate_executor``);
 * ``retiming-sep`` — in a process of its own (``... retiming_load serve``).
 
 Keeping the client in its own process keeps its CPU and GIL use out of the measuring process.
@@ -45,10 +46,9 @@ def make_retiming_node(context):
 
     from robot_dynamics_ros.nodes import retiming_service as rs
 
-    node_ns, _, srv = SERVICE_NAME.strip("/").rpartition("/")
+    node_name = SERVICE_NAME.strip("/").rpartition("/")[0]
     overrides = [Parameter("urdf_path", value="panda")]
-    node = rs.RetimingServiceNode(node_ns, context=context, parameter_overrides=overrides)
-    return node
+    return rs.RetimingServiceNode(node_name, context=context, parameter_overrides=overrides)
 
 
 def request_path(k: int, waypoints: int = WAYPOINTS) -> np.ndarray:
