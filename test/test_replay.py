@@ -98,7 +98,7 @@ def test_recorded_timing_is_kept_at_rate_one(tmp_path, capfd):
     status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda",
                           "--params", PARAMS, "--rate", "1.0")
     assert status == 0 and s["dropped"] == 0 and s["commands"] == 250 and s["max_abs_diff_nm"] <= 1e-9
-    assert 0.49 <= s["wall_s"] < 2.0  # paced by the bag's record times, not as fast as possible
+    assert 0.49 <= s["wall_s"] < 5.0  # paced by the bag's record times, not as fast as possible
 
 
 @pytest.fixture(scope="module")
