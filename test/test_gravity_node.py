@@ -341,3 +341,32 @@ def test_model_joint_outside_command_list_enters_dynamics_at_its_reported_positi
         node.destroy_node()
     finally:
         rclpy.shutdown(context=ctx)
+
+
+def test_staleness_on_simulated_time_with_use_sim_time():
+    """use_sim_time: stamps are judged against /clock (as under Gazebo), not the wall clock."""
+    from rosgraph_msgs.msg import Clock
+
+    h = Harness(use_sim_time=True)
+    try:
+        clock_pub = h.io.create_publisher(Clock, "/clock", 10)
+        assert h.wait(lambda: clock_pub.get_subscription_count() > 0)
+        clock_pub.publish(Clock(clock=rclpy.time.Time(seconds=100).to_msg()))
+        assert h.wait(lambda: h.node.get_clock().now().nanoseconds == 100 * 10**9)
+        q = _state(np.random.default_rng(7))
+        pos = [q[n] for n in MSG_ORDER]
+
+        def send_at(t):
+            msg = JointState(name=MSG_ORDER, position=pos, velocity=[0.0] * len(pos))
+            msg.header.stamp = rclpy.time.Time(seconds=t).to_msg()
+            n0 = len(h.commands)
+            h.pub.publish(msg)
+            return h.wait(lambda: len(h.commands) > n0, 0.3)
+
+        assert send_at(99.8)          # 0.2 s old in simulated time: fresh (timeout 0.5 s)
+        assert not send_at(110.0)     # 10 s ahead of /clock: rejected as from the future
+        h.node.mapper.reset()
+        assert not send_at(99.0)      # 1 s old: stale
+        assert send_at(99.9)
+    finally:
+        h.close()

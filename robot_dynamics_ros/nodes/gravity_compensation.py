@@ -107,6 +107,8 @@ class GravityCompensationNode(Node):
         self._hw_gravity = bool(self.p["hardware_compensates_gravity"])
         self._clamp = bool(self.p["clamp_to_effort_limits"])
         self._clock = self.get_clock()
+        # ROS time is the system time unless use_sim_time: then time.time_ns() saves ~3 µs per message
+        self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self._stale = False
 
         qos_depth = int(self.p["qos_depth"])
@@ -192,6 +194,9 @@ class GravityCompensationNode(Node):
         ok, reason = common.validate_parameters(self._specs, params)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
+        for prm in params:
+            if prm.name == "use_sim_time":
+                self._sim_time = bool(prm.value)
         new = dict(self.p)
         for prm in params:
             if prm.name in self._specs:
@@ -239,7 +244,7 @@ class GravityCompensationNode(Node):
             self.log.warning("no_model", "joint_states received but no robot model loaded yet")
             return
         arrival = time.monotonic_ns()
-        now_ns = self._clock.now().nanoseconds
+        now_ns = self._clock.now().nanoseconds if self._sim_time else time.time_ns()
         rej = mapper.update_msg(msg, arrival, now_stamp_ns=now_ns, max_future_ns=self._timeout_ns)
         if rej is not None:
             self.diag.count("rejected")
