@@ -15,14 +15,14 @@ stacked into one call of the batched in-package Newton–Euler engine).
 Limits become rows ``G[p, r, 0] u + G[p, r, 1] x ≤ h[p, r]`` at every collocation point p:
     acceleration:  ±(q'_j u + q''_j x) ≤ A_j
     torque:        ±(a_j u + b_j x + c_j + friction_j) ≤ T_j
-and the velocity limit |q'_j| sd ≤ V_j as the bound x ≤ xmax = min_j V_j² / q'_j² (a "first-order"
-constraint in the paper's words).
+and the velocity limit |q'_j| sd ≤ V_j as q'_j² x ≤ V_j² (a "first-order" constraint in the paper's
+words; one row per joint rather than x ≤ min_j V_j² / q'_j², which is not smooth in s).
 
 Friction (optional, joint ``<dynamics damping friction>`` of the URDF): Coulomb F_j sign(qd_j) =
 F_j sign(q'_j) (sd > 0) moves c (both bounds tightened by F_j where q'_j changes sign); viscous D_j qd_j = D_j q'_j sqrt(x) is not
 linear in x and is bounded conservatively around a reference profile x_ref: sqrt(x) ≤ (x + x0)/(2 sqrt(x0))
 (tangent of a concave function, valid for all x ≥ 0) where it raises the torque, and
-sqrt(x) ≥ x / sqrt(xm) for x ≤ xm (chord; xm added to the velocity bound) where it lowers it.
+sqrt(x) ≥ x / sqrt(xm) for x ≤ xm (chord; x ≤ xm becomes a row) where it lowers it.
 """
 from __future__ import annotations
 
@@ -61,10 +61,11 @@ def _lagrange4(tau, nodes, j0, w):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _dynamics_plan(s, knot_index, spacing, is_node, t_idx, t_row, t_w, a_row, a_w):  # pragma: no cover
-    """Fill the evaluation plan (see :func:`dynamics_plan`); returns (n_nodes, n_targets)."""
+def _dynamics_plan(s, knot_index, spacing, is_node, mids, t_idx, t_row, t_w, a_row, a_w):  # pragma: no cover
+    """Fill the evaluation plan (see :func:`dynamics_plan`); returns (n_nodes, n_mids, n_targets)."""
     n_grid = s.shape[0]
     n_int = knot_index.shape[0] - 1
+    n_mid = 0
     for g in range(n_grid):
         is_node[g] = False
     # pass 1: nodes (every gridpoint of short or coarse intervals; ~ one per `spacing` otherwise)
@@ -72,6 +73,9 @@ def _dynamics_plan(s, knot_index, spacing, is_node, t_idx, t_row, t_w, a_row, a_
         ga = knot_index[k]
         gb = knot_index[k + 1]
         length = gb - ga
+        if length == 1:  # a one-stage interval: its midpoint bounds the stage (topp_ra.stage_schemes)
+            mids[n_mid] = ga
+            n_mid += 1
         ds = s[ga + 1] - s[ga]
         step = 1 if spacing <= 0.0 else max(1, int(np.floor(spacing / ds)))
         m = max(4, (length + step - 1) // step)
@@ -101,8 +105,8 @@ def _dynamics_plan(s, knot_index, spacing, is_node, t_idx, t_row, t_w, a_row, a_
                 nodes[cnt] = g
                 cnt += 1
         j = 0
-        for half in range(2 * ga + 1, 2 * gb):  # collocation indices strictly inside the interval
-            if half % 2 == 0 and is_node[half // 2]:
+        for half in range(2 * ga + 2, 2 * gb, 2):  # gridpoints strictly inside the interval
+            if is_node[half // 2]:
                 continue
             t_idx[n_t] = half
             if spacing <= 0.0 or cnt < 5:  # no interpolation (or no error estimate): evaluate exactly
@@ -123,38 +127,41 @@ def _dynamics_plan(s, knot_index, spacing, is_node, t_idx, t_row, t_w, a_row, a_
                 a_w[n_t, a] = w[a]
                 a_row[n_t, a] = rank[nodes[j1 + a]]
             n_t += 1
-    return n_nodes, n_t
+    return n_nodes, n_mid, n_t
 
 
 def dynamics_plan(s: np.ndarray, knot_index: np.ndarray, spacing: float):
     """Where to evaluate the dynamics along the path, and how to fill in the other collocation points.
 
-    Inside a knot interval q(s) is one cubic, so a(s), b(s), c(s) are analytic there. Nodes: every
-    gridpoint of intervals whose stages are longer than ``spacing`` / 4 (coarse grids), else about one
-    gridpoint per ``spacing`` (path units, rad), at least 5 per interval. Every other collocation point
-    (stage midpoints, non-node gridpoints) is a target: cubic Lagrange interpolation from the 4 nearest
-    nodes of its interval (error about (3/128) h⁴ max|f⁽⁴⁾|, h the node spacing), checked against a
-    shifted 4-node stencil; targets whose two estimates differ by more than a tolerance, and all targets
-    of intervals with fewer than 5 nodes or when ``spacing`` ≤ 0, are evaluated exactly
-    (:func:`torque_coefficients_planned`).
+    Inside a knot interval q(s) is one cubic, so a(s), b(s), c(s) are analytic there. Nodes: the midpoint
+    of every one-stage knot interval (the only midpoints the solver reads, see
+    :func:`~.topp_ra.stage_schemes`); every gridpoint of intervals with at most 4 stages or stages longer
+    than ``spacing``; else about one gridpoint per ``spacing`` (path units, rad), at least 5 per interval.
+    The other gridpoints are targets: cubic Lagrange interpolation from the 4 nearest nodes of their
+    interval (error about (3/128) h⁴ max|f⁽⁴⁾|, h the node spacing), checked against a shifted 4-node
+    stencil; targets whose two estimates differ by more than a tolerance are evaluated exactly
+    (:func:`torque_coefficients_planned`). Unused midpoints are left at 0.
 
     Args:
         s: (N,) gridpoints; knot_index: (K,) index of every knot in s (first 0, last N-1);
         spacing: node spacing (≤ 0: exact evaluation everywhere).
     Returns:
-        (nodes (E,) collocation indices of the nodes, targets (T,) collocation indices, rows (T, 4) node
-        rows used (row 0 = -1: exact), weights (T, 4), alt_rows (T, 4), alt_weights (T, 4)).
+        (nodes (E,) collocation indices of the nodes (gridpoint nodes first, in order), targets (T,)
+        collocation indices, rows (T, 4) node rows used (row 0 = -1: exact), weights (T, 4),
+        alt_rows (T, 4), alt_weights (T, 4)).
     """
     n_grid = s.shape[0]
     is_node = np.empty(n_grid, dtype=np.bool_)
-    t_idx = np.empty(2 * n_grid, dtype=np.int64)
-    t_row = np.empty((2 * n_grid, 4), dtype=np.int64)
-    t_w = np.empty((2 * n_grid, 4))
-    a_row = np.empty((2 * n_grid, 4), dtype=np.int64)
-    a_w = np.empty((2 * n_grid, 4))
-    n_nodes, n_t = _dynamics_plan(s, np.asarray(knot_index, dtype=np.int64), float(spacing), is_node,
-                                  t_idx, t_row, t_w, a_row, a_w)
-    return (2 * np.flatnonzero(is_node), t_idx[:n_t], t_row[:n_t], t_w[:n_t], a_row[:n_t], a_w[:n_t])
+    mids = np.empty(n_grid, dtype=np.int64)
+    t_idx = np.empty(n_grid, dtype=np.int64)
+    t_row = np.empty((n_grid, 4), dtype=np.int64)
+    t_w = np.empty((n_grid, 4))
+    a_row = np.empty((n_grid, 4), dtype=np.int64)
+    a_w = np.empty((n_grid, 4))
+    n_nodes, n_mid, n_t = _dynamics_plan(s, np.asarray(knot_index, dtype=np.int64), float(spacing), is_node,
+                                         mids, t_idx, t_row, t_w, a_row, a_w)
+    nodes = np.concatenate((2 * np.flatnonzero(is_node), 2 * mids[:n_mid] + 1))
+    return (nodes, t_idx[:n_t], t_row[:n_t], t_w[:n_t], a_row[:n_t], a_w[:n_t])
 
 
 #: interpolated coefficients are accepted when two stencils agree to this fraction of the joint's
@@ -197,7 +204,7 @@ def torque_coefficients_planned(dynamics, q, dq, ddq, plan):
     out = []
     for v in vals:
         v = np.ascontiguousarray(v)
-        full = np.empty_like(q)
+        full = np.zeros_like(q)
         scale = np.abs(v).max(axis=0) if v.shape[0] else np.ones(q.shape[1])
         scale = np.maximum(scale, 1e-3 * scale.max() + 1e-12)  # joints that barely feel a term
         _interpolate(v, nodes, targets, rows, weights, alt_rows, alt_weights, scale,
@@ -237,8 +244,9 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
         tangent_factor: the tangent of sqrt is taken at tangent_factor · x_ref (< 1 is less conservative
             at low speed, more at high speed).
     Returns:
-        G (P, R, 2), h (P, R) with R = 1 (velocity, x ≤ xmax) + 2n (acceleration) [+ 2n (torque)];
-        every row scaled to |(G0, G1)| = 1 (rows that are identically 0 are left as they are).
+        G (P, R, 2), h (P, R) with R = 1 (x ≤ xm of the viscous-friction chord, +inf without) + n
+        (velocity, q'_j² x ≤ V_j²) + 2n (acceleration) [+ 2n (torque)]; every row scaled by one factor so
+        that its largest |(G0, G1)| along the path is 1.
     Raises:
         ValueError: torque limits without coefficients, viscous friction without x_ref.
     """
@@ -260,9 +268,13 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
         sgn = np.sign(dq)
         # next to a sign change of q'_j (within a neighbouring half stage) the friction torque jumps:
         # there, and where q' = 0, the sign of qd is taken as unknown and both sides are tightened
-        change = np.zeros_like(sgn, dtype=bool)
-        change[1:] |= sgn[1:] != sgn[:-1]
-        change[:-1] |= sgn[:-1] != sgn[1:]
+        # (the solver's stencils reach one gridpoint = two collocation points to either side of a stage)
+        jump = np.zeros_like(sgn, dtype=bool)
+        jump[1:] = sgn[1:] != sgn[:-1]
+        change = jump.copy()
+        for k in range(1, 5):
+            change[k:] |= jump[:-k]
+            change[:-k] |= jump[k:]
         sgn = np.where(change, 0.0, sgn)
         c_up = c_up + np.where(sgn == 0, fc, sgn * fc)
         c_lo = c_lo + np.where(sgn == 0, -fc, sgn * fc)
@@ -272,7 +284,9 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
         xr = np.maximum(np.asarray(x_ref, dtype=float), 0.0)
         floor = 1e-6 * max(float(xr.max()), 1e-6)
         x0 = np.maximum(tangent_factor * xr, floor)[:, None]
-        xm = (1.5 * xr + floor)[:, None]
+        # the chord bound holds for x <= xm: twice the reference over the neighbouring points
+        near = np.maximum.reduce([np.roll(xr, k) for k in (-2, -1, 0, 1, 2)])
+        xm = (2.0 * near + 1e-2 * max(float(xr.max()), 1e-6))[:, None]
         f = np.asarray(viscous, dtype=float)[None, :] * dq  # torque = ... + f sqrt(x)
         fpos = np.maximum(f, 0.0)
         fneg = np.minimum(f, 0.0)
@@ -289,53 +303,49 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
 
 @njit(cache=True, nogil=True)
 def _build(dq, ddq, vlim, alim, tlim, a, b_up, b_lo, c_up, c_lo, xcap, torque):  # pragma: no cover
-    """Rows of :func:`build_constraints`, normalized to |(G0, G1)| = 1, in one pass."""
+    """Rows of :func:`build_constraints` in one pass, each row scaled by one factor along the whole path
+    (its largest |(G0, G1)|): the solver combines a row's values at neighbouring points, so a row must be
+    the same function of s everywhere (a per-point normalization would distort its curvature)."""
     p, n = dq.shape
-    nrow = 1 + 2 * n + (2 * n if torque else 0)
+    nrow = 1 + 3 * n + (2 * n if torque else 0)
     G = np.zeros((p, nrow, 2))
     h = np.empty((p, nrow))
     for k in range(p):
-        xmax = xcap[k]
-        for j in range(n):
-            d2 = dq[k, j] * dq[k, j]
-            if d2 > 0.0 and vlim[j] < np.inf:
-                v = vlim[j] * vlim[j] / d2
-                if v < xmax:
-                    xmax = v
         G[k, 0, 1] = 1.0
-        h[k, 0] = xmax
+        h[k, 0] = xcap[k]
         for j in range(n):
-            ga = dq[k, j]
-            gb = ddq[k, j]
-            nrm = np.sqrt(ga * ga + gb * gb)
-            if nrm == 0.0:
-                nrm = 1.0
-            r = 1 + j
-            G[k, r, 0] = ga / nrm
-            G[k, r, 1] = gb / nrm
-            h[k, r] = alim[j] / nrm
+            r = 1 + j  # velocity: q'_j² x <= V_j² (smooth in s, unlike min_j V_j² / q'_j²)
+            G[k, r, 1] = dq[k, j] * dq[k, j]
+            h[k, r] = vlim[j] * vlim[j]
             r = 1 + n + j
-            G[k, r, 0] = -ga / nrm
-            G[k, r, 1] = -gb / nrm
-            h[k, r] = alim[j] / nrm
+            G[k, r, 0] = dq[k, j]
+            G[k, r, 1] = ddq[k, j]
+            h[k, r] = alim[j]
+            r = 1 + 2 * n + j
+            G[k, r, 0] = -dq[k, j]
+            G[k, r, 1] = -ddq[k, j]
+            h[k, r] = alim[j]
         if torque:
             for j in range(n):
-                aa = a[k, j]
-                bu = b_up[k, j]
-                bl = b_lo[k, j]
-                r = 1 + 2 * n + j
-                nrm = np.sqrt(aa * aa + bu * bu)
-                if nrm == 0.0:
-                    nrm = 1.0
-                G[k, r, 0] = aa / nrm
-                G[k, r, 1] = bu / nrm
-                h[k, r] = (tlim[j] - c_up[k, j]) / nrm
                 r = 1 + 3 * n + j
-                nrm = np.sqrt(aa * aa + bl * bl)
-                if nrm == 0.0:
-                    nrm = 1.0
-                G[k, r, 0] = -aa / nrm
-                G[k, r, 1] = -bl / nrm
-                h[k, r] = (tlim[j] + c_lo[k, j]) / nrm
+                G[k, r, 0] = a[k, j]
+                G[k, r, 1] = b_up[k, j]
+                h[k, r] = tlim[j] - c_up[k, j]
+                r = 1 + 4 * n + j
+                G[k, r, 0] = -a[k, j]
+                G[k, r, 1] = -b_lo[k, j]
+                h[k, r] = tlim[j] + c_lo[k, j]
+    for r in range(1, nrow):
+        scale = 0.0
+        for k in range(p):
+            v = G[k, r, 0] * G[k, r, 0] + G[k, r, 1] * G[k, r, 1]
+            if v > scale:
+                scale = v
+        if scale > 0.0:
+            inv = 1.0 / np.sqrt(scale)
+            for k in range(p):
+                G[k, r, 0] *= inv
+                G[k, r, 1] *= inv
+                h[k, r] *= inv
     return G, h
 

@@ -27,7 +27,7 @@ import numpy as np
 from robot_dynamics_ros.retiming.constraints import build_constraints, dynamics_plan, torque_coefficients_planned
 from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import joint_trajectory, sample_path_parameter, sample_times
-from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
+from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_schemes, stage_times
 
 #: default number of gridpoints (at least one per waypoint is always used)
 DEFAULT_GRIDPOINTS = 200
@@ -427,7 +427,8 @@ class Retimer:
                                  torque_limit=tlim if use_torque else None, torque_abc=abc, coulomb=coulomb)
         timings["constraints"] = timings.get("constraints", 0.0) + (time.perf_counter() - t0) * 1e3
         t0 = time.perf_counter()
-        status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end)
+        scheme = stage_schemes(s.shape[0], knot_index)
+        status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme)
         if status == SolveStatus.OK and friction and np.any(m.damping):
             # viscous friction: linearize around the frictionless profile and solve again (conservative)
             # (the tangent at x_ref is conservative below x_ref; if that makes the path infeasible, retry
@@ -439,7 +440,7 @@ class Retimer:
                 G, h = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
                                          torque_limit=tlim, torque_abc=abc, coulomb=coulomb,
                                          viscous=m.damping, x_ref=x_ref, tangent_factor=factor)
-                status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end)
+                status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme)
                 if status == SolveStatus.OK:
                     break
         timings["solve"] = timings.get("solve", 0.0) + (time.perf_counter() - t0) * 1e3

@@ -7,12 +7,13 @@ stage i = [s_i, s_{i+1}], so ``x_{i+1} = x_i + 2 Δ_i u_i`` (eq. 4, Δ_i = s_{i+
 
 Every constraint is a linear inequality in (u, x) at a path point (eq. 5): ``a(s) u + b(s) x + c(s) ≤ 0``.
 This module works on a "collocation grid" of 2N-1 points: the gridpoints (even indices 2i) and the stage
-midpoints (odd indices 2i+1). Within stage i the constraint at offset σ ∈ {0, Δ/2, Δ} is imposed with
-``x(s_i + σ) = x_i + 2σ u_i`` — exactly the x the output sampling will realise there, because the sampled
-trajectory uses the same piecewise-constant u (:mod:`robot_dynamics_ros.retiming.sampling`). Imposing it at
-the stage start, midpoint and end (instead of only at s_i, the "collocation" scheme of the paper, §VI-A)
-leaves only an O(Δ³) interpolation error between the checked points, so a dense check of the output finds
-no overshoot.
+midpoints (odd indices 2i+1). Within stage i a constraint at s is imposed with ``x(s) = x_i + 2(s − s_i) u_i``
+— exactly the x the output sampling will realise there, because the sampled trajectory uses the same
+piecewise-constant u (:mod:`robot_dynamics_ros.retiming.sampling`). Instead of imposing it only at s_i
+(the "collocation" scheme of the paper, §VI-A) it is imposed at both ends of the stage together with a
+bound on its curvature from a third point (the stage midpoint, or a neighbouring gridpoint of the same
+knot interval; :func:`_stage_halfplanes`), which keeps the row below its limit on the whole stage up to an
+O(Δ³) residual — so a dense check of the output finds no overshoot.
 
 Algorithm (paper §III–IV):
 1. Backward pass: K_{N-1} = {x_end}; K_i = {x ≥ 0 | ∃u: stage-i constraints hold and x + 2Δ_i u ∈ K_{i+1}},
@@ -69,52 +70,101 @@ def _push(H, m, a, b, g):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _stage_halfplanes(i, s, G, h, klo, khi, H):  # pragma: no cover - compiled
+def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme):  # pragma: no cover - compiled
     """Fill H (m, 3) with the half-planes α u + β x ≤ γ of stage i; return m, or -1 if a constant row
     is violated (the stage is infeasible whatever (u, x)).
 
-    Each row F(σ) = G0(σ) u + G1(σ) x(σ) − h(σ) ≤ 0 is known at σ = 0, Δ/2, Δ as F_k, linear in (u, x).
-    Its quadratic interpolant exceeds the larger end value of a half stage by at most max(0, −D/8),
-    D = F_0 − 2F_1 + F_2, so F_k ≤ 0 and F_k − D/8 ≤ 0 (k = 0, 1, 2) keep it ≤ 0 on the whole stage.
+    Each row F(s) = G0(s) u + G1(s) x(s) − h(s) ≤ 0, with the stage's x(s) = x + 2(s − s_i) u, is linear in
+    (u, x) at any point. It is known at three equally spaced points: s_i, the stage midpoint and s_{i+1}
+    (``scheme[i] == 0``), or s_{i-1}, s_i, s_{i+1} (``1``) or s_i, s_{i+1}, s_{i+2} (``2``), all in the same
+    knot interval. On a half stage the quadratic Q through them exceeds its larger end value by at most
+    max(0, −Q'')(Δ/2)²/8; with D the second difference of the three values this is max(0, −D)/8 (scheme 0,
+    spacing Δ/2) or max(0, −D)/32 (schemes 1, 2, spacing Δ). So F(s_i), F(s_{i+1}) ≤ 0 and
+    Q − D/8 (resp. Q − D/32) ≤ 0 at s_i, the stage midpoint and s_{i+1} (Q there by Lagrange weights for
+    schemes 1, 2) keep the row ≤ 0 on the whole stage — exactly for the acceleration rows, which are
+    quadratic in s inside a knot interval; up to O(Δ³) for the others.
     """
     ds = s[i + 1] - s[i]
     m = 0
     nrow = G.shape[1]
-    p0 = 2 * i
+    sc = scheme[i]
+    if sc == 0:
+        pa, pb, pc = 2 * i, 2 * i + 1, 2 * i + 2
+        ta, tb, tc = 0.0, ds, 2.0 * ds
+    elif sc == 1:
+        pa, pb, pc = 2 * i - 2, 2 * i, 2 * i + 2
+        ta, tb, tc = -2.0 * (s[i] - s[i - 1]), 0.0, 2.0 * ds
+    else:
+        pa, pb, pc = 2 * i, 2 * i + 2, 2 * i + 4
+        ta, tb, tc = 0.0, 2.0 * ds, 2.0 * (s[i + 2] - s[i])
     for r in range(nrow):
-        h0 = h[p0, r]
-        h1 = h[p0 + 1, r]
-        h2 = h[p0 + 2, r]
+        h0 = h[pa, r]
+        h1 = h[pb, r]
+        h2 = h[pc, r]
         if h0 == np.inf or h1 == np.inf or h2 == np.inf:
             continue
-        b0 = G[p0, r, 1]
-        b1 = G[p0 + 1, r, 1]
-        b2 = G[p0 + 2, r, 1]
-        a0 = G[p0, r, 0]
-        a1 = G[p0 + 1, r, 0] + ds * b1
-        a2 = G[p0 + 2, r, 0] + 2.0 * ds * b2
-        m = _push(H, m, a0, b0, h0)
-        if m < 0:
-            return -1
-        m = _push(H, m, a1, b1, h1)
-        if m < 0:
-            return -1
-        m = _push(H, m, a2, b2, h2)
-        if m < 0:
-            return -1
+        b0 = G[pa, r, 1]
+        b1 = G[pb, r, 1]
+        b2 = G[pc, r, 1]
+        a0 = G[pa, r, 0] + ta * b0
+        a1 = G[pb, r, 0] + tb * b1
+        a2 = G[pc, r, 0] + tc * b2
         da = 0.125 * (a0 - 2.0 * a1 + a2)
         db = 0.125 * (b0 - 2.0 * b1 + b2)
         dh = 0.125 * (h0 - 2.0 * h1 + h2)
-        if da != 0.0 or db != 0.0 or dh != 0.0:
-            m = _push(H, m, a0 - da, b0 - db, h0 - dh)
+        curved = da != 0.0 or db != 0.0 or dh != 0.0
+        if sc == 0:
+            m = _push(H, m, a0, b0, h0)
             if m < 0:
                 return -1
-            m = _push(H, m, a1 - da, b1 - db, h1 - dh)
+            m = _push(H, m, a2, b2, h2)
             if m < 0:
                 return -1
-            m = _push(H, m, a2 - da, b2 - db, h2 - dh)
+            if curved:
+                m = _push(H, m, a0 - da, b0 - db, h0 - dh)
+                if m < 0:
+                    return -1
+                m = _push(H, m, a1 - da, b1 - db, h1 - dh)
+                if m < 0:
+                    return -1
+                m = _push(H, m, a2 - da, b2 - db, h2 - dh)
+                if m < 0:
+                    return -1
+            else:
+                m = _push(H, m, a1, b1, h1)
+                if m < 0:
+                    return -1
+        else:
+            # the stage's ends s_i, s_{i+1} are the 2nd and 3rd points (scheme 1) or the 1st and 2nd (2);
+            # its midpoint value Q(1/2) by Lagrange weights; bound on each half: max(0, -D)/32
+            if sc == 1:
+                ea, eb, eh, fa, fb, fh = a1, b1, h1, a2, b2, h2
+                wa, wb, wc = -0.125, 0.75, 0.375
+            else:
+                ea, eb, eh, fa, fb, fh = a0, b0, h0, a1, b1, h1
+                wa, wb, wc = 0.375, 0.75, -0.125
+            m = _push(H, m, ea, eb, eh)
             if m < 0:
                 return -1
+            m = _push(H, m, fa, fb, fh)
+            if m < 0:
+                return -1
+            if curved:
+                da *= 0.25
+                db *= 0.25
+                dh *= 0.25
+                ma = wa * a0 + wb * a1 + wc * a2
+                mb = wa * b0 + wb * b1 + wc * b2
+                mh = wa * h0 + wb * h1 + wc * h2
+                m = _push(H, m, ea - da, eb - db, eh - dh)
+                if m < 0:
+                    return -1
+                m = _push(H, m, ma - da, mb - db, mh - dh)
+                if m < 0:
+                    return -1
+                m = _push(H, m, fa - da, fb - db, fh - dh)
+                if m < 0:
+                    return -1
     # x(σ) = x + 2σu is linear: x ≥ 0 at both ends of the stage
     m = _push(H, m, 0.0, -1.0, 0.0)
     m = _push(H, m, -2.0 * ds, -1.0, 0.0)
@@ -213,17 +263,21 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
             else:
                 if t > tlo:
                     tlo = t
-        if not feasible or (tlo - thi) * np.sqrt(nn) > _TOL:
+        dn = np.sqrt(nn)
+        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
+        if not feasible or (tlo - thi) * dn > _TOL * (1.0 + min(abs(tlo), abs(thi)) * dn * 1e-6):
             return False
-        slope = direction * dx
+        slope = direction * dx / dn
         if tlo > thi:
             t = 0.5 * (tlo + thi)
-        elif slope > 0.0:
+        elif slope > 1e-10:
             t = thi
-        elif slope < 0.0:
+        elif slope < -1e-10:
             t = tlo
         else:
-            t = 0.5 * (tlo + thi)
+            # a (nearly) level line: every point is (nearly) optimal; take the one nearest the origin
+            # rather than a far corner of the box, where round-off would dominate
+            t = min(max(0.0, tlo), thi)
         u = p0u + t * du
         x = p0x + t * dx
         act2 = act1
@@ -243,7 +297,7 @@ def _u_range(H, m, x):  # pragma: no cover - compiled
     for k in range(m):
         a = H[k, 0]
         r = H[k, 2] - H[k, 1] * x
-        if a == 0.0:
+        if abs(a) <= 1e-12:  # (rows are scaled to norm ≤ 1: a round-off a is a row without u)
             if r < -_TOL:
                 return np.inf, -np.inf
             continue
@@ -258,10 +312,10 @@ def _u_range(H, m, x):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _solve(s, G, h, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
+def _solve(s, G, h, scheme, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
     n_grid = s.shape[0]
     nrow = G.shape[1]
-    mmax = 6 * nrow + 8
+    mmax = 5 * nrow + 8
     # the half-planes of every stage are kept (in the reused buffer `work`) for the forward pass
     Hs = work[:(n_grid - 1 if store else 1) * mmax * 3].reshape((n_grid - 1 if store else 1, mmax, 3))
     ms = np.zeros(n_grid - 1, dtype=np.int64)
@@ -273,7 +327,7 @@ def _solve(s, G, h, x_start, x_end, K, x, u, work, store):  # pragma: no cover -
     a2 = -1
     for i in range(n_grid - 2, -1, -1):
         H = Hs[i if store else 0]
-        m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H)
+        m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme)
         if m < 0:
             return 1, i
         ms[i] = m
@@ -312,14 +366,19 @@ def _solve(s, G, h, x_start, x_end, K, x, u, work, store):  # pragma: no cover -
             m = ms[i]
         else:
             H = Hs[0]
-            m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H)
+            m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme)
         lo, hi = _u_range(H, m, x[i])
         ds = s[i + 1] - s[i]
         if lo > hi:
-            # only round-off can bring us here (x_i ∈ K_i); take the least-violating control
-            if lo - hi > 1e-6 * (1.0 + abs(hi)):
+            # only round-off can bring us here (x_i ∈ K_i; a nearly u-free row makes u ill-conditioned):
+            # keep u = hi when it violates no row by more than round-off in the rows' own units
+            viol = 0.0
+            for k in range(m):
+                v = H[k, 0] * hi - (H[k, 2] - H[k, 1] * x[i])
+                if v > viol:
+                    viol = v
+            if viol > 1e-7:
                 return 1, i
-            hi = 0.5 * (lo + hi)
         xn = x[i] + 2.0 * ds * hi
         if xn > K[i + 1, 1]:
             xn = K[i + 1, 1]
@@ -340,7 +399,25 @@ _WORK = np.empty(0)
 _WORK_LOCK = threading.Lock()
 
 
-def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 0.0, x_end: float = 0.0):
+def stage_schemes(n_grid: int, knot_index: np.ndarray | None = None) -> np.ndarray:
+    """Which three points bound each stage's constraints (see :func:`_stage_halfplanes`): (N-1,) int8.
+
+    Stages in a knot interval of one stage need their midpoint (0); otherwise the neighbouring gridpoint
+    of the same interval, left (1) when there is one, else right (2). ``knot_index`` None: every stage
+    uses its midpoint.
+    """
+    stages = np.arange(n_grid - 1)
+    if knot_index is None:
+        return np.zeros(n_grid - 1, dtype=np.int8)
+    k = np.searchsorted(knot_index, stages, side="right") - 1
+    ka = knot_index[k]
+    length = knot_index[k + 1] - ka
+    out = np.where(length == 1, 0, np.where(stages > ka, 1, 2)).astype(np.int8)
+    return out
+
+
+def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 0.0, x_end: float = 0.0,
+                  scheme: np.ndarray | None = None):
     """Run the backward and forward passes of TOPP-RA.
 
     Args:
@@ -350,6 +427,8 @@ def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 
            velocity limit is the row (0, 1) ≤ xmax).
         h: (2N-1, R) right-hand sides; +inf disables a row.
         x_start, x_end: sd² at the first and last gridpoint ((rad/s)² of chord length).
+        scheme: (N-1,) per-stage stencil from :func:`stage_schemes` (default: midpoints everywhere; the
+            rows at the midpoints of stages with another stencil are not read).
     Returns:
         (status: SolveStatus, index: stage where it failed or -1, x (N,), u (N-1,), K (N, 2)).
     Raises:
@@ -362,17 +441,22 @@ def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 
     if G.shape[0] != 2 * n_grid - 1 or h.shape != G.shape[:2]:
         raise ValueError(f"constraint arrays: expected 2N-1 = {2 * n_grid - 1} collocation points, "
                          f"got G {G.shape}, h {h.shape}")
+    if scheme is None:
+        scheme = np.zeros(n_grid - 1, dtype=np.int8)
+    scheme = np.ascontiguousarray(scheme, dtype=np.int8)
+    if scheme.shape != (n_grid - 1,):
+        raise ValueError(f"scheme: expected shape ({n_grid - 1},), got {scheme.shape}")
     K = np.zeros((n_grid, 2))
     x = np.zeros(n_grid)
     u = np.zeros(n_grid - 1)
-    per_stage = (6 * G.shape[1] + 8) * 3
+    per_stage = (5 * G.shape[1] + 8) * 3
     store = (n_grid - 1) * per_stage <= _STORE_LIMIT
     need = (n_grid - 1 if store else 1) * per_stage
     with _WORK_LOCK:  # one reused buffer: a fresh multi-MB array per call costs page faults
         global _WORK
         if _WORK.shape[0] < need:
             _WORK = np.empty(need)
-        code, idx = _solve(s, G, h, float(x_start), float(x_end), K, x, u, _WORK, store)
+        code, idx = _solve(s, G, h, scheme, float(x_start), float(x_end), K, x, u, _WORK, store)
     return SolveStatus(code), int(idx), x, u, K
 
 
