@@ -414,7 +414,9 @@ def main(args=None) -> int:
         executor = common.make_executor(node.params["executor"])
         executor.add_node(node)
         try:
-            executor.spin()
+            # not executor.spin(): EventsExecutor.spin() of these rclpy wheels runs no callback and
+            # ignores SIGINT (see common.spin_until_shutdown)
+            common.spin_until_shutdown(executor)
         except KeyboardInterrupt:
             pass
         return 0

@@ -287,7 +287,9 @@ def main(args: list[str] | None = None) -> int:
         node = RetimingServiceNode()
         executor = common.make_executor("events")
         executor.add_node(node)
-        executor.spin()
+        # not executor.spin(): EventsExecutor.spin() of these rclpy wheels runs no callback, spins a core
+        # and ignores SIGINT (see common.spin_until_shutdown)
+        common.spin_until_shutdown(executor)
     except KeyboardInterrupt:
         pass
     except (UserError, ValueError) as exc:
