@@ -111,3 +111,25 @@ def test_lockstep_commands_applied_by_name_and_hold_the_arm():
         assert np.isfinite(h.node.sim.effort).all()
     finally:
         h.close()
+
+
+def test_publish_clock_stamps_joint_states_with_simulated_time():
+    from rosgraph_msgs.msg import Clock
+
+    h = SimHarness(publish_rate=500.0, lockstep=True, publish_clock=True)
+    try:
+        clocks = []
+        h.io.create_subscription(Clock, "/clock", clocks.append, 10)
+        assert h.wait(lambda: h.cmd.get_subscription_count() > 0 and len(h.states) > 0 and clocks)
+        for _ in range(5):
+            n0 = len(h.states)
+            h.cmd.publish(Float64MultiArray(data=[0.0] * 6))
+            assert h.wait(lambda: len(h.states) > n0, 2.0)
+        stamp = h.states[-1].header.stamp
+        assert stamp.sec * 10**9 + stamp.nanosec == round(h.node.sim.time * 1e9) == 10_000_000   # 5 x 2 ms
+        assert h.wait(lambda: clocks[-1].clock == stamp, 1.0)
+        h.node.reset()                                   # time goes on from where it was (+1 ms)
+        h.node._publish()
+        assert h.wait(lambda: h.states[-1].header.stamp.nanosec == 11_000_000, 1.0)
+    finally:
+        h.close()

@@ -54,6 +54,9 @@ PARAMS = [
               read_only=True),
     ParamSpec("start_on_first_command", False, "Free running: keep the physics paused (state still "
               "published) until the first command after start or reset() arrives.", read_only=True),
+    ParamSpec("publish_clock", False, "Publish the simulated time on /clock (rosgraph_msgs/Clock) and stamp "
+              "JointState with it, as Gazebo does; run the other nodes with use_sim_time: true. The clock "
+              "never goes back (reset() continues from the last time).", read_only=True),
     ParamSpec("real_time_factor", 1.0, "Free running: simulated seconds per wall second.",
               range=(0.01, 100.0)),
     ParamSpec("initial_joint_names", [], "Joints given an initial position (others start at 0 clipped to "
@@ -105,6 +108,13 @@ class SimulatorNode(Node):
         self._lockstep = bool(self.p["lockstep"])
         depth = int(self.p["qos_depth"])
         self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], depth)
+        self._clock_pub = None
+        self._time_base_ns = 0
+        if self.p["publish_clock"]:
+            from rosgraph_msgs.msg import Clock
+
+            self._clock_pub = self.create_publisher(Clock, "/clock", 10)
+            self._clock_msg = Clock()
         self.command_topic = f"/{self.p['controller_name'].strip('/')}/commands"
         self.cmd_sub = self.create_subscription(Float64MultiArray, self.command_topic, self._on_command,
                                                 common.command_qos(depth))
@@ -168,6 +178,7 @@ class SimulatorNode(Node):
 
     def reset(self, q=None, qd=None) -> None:
         """Reset the simulation (time 0, efforts 0) to ``q`` (default: the initial positions)."""
+        self._time_base_ns += int(round(self.sim.time * 1e9)) + (1_000_000 if self._clock_pub else 0)
         self.sim.reset(self.initial if q is None else q, qd)
         self._tau[:] = 0.0
         self._wall0 = None
@@ -265,7 +276,14 @@ class SimulatorNode(Node):
     def _publish(self) -> None:
         sim, msg = self.sim, self._msg
         sim.read(self._q, self._qd, self._eff)
-        msg.header.stamp = self.get_clock().now().to_msg()
+        if self._clock_pub is not None:
+            t_ns = self._time_base_ns + int(round(sim.time * 1e9))
+            st = self._clock_msg.clock
+            st.sec, st.nanosec = divmod(t_ns, 1_000_000_000)
+            self._clock_pub.publish(self._clock_msg)
+            msg.header.stamp.sec, msg.header.stamp.nanosec = st.sec, st.nanosec
+        else:
+            msg.header.stamp = self.get_clock().now().to_msg()
         msg.position = [*self._q.tolist(), *self._held_pos]
         msg.velocity = [*self._qd.tolist(), *self._zeros_held]
         msg.effort = [*self._eff.tolist(), *self._zeros_held]
