@@ -261,7 +261,11 @@ def shared_model(source: str, held_joints: Mapping[str, float] | None = None,
 
 
 def shared_engine(model):
-    """One :class:`~robot_dynamics_ros.dynamics.pinocchio_engine.PinocchioDynamics` per model object."""
+    """One :class:`~robot_dynamics_ros.dynamics.pinocchio_engine.PinocchioDynamics` per model object.
+
+    Not thread-safe: the engine keeps one Pinocchio ``Data`` and scratch buffers. Two nodes that may run
+    concurrently (``MultiThreadedExecutor``) should each build their own engine over the shared model.
+    """
     from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 
     with _SHARED_LOCK:

@@ -130,7 +130,11 @@ class GravityCompensationNode(Node):
     def _on_model(self, model, label: str) -> None:
         joints = self.p["joints"] or list(model.joint_names)
         mapper = JointStateMapper(model.joint_names, joints, require_velocity=self._friction)
-        engine = common.shared_engine(model)
+        # its own engine (Pinocchio Data + buffers) over the shared model: no data race with another node
+        # of the process under a multi-threaded executor; payload/gravity changes still reach it
+        from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+        engine = PinocchioDynamics(model)
         crossval_ok, crossval_text = self._crossval(model)
         old = self.model
         try:
