@@ -195,9 +195,9 @@ def _floats(text: str | None, count: int, what: str, default=None) -> np.ndarray
     try:
         values = np.array([float(p) for p in parts], dtype=float)
     except ValueError:
-        raise URDFError(f"{what}: '{text}' is not a list of {count} numbers") from None
+        raise URDFError(f"{what}: {text!r} is not a list of {count} numbers") from None
     if values.shape != (count,) or not np.all(np.isfinite(values)):
-        raise URDFError(f"{what}: '{text}' is not a list of {count} finite numbers")
+        raise URDFError(f"{what}: {text!r} is not a list of {count} finite numbers")
     return values
 
 
@@ -208,16 +208,16 @@ def _float(elem: ET.Element | None, attr: str, what: str, default: float) -> flo
     try:
         v = float(text)
     except ValueError:
-        raise URDFError(f"{what} {attr}='{text}' is not a number") from None
+        raise URDFError(f"{what} {attr}={text!r} is not a number") from None
     if math.isnan(v):
-        raise URDFError(f"{what} {attr}='{text}' is not a number")
+        raise URDFError(f"{what} {attr}={text!r} is not a number")
     return v
 
 
 def _parse_inertial(link_name: str, elem: ET.Element | None, where: str) -> Inertial:
     if elem is None:
         return Inertial()
-    what = f"{where}link '{link_name}' <inertial>"
+    what = f"{where}link {link_name!r} <inertial>"
     origin = elem.find("origin")
     xyz = _floats(origin.get("xyz") if origin is not None else None, 3, f"{what} origin xyz", (0, 0, 0))
     rpy = _floats(origin.get("rpy") if origin is not None else None, 3, f"{what} origin rpy", (0, 0, 0))
@@ -264,13 +264,13 @@ def _parse_joint(elem: ET.Element, where: str) -> Joint:
     name = elem.get("name")
     if not name:
         raise URDFError(f"{where}a <joint> has no name")
-    what = f"{where}joint '{name}'"
+    what = f"{where}joint {name!r}"
     jtype = elem.get("type")
     if jtype in ("floating", "planar"):
-        raise URDFError(f"{what} is of type '{jtype}': floating-base (and planar-base) robots are not "
+        raise URDFError(f"{what} is of type {jtype!r}: floating-base (and planar-base) robots are not "
                         "supported; give a fixed-base description")
     if jtype not in KNOWN_TYPES:
-        raise URDFError(f"{what}: unknown type '{jtype}' (expected one of {', '.join(KNOWN_TYPES)})")
+        raise URDFError(f"{what}: unknown type {jtype!r} (expected one of {', '.join(KNOWN_TYPES)})")
     parent_el, child_el = elem.find("parent"), elem.find("child")
     if parent_el is None or not parent_el.get("link"):
         raise URDFError(f"{what}: missing <parent link=...>")
@@ -347,24 +347,24 @@ class RobotDescription:
         by_name: dict[str, Joint] = {}
         for j in joints:
             if j.name in by_name:
-                raise URDFError(f"{where}joint '{j.name}' is defined twice")
+                raise URDFError(f"{where}joint {j.name!r} is defined twice")
             by_name[j.name] = j
         self.parent_joint: dict[str, str] = {}
         self.child_joints: dict[str, list[str]] = {ln: [] for ln in self.links}
         for j in joints:
             if j.parent not in self.links:
-                raise URDFError(f"{where}joint '{j.name}': unknown parent link '{j.parent}'")
+                raise URDFError(f"{where}joint {j.name!r}: unknown parent link {j.parent!r}")
             if j.child not in self.links:
-                raise URDFError(f"{where}joint '{j.name}': unknown child link '{j.child}'")
+                raise URDFError(f"{where}joint {j.name!r}: unknown child link {j.child!r}")
             if j.child in self.parent_joint:
-                raise URDFError(f"{where}link '{j.child}' has two parent joints: "
-                                f"'{self.parent_joint[j.child]}' and '{j.name}'")
+                raise URDFError(f"{where}link {j.child!r} has two parent joints: "
+                                f"{self.parent_joint[j.child]!r} and {j.name!r}")
             self.parent_joint[j.child] = j.name
             self.child_joints[j.parent].append(j.name)
         roots = [ln for ln in self.links if ln not in self.parent_joint]
         if not roots:
             raise URDFError(f"{where}the joints form a cycle: every link has a parent "
-                            f"(e.g. link '{next(iter(self.links))}')")
+                            f"(e.g. link {next(iter(self.links))!r})")
         if len(roots) > 1:
             raise URDFError(f"{where}more than one root link (links without a parent joint): "
                             f"{', '.join(repr(r) for r in roots)}; connect them with joints")
@@ -384,16 +384,16 @@ class RobotDescription:
         for j in self.joints.values():
             if j.mimic is not None:
                 if j.mimic.joint not in self.joints:
-                    raise URDFError(f"{where}joint '{j.name}' <mimic>: unknown joint '{j.mimic.joint}'")
+                    raise URDFError(f"{where}joint {j.name!r} <mimic>: unknown joint {j.mimic.joint!r}")
                 if not self.joints[j.mimic.joint].moving:
-                    raise URDFError(f"{where}joint '{j.name}' <mimic>: joint '{j.mimic.joint}' does not move")
+                    raise URDFError(f"{where}joint {j.name!r} <mimic>: joint {j.mimic.joint!r} does not move")
         for j in self.joints.values():  # mimic cycles
             seen = {j.name}
             m = j.mimic
             while m is not None:
                 if m.joint in seen:
-                    raise URDFError(f"{where}joint '{j.name}': <mimic> joints form a cycle through "
-                                    f"'{m.joint}'")
+                    raise URDFError(f"{where}joint {j.name!r}: <mimic> joints form a cycle through "
+                                    f"{m.joint!r}")
                 seen.add(m.joint)
                 m = self.joints[m.joint].mimic
 
@@ -426,7 +426,7 @@ class RobotDescription:
             if not name:
                 raise URDFError(f"{prefix}a <link> has no name")
             if name in links:
-                raise URDFError(f"{prefix}link '{name}' is defined twice")
+                raise URDFError(f"{prefix}link {name!r} is defined twice")
             geom = tuple(copy.deepcopy(g) for g in el if g.tag in ("visual", "collision"))
             links[name] = Link(name, _parse_inertial(name, el.find("inertial"), prefix), geom)
         if not links:
@@ -461,16 +461,16 @@ class RobotDescription:
         held = {}
         for jn, v in held_joints.items():
             if jn not in self.joints:
-                raise URDFError(f"{self._where}held joint '{jn}' is not a joint of this robot")
+                raise URDFError(f"{self._where}held joint {jn!r} is not a joint of this robot")
             j = self.joints[jn]
             if not j.moving:
-                raise URDFError(f"{self._where}held joint '{jn}' is of type '{j.type}', not a moving joint")
+                raise URDFError(f"{self._where}held joint {jn!r} is of type {j.type!r}, not a moving joint")
             v = float(v)
             if not math.isfinite(v):
-                raise URDFError(f"{self._where}held joint '{jn}': value {v} is not finite")
+                raise URDFError(f"{self._where}held joint {jn!r}: value {v} is not finite")
             tol = 1e-9
             if v < j.lower - tol or v > j.upper + tol:
-                raise URDFError(f"{self._where}held joint '{jn}': value {v:g} outside its limits "
+                raise URDFError(f"{self._where}held joint {jn!r}: value {v:g} outside its limits "
                                 f"[{j.lower:g}, {j.upper:g}]")
             held[jn] = v
         changed = True
@@ -557,6 +557,6 @@ def read_urdf_text(source: str | Path) -> tuple[str, str]:
     try:
         return p.read_text(encoding="utf-8-sig"), str(p)
     except FileNotFoundError:
-        raise URDFError(f"URDF '{source}': no such file") from None
+        raise URDFError(f"URDF {source!r}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise URDFError(f"URDF '{source}': cannot read: {exc}") from None
+        raise URDFError(f"URDF {source!r}: cannot read: {exc}") from None

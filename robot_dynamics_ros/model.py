@@ -147,7 +147,7 @@ class RobotModel:
                 if self.mimic_source[k] == i:
                     links.update(d.subtree_links(mj))
             if all(d.links[ln].inertial.is_empty for ln in links):
-                raise URDFError(f"URDF {d.source}: joint '{jn}' moves links {sorted(links)} that carry no mass "
+                raise URDFError(f"URDF {d.source}: joint {jn!r} moves links {sorted(links)} that carry no mass "
                                 "or inertia, so the mass matrix M(q) is singular; give them an <inertial> "
                                 "or hold the joint fixed")
 
@@ -161,9 +161,9 @@ class RobotModel:
                 with open(joint_limits, encoding="utf-8") as fh:
                     data = yaml.safe_load(fh)
             except FileNotFoundError:
-                raise UserError(f"joint_limits '{joint_limits}': no such file") from None
+                raise UserError(f"joint_limits {joint_limits!r}: no such file") from None
             except (OSError, yaml.YAMLError) as exc:
-                raise UserError(f"joint_limits '{joint_limits}': cannot read: {exc}") from None
+                raise UserError(f"joint_limits {joint_limits!r}: cannot read: {exc}") from None
         else:
             data = joint_limits
         if not isinstance(data, Mapping):
@@ -179,11 +179,11 @@ class RobotModel:
                   "max_position": ("has_position_limits", self.upper)}
         for jn, entry in data.items():
             if jn not in self.description.joints:
-                raise UserError(f"{where}: joint '{jn}' is not a joint of {self.description.name}")
+                raise UserError(f"{where}: joint {jn!r} is not a joint of {self.description.name}")
             if jn not in self.index:  # held, mimic or fixed: nothing to limit
                 continue
             if not isinstance(entry, Mapping):
-                raise UserError(f"{where}: joint '{jn}': expected a mapping, got {entry!r}")
+                raise UserError(f"{where}: joint {jn!r}: expected a mapping, got {entry!r}")
             i = self.index[jn]
             for key, (flag, arr) in fields.items():
                 if key not in entry or not entry.get(flag, False):
@@ -191,12 +191,12 @@ class RobotModel:
                 try:
                     v = float(entry[key])
                 except (TypeError, ValueError):
-                    raise UserError(f"{where}: joint '{jn}' {key}={entry[key]!r} is not a number") from None
+                    raise UserError(f"{where}: joint {jn!r} {key}={entry[key]!r} is not a number") from None
                 if math.isnan(v) or (key.startswith("max_") and key != "max_position" and v <= 0):
-                    raise UserError(f"{where}: joint '{jn}' {key}={v} must be a positive number")
+                    raise UserError(f"{where}: joint {jn!r} {key}={v} must be a positive number")
                 arr[i] = v
             if self.lower[i] > self.upper[i]:
-                raise UserError(f"{where}: joint '{jn}' min_position {self.lower[i]} > max_position "
+                raise UserError(f"{where}: joint {jn!r} min_position {self.lower[i]} > max_position "
                                 f"{self.upper[i]}")
 
     # ----------------------------------------------------------------------------------------------
@@ -237,7 +237,7 @@ class RobotModel:
             UserError: unknown link, negative/non-finite mass, bad com, non-physical inertia.
         """
         if link not in self.description.links:
-            raise UserError(f"payload link '{link}' is not a link of {self.description.name}")
+            raise UserError(f"payload link {link!r} is not a link of {self.description.name}")
         m = float(mass)
         if not math.isfinite(m) or m < 0:
             raise UserError(f"payload mass {mass} kg must be finite and ≥ 0")
