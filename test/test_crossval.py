@@ -83,3 +83,11 @@ def test_command_bad_arguments_one_line(capsys, argv, message):
     assert main(["crossval", *argv]) == 1
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_command_bad_urdf_file_names_the_link(tmp_path, capsys):
+    bad = tmp_path / "bad.urdf"
+    bad.write_text(ROBOTS["ur5"].path.read_text().replace('<mass value="3.7"/>', '<mass value="-3.7"/>', 1))
+    assert main(["crossval", "--urdf", str(bad)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "'shoulder_link'" in err and "negative" in err and str(bad) in err and len(err.splitlines()) == 1
