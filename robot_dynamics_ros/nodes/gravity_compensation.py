@@ -88,6 +88,8 @@ class GravityCompensationNode(Node):
     """
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
+        self._shut = False
+        self.mapper: JointStateMapper | None = None
         super().__init__(node_name, **kwargs)
         self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
@@ -321,14 +323,15 @@ class GravityCompensationNode(Node):
         """Stop publishing for good (optionally after one zero-torque command), then destroy the node."""
         if not self._shut:
             self._shut = True
-            if self.p.get("publish_zero_on_shutdown") and self.mapper is not None:
+            if getattr(self, "p", {}).get("publish_zero_on_shutdown") and self.mapper is not None:
                 try:
                     self._out.data = [0.0] * len(self.mapper.command_joints)
                     self.pub.publish(self._out)
                 except Exception:  # noqa: BLE001 - context may already be gone
                     pass
             try:
-                self.destroy_subscription(self.sub)
+                if getattr(self, "sub", None) is not None:
+                    self.destroy_subscription(self.sub)
             except Exception:  # noqa: BLE001
                 pass
         super().destroy_node()
@@ -336,6 +339,8 @@ class GravityCompensationNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros gravity_compensation`` entry point (SIGINT stops it)."""
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+
     from robot_dynamics_ros.errors import UserError
 
     rclpy.init(args=args)
@@ -347,7 +352,7 @@ def main(args: list[str] | None = None) -> int:
         common.spin_until_shutdown(executor)   # (EventsExecutor.spin() would not return on Ctrl-C)
     except KeyboardInterrupt:
         pass
-    except (UserError, ValueError) as exc:
+    except (UserError, ValueError, InvalidParameterTypeException, InvalidParameterValueException) as exc:
         print(f"gravity_compensation: error: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:

@@ -95,6 +95,7 @@ class SimulatorNode(Node):
     """
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
+        self._shut = False
         super().__init__(node_name, **kwargs)
         self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
@@ -301,6 +302,8 @@ class SimulatorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros mujoco_simulator`` entry point (SIGINT stops it)."""
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+
     from robot_dynamics_ros.errors import UserError
 
     rclpy.init(args=args)
@@ -312,7 +315,7 @@ def main(args: list[str] | None = None) -> int:
         common.spin_until_shutdown(executor)   # (EventsExecutor.spin() would not return on Ctrl-C)
     except KeyboardInterrupt:
         pass
-    except (UserError, ValueError) as exc:
+    except (UserError, ValueError, InvalidParameterTypeException, InvalidParameterValueException) as exc:
         print(f"mujoco_simulator: error: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:

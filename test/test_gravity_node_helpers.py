@@ -1,0 +1,97 @@
+"""nodes/common.py helpers the nodes rely on: parameter specs, rate-limited log, latency statistics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import rclpy
+from rclpy.exceptions import InvalidParameterValueException
+from rclpy.parameter import Parameter
+
+from robot_dynamics_ros.nodes.common import LatencyStats, ParamSpec, RateLimitedLog, resolve_robot_source
+from robot_dynamics_ros.errors import UserError
+
+
+class FakeLogger:
+    def __init__(self):
+        self.lines = []
+
+    def warning(self, text):
+        self.lines.append(("W", text))
+
+    def error(self, text):
+        self.lines.append(("E", text))
+
+    def info(self, text):
+        self.lines.append(("I", text))
+
+
+def test_rate_limited_log_suppresses_per_key_and_reports_the_count():
+    t = [0.0]
+    log = FakeLogger()
+    rl = RateLimitedLog(log, period=1.0, clock=lambda: t[0])
+    assert rl.warning("nan", "bad 1")
+    for i in range(5):
+        t[0] += 0.1
+        assert not rl.warning("nan", f"bad {i}")
+    assert rl.error("other", "different key logs at once")
+    t[0] = 1.2
+    assert rl.warning("nan", "bad again")
+    assert log.lines == [("W", "bad 1"), ("E", "different key logs at once"),
+                         ("W", "bad again (5 similar suppressed)")]
+
+
+def test_param_spec_checks_name_the_parameter_and_value():
+    g = ParamSpec("gravity", [0.0, 0.0, -9.81], "m/s²", length=3, range=(-100.0, 100.0))
+    assert g.check([0.0, 0.0, -9.81]) is None
+    assert "'gravity'" in g.check([0.0, 9.81]) and "3 entries" in g.check([0.0, 9.81])
+    assert "within [-100.0, 100.0]" in g.check([0.0, 0.0, 1e6])
+    assert g.check([0.0, 0.0, math.nan]) is not None
+    m = ParamSpec("mass", 0.0, "kg", range=(0.0, 10.0))
+    assert m.check(-1.0) is not None and m.check(math.nan) is not None and m.check(3.0) is None
+    c = ParamSpec("integrator", "implicitfast", "", choices=("Euler", "implicitfast"))
+    assert "one of" in c.check("rk45")
+    assert ParamSpec("x", 1.0, "").check(math.inf) is not None
+
+
+def test_latency_stats_percentiles():
+    s = LatencyStats(size=100)
+    assert math.isnan(s.summary()["p50_us"])
+    for v in np.arange(1, 201) * 1e-6:      # the ring keeps the last 100: 101..200 us
+        s.add(v)
+    out = s.summary()
+    assert out["max_us"] == pytest.approx(200.0) and out["p50_us"] == pytest.approx(150.5)
+    assert s.count == 200
+
+
+def test_robot_source_resolution():
+    src, held, label = resolve_robot_source({"urdf_path": "panda", "held_joint_names": [],
+                                             "held_joint_positions": []})
+    assert src.endswith("panda.urdf") and held == {"panda_finger_joint1": 0.02, "panda_finger_joint2": 0.02}
+    src, held, _ = resolve_robot_source({"urdf_path": "", "robot_description": "<robot name='a'/>",
+                                         "held_joint_names": ["j"], "held_joint_positions": [0.5]})
+    assert src.startswith("<robot") and held == {"j": 0.5}
+    src, held, label = resolve_robot_source({"urdf_path": "", "robot_description": "",
+                                             "robot_description_topic": "/rd"})
+    assert src is None and label == "/rd"
+    with pytest.raises(UserError, match="held_joint_names has 1 entries but held_joint_positions has 0"):
+        resolve_robot_source({"held_joint_names": ["j"], "held_joint_positions": []})
+
+
+def test_bad_parameter_override_stops_the_node_with_a_clear_error():
+    from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        # the descriptor's range is enforced by rclpy itself at declaration
+        with pytest.raises(InvalidParameterValueException, match=r"state_timeout out of range"):
+            GravityCompensationNode(context=ctx, parameter_overrides=[
+                Parameter("urdf_path", value="panda"), Parameter("state_timeout", value=-1.0)])
+        # what the descriptor cannot express (array length) is checked by the spec
+        with pytest.raises(ValueError, match=r"parameter 'gravity' = \[0.0, -9.81\]: needs exactly 3"):
+            GravityCompensationNode(context=ctx, parameter_overrides=[
+                Parameter("urdf_path", value="panda"), Parameter("gravity", value=[0.0, -9.81])])
+    finally:
+        rclpy.shutdown(context=ctx)
