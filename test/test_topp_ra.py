@@ -136,7 +136,7 @@ def test_straight_line_matches_closed_form(length, vmax, amax, expected):
     se = np.empty(2 * s.shape[0] - 1)
     se[0::2], se[1::2] = s, 0.5 * (s[1:] + s[:-1])
     _, dq, ddq = path.evaluate(se)
-    G, h = build_constraints(dq, ddq, velocity_limit=np.array([vmax]), acceleration_limit=np.array([amax]))
+    G, h, _ = build_constraints(dq, ddq, velocity_limit=np.array([vmax]), acceleration_limit=np.array([amax]))
     status, idx, x, u, K = solve_topp_ra(s, G, h)
     assert status == SolveStatus.OK and idx == -1
     duration = stage_times(s, x)[-1]
@@ -152,7 +152,7 @@ def test_gravity_above_limit_is_infeasible_at_that_stage():
     _, dq, ddq = path.evaluate(se)
     c = np.where(se > 0.55, 5.0, 0.0)[:, None]  # "gravity" 5 N·m beyond s = 0.55, limit 3
     abc = (np.ones_like(dq), np.zeros_like(dq), c)
-    G, h = build_constraints(dq, ddq, velocity_limit=np.array([1.0]), acceleration_limit=np.array([np.inf]),
+    G, h, _ = build_constraints(dq, ddq, velocity_limit=np.array([1.0]), acceleration_limit=np.array([np.inf]),
                              torque_limit=np.array([3.0]), torque_abc=abc)
     status, idx, *_ = solve_topp_ra(s, G, h)
     # (|tau| <= 3 with tau = u + 5 forces u <= -2 beyond s = 0.55: the robot must brake and stalls there)
@@ -165,7 +165,7 @@ def test_start_velocity_outside_controllable_set():
     s = gridpoints_for(path.knots, 50)
     se = np.linspace(0, 0.1, 99)
     _, dq, ddq = path.evaluate(se)
-    G, h = build_constraints(dq, ddq, velocity_limit=np.array([2.0]), acceleration_limit=np.array([1.0]))
+    G, h, _ = build_constraints(dq, ddq, velocity_limit=np.array([2.0]), acceleration_limit=np.array([1.0]))
     # stopping from 1 rad/s at 1 rad/s² needs 0.5 rad > 0.1 rad
     status, idx, x, u, K = solve_topp_ra(s, G, h, x_start=1.0)
     assert status == SolveStatus.START_NOT_CONTROLLABLE
@@ -234,7 +234,7 @@ def test_sampling_is_the_solver_profile():
     se = np.empty(2 * s.shape[0] - 1)
     se[0::2], se[1::2] = s, 0.5 * (s[1:] + s[:-1])
     _, dq, ddq = path.evaluate(se)
-    G, h = build_constraints(dq, ddq, velocity_limit=np.array([1.0, 1.0]), acceleration_limit=np.array([2.0, 2.0]))
+    G, h, _ = build_constraints(dq, ddq, velocity_limit=np.array([1.0, 1.0]), acceleration_limit=np.array([2.0, 2.0]))
     status, _, x, u, _ = solve_topp_ra(s, G, h)
     assert status == SolveStatus.OK
     tg = stage_times(s, x)

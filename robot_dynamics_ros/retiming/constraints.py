@@ -246,7 +246,8 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
     Returns:
         G (P, R, 2), h (P, R) with R = 1 (x ≤ xm of the viscous-friction chord, +inf without) + n
         (velocity, q'_j² x ≤ V_j²) + 2n (acceleration) [+ 2n (torque)]; every row scaled by one factor so
-        that its largest |(G0, G1)| along the path is 1.
+        that its largest |(G0, G1)| along the path is 1; xmin (P,) = min_j V_j² / q'_j² (the tightest
+        velocity bound on x, for pruning: pass ``vel_rows=n`` and ``xmin`` to the solver).
     Raises:
         ValueError: torque limits without coefficients, viscous friction without x_ref.
     """
@@ -256,8 +257,7 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
     xcap = np.full(p, np.inf)
     if torque_limit is None or not np.any(np.isfinite(torque_limit)):
         empty = np.zeros((0, n))
-        G, h = _build(dq, ddq, vlim, alim, np.full(n, np.inf), empty, empty, empty, empty, empty, xcap, False)
-        return G, h
+        return _build(dq, ddq, vlim, alim, np.full(n, np.inf), empty, empty, empty, empty, empty, xcap, False)
     if torque_abc is None:
         raise ValueError("torque_abc: required with a finite torque_limit")
     a, b, c = torque_abc
@@ -310,13 +310,17 @@ def _build(dq, ddq, vlim, alim, tlim, a, b_up, b_lo, c_up, c_lo, xcap, torque): 
     nrow = 1 + 3 * n + (2 * n if torque else 0)
     G = np.zeros((p, nrow, 2))
     h = np.empty((p, nrow))
+    xmin = np.full(p, np.inf)
     for k in range(p):
         G[k, 0, 1] = 1.0
         h[k, 0] = xcap[k]
         for j in range(n):
             r = 1 + j  # velocity: q'_j² x <= V_j² (smooth in s, unlike min_j V_j² / q'_j²)
-            G[k, r, 1] = dq[k, j] * dq[k, j]
+            d2 = dq[k, j] * dq[k, j]
+            G[k, r, 1] = d2
             h[k, r] = vlim[j] * vlim[j]
+            if d2 > 0.0 and h[k, r] < xmin[k] * d2:
+                xmin[k] = h[k, r] / d2
             r = 1 + n + j
             G[k, r, 0] = dq[k, j]
             G[k, r, 1] = ddq[k, j]
@@ -347,5 +351,5 @@ def _build(dq, ddq, vlim, alim, tlim, a, b_up, b_lo, c_up, c_lo, xcap, torque): 
                 G[k, r, 0] *= inv
                 G[k, r, 1] *= inv
                 h[k, r] *= inv
-    return G, h
+    return G, h, xmin
 

@@ -295,7 +295,9 @@ class Retimer:
         return (m.velocity_limit * options.velocity_scale, m.acceleration_limit * options.acceleration_scale,
                 m.effort_limit * options.torque_margin)
 
-    def _check_request(self, wp, v0, v1, options):
+    def _check_request(self, wp, v0, v1, options, gravity=None, first=0, kept_idx=None):
+        """Position and start/end velocity limits; with ``gravity`` (W, n) = g(q) at the waypoints also the
+        torque limit against gravity alone (the first such waypoint, its worst joint)."""
         m = self.model
         names = m.joint_names
         vlim, _, tlim = self._limits(options)
@@ -315,15 +317,16 @@ class Retimer:
                                f"{what}: joint '{names[j]}' at {v[j]:.6g} rad/s exceeds its velocity limit "
                                f"{vlim[j]:.6g} rad/s (URDF {m.velocity_limit[j]:.6g} × velocity_scale "
                                f"{options.velocity_scale:g})")
-        if np.any(np.isfinite(tlim)):
-            g = np.atleast_2d(self.dynamics.gravity(wp))
+        if gravity is not None and np.any(np.isfinite(tlim)):
+            g = np.atleast_2d(gravity)
             ratio = np.abs(g) / tlim
             over = np.flatnonzero((ratio > 1.0).any(axis=1))
             if over.size:  # the first such waypoint, its worst joint
-                w = int(over[0])
-                j = int(np.argmax(ratio[w]))
+                k = int(over[0])
+                j = int(np.argmax(ratio[k]))
+                w = k if kept_idx is None else int(kept_idx[first + k])
                 raise _Failure(RetimeStatus.GRAVITY_EXCEEDS_TORQUE,
-                               f"waypoint {w}: gravity alone needs {g[w, j]:.6g} N·m at joint '{names[j]}', "
+                               f"waypoint {w}: gravity alone needs {g[k, j]:.6g} N·m at joint '{names[j]}', "
                                f"above its torque limit {tlim[j]:.6g} N·m (effort {m.effort_limit[j]:.6g} × "
                                f"torque_margin {options.torque_margin:g})")
 
@@ -345,6 +348,7 @@ class Retimer:
             q = kept.copy()
             z = np.zeros_like(q)
             tau = np.atleast_2d(self.dynamics.rnea(q, z, z))
+            self._check_request(q, v0, v1, options, gravity=tau)
             msg = "zero-length path: zero-duration trajectory"
             if notes:
                 msg += "; " + "; ".join(notes)
@@ -419,16 +423,20 @@ class Retimer:
         abc = (torque_coefficients_planned(self.dynamics, q, dq, ddq,
                                            dynamics_plan(s, knot_index, options.dynamics_spacing))
                if use_torque else None)
+        if use_torque:  # gravity alone at the waypoints (knots are exact dynamics nodes)
+            self._check_request(seg_wp, np.zeros(m.n), np.zeros(m.n), options,
+                                gravity=abc[2][2 * knot_index], first=first, kept_idx=kept_idx)
         x_start = float(np.linalg.norm(v0)) ** 2 if sp0 is not None else 0.0
         x_end = float(np.linalg.norm(v1)) ** 2 if sp1 is not None else 0.0
         friction = options.friction and use_torque and (np.any(m.damping) or np.any(m.friction))
         coulomb = m.friction if friction and np.any(m.friction) else None
-        G, h = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
-                                 torque_limit=tlim if use_torque else None, torque_abc=abc, coulomb=coulomb)
+        G, h, xmin = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
+                                       torque_limit=tlim if use_torque else None, torque_abc=abc,
+                                       coulomb=coulomb)
         timings["constraints"] = timings.get("constraints", 0.0) + (time.perf_counter() - t0) * 1e3
         t0 = time.perf_counter()
         scheme = stage_schemes(s.shape[0], knot_index)
-        status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme)
+        status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme, m.n, xmin)
         if status == SolveStatus.OK and friction and np.any(m.damping):
             # viscous friction: linearize around the frictionless profile and solve again (conservative)
             # (the tangent at x_ref is conservative below x_ref; if that makes the path infeasible, retry
@@ -437,10 +445,10 @@ class Retimer:
             x_ref[0::2] = x
             x_ref[1::2] = 0.5 * (x[1:] + x[:-1])
             for factor in (1.0, 0.25, 0.0625):
-                G, h = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
-                                         torque_limit=tlim, torque_abc=abc, coulomb=coulomb,
-                                         viscous=m.damping, x_ref=x_ref, tangent_factor=factor)
-                status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme)
+                G, h, xmin = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
+                                               torque_limit=tlim, torque_abc=abc, coulomb=coulomb,
+                                               viscous=m.damping, x_ref=x_ref, tangent_factor=factor)
+                status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme, m.n, xmin)
                 if status == SolveStatus.OK:
                     break
         timings["solve"] = timings.get("solve", 0.0) + (time.perf_counter() - t0) * 1e3
@@ -514,9 +522,10 @@ class Retimer:
         out = {}
         for key, arr, lim in (("velocity", res.qd, vlim), ("acceleration", res.qdd, alim),
                               ("effort", res.tau, tlim)):
-            fin = np.isfinite(lim)
-            if not fin.any() or arr.shape[0] == 0:
+            if arr.shape[0] == 0:
                 out[key] = None
-            else:
-                out[key] = float((np.abs(arr[:, fin]) / lim[fin]).max())
+                continue
+            # max over samples of |value| / limit (an infinite limit gives 0: no limit to use up)
+            peak = float((np.abs(arr).max(axis=0) / lim).max())
+            out[key] = peak if np.isfinite(lim).any() else None
         return out

@@ -70,7 +70,7 @@ def _push(H, m, a, b, g):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme):  # pragma: no cover - compiled
+def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragma: no cover - compiled
     """Fill H (m, 3) with the half-planes α u + β x ≤ γ of stage i; return m, or -1 if a constant row
     is violated (the stage is infeasible whatever (u, x)).
 
@@ -83,6 +83,10 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme):  # pragma: no cover - co
     Q − D/8 (resp. Q − D/32) ≤ 0 at s_i, the stage midpoint and s_{i+1} (Q there by Lagrange weights for
     schemes 1, 2) keep the row ≤ 0 on the whole stage — exactly for the acceleration rows, which are
     quadratic in s inside a knot interval; up to O(Δ³) for the others.
+
+    Velocity rows (indices 1 .. vel_rows, q'_j² x ≤ V_j²) whose bound V_j²/q'_j² is at least 4× the
+    tightest one (``xmin``) at all three points are left out: with x below the tightest bound they are
+    far from active.
     """
     ds = s[i + 1] - s[i]
     m = 0
@@ -106,6 +110,9 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme):  # pragma: no cover - co
         b0 = G[pa, r, 1]
         b1 = G[pb, r, 1]
         b2 = G[pc, r, 1]
+        if 1 <= r <= vel_rows and (h0 >= 4.0 * xmin[pa] * b0 and h1 >= 4.0 * xmin[pb] * b1
+                                   and h2 >= 4.0 * xmin[pc] * b2):
+            continue
         a0 = G[pa, r, 0] + ta * b0
         a1 = G[pb, r, 0] + tb * b1
         a2 = G[pc, r, 0] + tc * b2
@@ -312,7 +319,7 @@ def _u_range(H, m, x):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _solve(s, G, h, scheme, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
+def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
     n_grid = s.shape[0]
     nrow = G.shape[1]
     mmax = 5 * nrow + 8
@@ -327,7 +334,7 @@ def _solve(s, G, h, scheme, x_start, x_end, K, x, u, work, store):  # pragma: no
     a2 = -1
     for i in range(n_grid - 2, -1, -1):
         H = Hs[i if store else 0]
-        m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme)
+        m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
         if m < 0:
             return 1, i
         ms[i] = m
@@ -366,7 +373,7 @@ def _solve(s, G, h, scheme, x_start, x_end, K, x, u, work, store):  # pragma: no
             m = ms[i]
         else:
             H = Hs[0]
-            m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme)
+            m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
         lo, hi = _u_range(H, m, x[i])
         ds = s[i + 1] - s[i]
         if lo > hi:
@@ -417,7 +424,7 @@ def stage_schemes(n_grid: int, knot_index: np.ndarray | None = None) -> np.ndarr
 
 
 def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 0.0, x_end: float = 0.0,
-                  scheme: np.ndarray | None = None):
+                  scheme: np.ndarray | None = None, vel_rows: int = 0, xmin: np.ndarray | None = None):
     """Run the backward and forward passes of TOPP-RA.
 
     Args:
@@ -429,6 +436,8 @@ def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 
         x_start, x_end: sd² at the first and last gridpoint ((rad/s)² of chord length).
         scheme: (N-1,) per-stage stencil from :func:`stage_schemes` (default: midpoints everywhere; the
             rows at the midpoints of stages with another stencil are not read).
+        vel_rows, xmin: rows 1 .. vel_rows are velocity rows and xmin (2N-1,) the tightest velocity bound
+            on x at each point (:func:`~.constraints.build_constraints`); rows far from it are skipped.
     Returns:
         (status: SolveStatus, index: stage where it failed or -1, x (N,), u (N-1,), K (N, 2)).
     Raises:
@@ -446,6 +455,8 @@ def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 
     scheme = np.ascontiguousarray(scheme, dtype=np.int8)
     if scheme.shape != (n_grid - 1,):
         raise ValueError(f"scheme: expected shape ({n_grid - 1},), got {scheme.shape}")
+    if xmin is None or vel_rows <= 0:
+        vel_rows, xmin = 0, np.zeros(2 * n_grid - 1)
     K = np.zeros((n_grid, 2))
     x = np.zeros(n_grid)
     u = np.zeros(n_grid - 1)
@@ -456,7 +467,8 @@ def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 
         global _WORK
         if _WORK.shape[0] < need:
             _WORK = np.empty(need)
-        code, idx = _solve(s, G, h, scheme, float(x_start), float(x_end), K, x, u, _WORK, store)
+        code, idx = _solve(s, G, h, scheme, int(vel_rows), xmin, float(x_start), float(x_end), K, x, u,
+                           _WORK, store)
     return SolveStatus(code), int(idx), x, u, K
 
 
