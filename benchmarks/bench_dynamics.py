@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     q = model.random_configuration(rng)
     qd, qdd = rng.uniform(-1, 1, n), rng.uniform(-3, 3, n)
     pm, pd = pino.pin_model, pino.data
-    qp = pino._q(q)
+    qp = pino.pinocchio_configuration(q)
     frame = model.description.joints[model.joint_names[-1]].child
     fid = pm.getFrameId(frame)
     raw = {
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
         Q = model.random_configuration(rng, N)
         QD, QDD = rng.uniform(-1, 1, (N, n)), rng.uniform(-3, 3, (N, n))
         # the fairest loop: one owned, contiguous array per state, prepared outside the timing
-        rows = [(pino._q(Q[k]).copy(), QD[k].copy(), QDD[k].copy()) for k in range(N)]
+        rows = [(pino.pinocchio_configuration(Q[k]), QD[k].copy(), QDD[k].copy()) for k in range(N)]
 
         def loop():
             for a, b, c in rows:
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     # other batched quantities at N = 100
     Q = model.random_configuration(rng, 100)
     QD = rng.uniform(-1, 1, (100, n))
-    QP = [pino._q(Q[k]).copy() for k in range(100)]
+    QP = [pino.pinocchio_configuration(Q[k]) for k in range(100)]
     QDl = [x.copy() for x in QD]
     extra = {
         "gravity": (lambda: ne.gravity(Q), lambda: [pin.computeGeneralizedGravity(pm, pd, x) for x in QP]),

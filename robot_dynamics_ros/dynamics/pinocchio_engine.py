@@ -66,6 +66,8 @@ class PinocchioDynamics:
         cont_mask = np.array(cont, dtype=bool)
         self._cont_k = np.nonzero(cont_mask)[0]
         self._lin_k = np.nonzero(~cont_mask)[0]
+        self._q_idx_lin = self._q_idx[self._lin_k]   # Pinocchio q index of each non-continuous joint
+        self._q_idx_cos = self._q_idx[self._cont_k]  # continuous joints: cos θ here, sin θ at +1
         self._identity_v = bool(np.array_equal(self._v_idx, np.arange(pm.nv)))
         self._identity_q = self._identity_v and pm.nq == pm.nv and not model.has_mimic
         self._G = model.mimic_matrix  # (n_moving, n)
@@ -73,10 +75,8 @@ class PinocchioDynamics:
         self._Gp = np.zeros((pm.nv, self.n))
         self._Gp[self._v_idx] = self._G  # qd_pin = Gp qd, tau = Gpᵀ tau_pin
         self._plain = self._identity_v and not model.has_mimic
-        self._q_pin = np.zeros(pm.nq)
         self._lower = np.tril_indices(pm.nv, -1)
         self._base_inertias = [pm.inertias[i].copy() for i in range(pm.njoints)]
-        self._base_gravity = pm.gravity.copy()
         self._version = -1
         self._sync()
 
@@ -108,14 +108,18 @@ class PinocchioDynamics:
         if self._identity_q:
             return q
         qm = self.model.expand(q) if self.model.has_mimic else q
-        out = self._q_pin
-        out[self._q_idx[self._lin_k]] = qm[self._lin_k]
+        out = np.empty(self.pin_model.nq)
+        out[self._q_idx_lin] = qm[self._lin_k]
         if len(self._cont_k):
             qc = qm[self._cont_k]
-            ic = self._q_idx[self._cont_k]
-            out[ic] = np.cos(qc)
-            out[ic + 1] = np.sin(qc)
-        return out.copy()
+            out[self._q_idx_cos] = np.cos(qc)
+            out[self._q_idx_cos + 1] = np.sin(qc)
+        return out
+
+    def pinocchio_configuration(self, q) -> np.ndarray:
+        """Pinocchio configuration vector (nq,) of our q (n,) rad/m: mimic joints expanded, continuous
+        joints as (cos θ, sin θ), Pinocchio's joint order (for calling ``pinocchio`` on ``pin_model``)."""
+        return np.array(self._q(q), dtype=float)
 
     def _v(self, v, name: str) -> np.ndarray:
         """Our qd or qdd (n,) -> Pinocchio tangent vector (nv,)."""
