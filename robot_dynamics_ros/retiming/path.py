@@ -318,35 +318,63 @@ class JointPath:
         return self.evaluate(s)[0]
 
 
+@njit(cache=True, nogil=True)
+def _gridpoints(knots, count):  # pragma: no cover - compiled
+    n_int = knots.shape[0] - 1
+    stages = max(count - 1, n_int)
+    total = knots[n_int] - knots[0]
+    per = np.empty(n_int, dtype=np.int64)
+    frac = np.empty(n_int)
+    used = 0
+    for k in range(n_int):
+        share = (knots[k + 1] - knots[k]) * (stages / total)
+        f = np.floor(share)
+        per[k] = max(int(f), 1)
+        frac[k] = share - f
+        used += per[k]
+    short = stages - used
+    if short > 0:  # largest remainders first
+        order = np.argsort(-frac)
+        for k in range(short):
+            per[order[k % n_int]] += 1
+    while short < 0:  # too many from the max(., 1): take from the intervals with most stages per length
+        best = -1
+        ratio = -1.0
+        for k in range(n_int):
+            if per[k] > 1:
+                r = per[k] / (knots[k + 1] - knots[k])
+                if r > ratio:
+                    ratio = r
+                    best = k
+        per[best] -= 1
+        short += 1
+    n_grid = 1
+    for k in range(n_int):
+        n_grid += per[k]
+    s = np.empty(n_grid)
+    knot_index = np.empty(n_int + 1, dtype=np.int64)
+    g = 0
+    for k in range(n_int):
+        knot_index[k] = g
+        length = knots[k + 1] - knots[k]
+        for j in range(per[k]):
+            s[g] = knots[k] + length * (j / per[k])
+            g += 1
+    s[g] = knots[n_int]
+    knot_index[n_int] = g
+    return s, knot_index
+
+
 def gridpoints_for(knots: np.ndarray, count: int, return_knot_index: bool = False):
     """Near-uniform gridpoints (≥ ``count`` of them) in [0, length] that contain every knot.
 
-    Each knot interval gets a number of stages proportional to its length (at least one), uniformly spaced,
-    so no stage straddles a knot: within a stage q(s) is a single cubic, which is what makes the
-    three-point collocation of :mod:`.topp_ra` accurate. With fewer requested gridpoints than knots the
-    knots themselves are the gridpoints.
+    Each knot interval gets a number of stages proportional to its length (at least one; largest
+    remainders round up), uniformly spaced, so no stage straddles a knot: within a stage q(s) is a single
+    cubic, which is what makes the curvature bounds of :mod:`.topp_ra` accurate. With fewer requested
+    gridpoints than knots the knots themselves are the gridpoints.
 
     Returns:
         s (N,) gridpoints; with ``return_knot_index`` also (K,) the index in s of every knot.
     """
-    knots = np.asarray(knots, dtype=float)
-    n_int = knots.shape[0] - 1
-    stages = max(int(count) - 1, n_int)
-    lengths = np.diff(knots)
-    share = lengths * (stages / knots[-1])
-    per = np.maximum(np.floor(share).astype(np.int64), 1)
-    short = stages - int(per.sum())
-    if short > 0:
-        order = np.argsort(-(share - np.floor(share)))
-        per[order[:short]] += 1
-    elif short < 0:  # too many from the max(., 1): take from the intervals with most stages per length
-        for _ in range(-short):
-            k = int(np.argmax(np.where(per > 1, share / per, -np.inf)))
-            per[k] -= 1
-    offsets = np.concatenate(([0], np.cumsum(per)))
-    owner = np.repeat(np.arange(n_int), per)
-    local = np.arange(offsets[-1]) - offsets[owner]
-    out = np.empty(offsets[-1] + 1)
-    out[:-1] = knots[owner] + lengths[owner] * (local / per[owner])
-    out[-1] = knots[-1]
-    return (out, offsets) if return_knot_index else out
+    s, knot_index = _gridpoints(np.ascontiguousarray(knots, dtype=float), int(count))
+    return (s, knot_index) if return_knot_index else s

@@ -295,21 +295,31 @@ class Retimer:
         return (m.velocity_limit * options.velocity_scale, m.acceleration_limit * options.acceleration_scale,
                 m.effort_limit * options.torque_margin)
 
+    def _position_bounds(self):
+        m = self.model
+        key = (m.lower.tobytes(), m.upper.tobytes())
+        if getattr(self, "_bounds_key", None) != key:
+            self._bounds_key = key
+            self._bounds = (m.lower - _LIMIT_TOL * (1.0 + np.abs(m.lower)),
+                            m.upper + _LIMIT_TOL * (1.0 + np.abs(m.upper)))
+        return self._bounds
+
     def _check_request(self, wp, v0, v1, options, gravity=None, first=0, kept_idx=None):
         """Position and start/end velocity limits; with ``gravity`` (W, n) = g(q) at the waypoints also the
         torque limit against gravity alone (the first such waypoint, its worst joint)."""
         m = self.model
         names = m.joint_names
         vlim, _, tlim = self._limits(options)
-        tol_lo = m.lower - _LIMIT_TOL * (1.0 + np.abs(m.lower))
-        tol_hi = m.upper + _LIMIT_TOL * (1.0 + np.abs(m.upper))
-        out = np.argwhere((wp < tol_lo) | (wp > tol_hi))
-        if out.size:
-            w, j = out[0]
+        tol_lo, tol_hi = self._position_bounds()
+        if (wp.min(axis=0) < tol_lo).any() or (wp.max(axis=0) > tol_hi).any():
+            k, j = np.argwhere((wp < tol_lo) | (wp > tol_hi))[0]
+            w = k if kept_idx is None else int(kept_idx[first + k])
             raise _Failure(RetimeStatus.POSITION_LIMIT,
-                           f"waypoint {w}: joint '{names[j]}' position {wp[w, j]:.6g} is outside its position "
+                           f"waypoint {w}: joint '{names[j]}' position {wp[k, j]:.6g} is outside its position "
                            f"limits [{m.lower[j]:.6g}, {m.upper[j]:.6g}]")
         for v, what in ((v0, "start_velocity"), (v1, "end_velocity")):
+            if v is None or not v.any():
+                continue
             over = np.flatnonzero(np.abs(v) > vlim * (1.0 + _LIMIT_TOL))
             if over.size:
                 j = over[0]
@@ -317,9 +327,11 @@ class Retimer:
                                f"{what}: joint '{names[j]}' at {v[j]:.6g} rad/s exceeds its velocity limit "
                                f"{vlim[j]:.6g} rad/s (URDF {m.velocity_limit[j]:.6g} × velocity_scale "
                                f"{options.velocity_scale:g})")
-        if gravity is not None and np.any(np.isfinite(tlim)):
+        if gravity is not None:
             g = np.atleast_2d(gravity)
             ratio = np.abs(g) / tlim
+            if ratio.max() <= 1.0:
+                return
             over = np.flatnonzero((ratio > 1.0).any(axis=1))
             if over.size:  # the first such waypoint, its worst joint
                 k = int(over[0])
@@ -409,10 +421,9 @@ class Retimer:
         s_eval[1::2] = 0.5 * (s[1:] + s[:-1])
         q, dq, ddq = path.evaluate(s_eval)
         timings["path"] = timings.get("path", 0.0) + (time.perf_counter() - t0) * 1e3
-        lo_bad = q < m.lower - _LIMIT_TOL * (1.0 + np.abs(m.lower))
-        hi_bad = q > m.upper + _LIMIT_TOL * (1.0 + np.abs(m.upper))
-        if lo_bad.any() or hi_bad.any():
-            p, j = np.argwhere(lo_bad | hi_bad)[0]
+        tol_lo, tol_hi = self._position_bounds()
+        if (q.min(axis=0) < tol_lo).any() or (q.max(axis=0) > tol_hi).any():
+            p, j = np.argwhere((q < tol_lo) | (q > tol_hi))[0]
             w = self._waypoint_at(path, s_eval[p], first, kept_idx)
             raise _Failure(RetimeStatus.POSITION_LIMIT,
                            f"the spline between waypoints {w} and {w + 1} leaves the position limits of joint "
@@ -424,8 +435,8 @@ class Retimer:
                                            dynamics_plan(s, knot_index, options.dynamics_spacing))
                if use_torque else None)
         if use_torque:  # gravity alone at the waypoints (knots are exact dynamics nodes)
-            self._check_request(seg_wp, np.zeros(m.n), np.zeros(m.n), options,
-                                gravity=abc[2][2 * knot_index], first=first, kept_idx=kept_idx)
+            self._check_request(seg_wp, None, None, options, gravity=abc[2][2 * knot_index], first=first,
+                                kept_idx=kept_idx)
         x_start = float(np.linalg.norm(v0)) ** 2 if sp0 is not None else 0.0
         x_end = float(np.linalg.norm(v1)) ** 2 if sp1 is not None else 0.0
         friction = options.friction and use_torque and (np.any(m.damping) or np.any(m.friction))
