@@ -95,3 +95,22 @@ def test_bad_parameter_override_stops_the_node_with_a_clear_error():
                 Parameter("urdf_path", value="panda"), Parameter("gravity", value=[0.0, -9.81])])
     finally:
         rclpy.shutdown(context=ctx)
+
+
+def test_empty_array_overrides_are_accepted(tmp_path):
+    """`held_joint_names: []` in a params file (or an empty Parameter) means 'none', not a type error."""
+    from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
+
+    f = tmp_path / "p.yaml"
+    f.write_text("gravity_compensation:\n  ros__parameters:\n    urdf_path: ur5\n    held_joint_names: []\n"
+                 "    held_joint_positions: []\n    joints: []\n")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=["x", "--ros-args", "--params-file", str(f)])
+    try:
+        node = GravityCompensationNode(context=ctx, parameter_overrides=[
+            Parameter("held_joint_names", Parameter.Type.STRING_ARRAY, [])])
+        assert node.p["held_joint_names"] == [] and node.model.n == 6
+        assert node.mapper.command_joints == node.model.joint_names
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)

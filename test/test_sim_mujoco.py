@@ -134,3 +134,38 @@ def test_payload_and_gravity_match_pinocchio(panda):
     ref2 = RawPinocchio(panda)
     ref2.m.gravity.linear[:] = tilted
     np.testing.assert_allclose(sim.bias_force(), ref2.gravity(q), atol=1e-10)
+
+
+def test_point_mass_arm_gets_an_inertia_floor_and_matches_the_closed_form():
+    """planar 2R with point masses (zero inertia): MuJoCo needs a tiny inertia; g(q) is unchanged.
+
+    Closed form (vertical plane, angles from the horizontal x axis; the URDF's header):
+    g1 = (m1 l1 + m2 l1) g cos q1 + m2 l2 g cos(q1 + q2), g2 = m2 l2 g cos(q1 + q2).
+    """
+    from robot_dynamics_ros.sim.mujoco_model import INERTIA_FLOOR
+
+    model = RobotModel.from_urdf(robots.ROBOTS["planar_2r"].path)
+    sim = MujocoSim(model)
+    assert sim.mm.inertia_floor_applied and INERTIA_FLOOR <= 1e-9
+    m1, m2, l1, l2, g = 2.0, 1.5, 0.5, 0.4, 9.81
+    for q1, q2 in [(0.0, 0.0), (0.3, -0.8), (1.2, 0.5)]:
+        sim.reset([q1, q2])
+        expected = [(m1 + m2) * l1 * g * np.cos(q1) + m2 * l2 * g * np.cos(q1 + q2), m2 * l2 * g * np.cos(q1 + q2)]
+        np.testing.assert_allclose(sim.bias_force(), expected, atol=1e-9)
+
+
+def test_mimic_joints_start_coupled_and_the_arm_holds():
+    """Baxter's gripper fingers are mimic joints: reset puts them where the coupling wants them."""
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+    model = RobotModel.from_urdf(robots.ROBOTS["baxter"].path)
+    assert model.has_mimic
+    sim = MujocoSim(model)
+    dyn = PinocchioDynamics(model)
+    q0 = np.clip(np.where(np.arange(model.n) % 2 == 0, 0.4, -0.4), model.lower, model.upper)
+    sim.reset(q0)
+    np.testing.assert_allclose(sim.data.qpos[sim.mm.moving_qpos_adr], model.expand(q0), atol=1e-15)
+    for _ in range(500):
+        sim.set_effort(dyn.gravity(sim.q))
+        sim.step()
+    assert np.abs(sim.q - q0).max() < 1e-5

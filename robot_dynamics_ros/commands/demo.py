@@ -155,14 +155,14 @@ class DemoRunner:
         while not self.enable_client.service_is_ready():
             self.executor.spin_once(timeout_sec=0.05)
             if time.monotonic() > t_end:
-                raise RuntimeError("gravity_compensation ~/enable service not available")
+                raise UserError("gravity_compensation ~/enable service not available")
         fut = self.enable_client.call_async(SetBool.Request(data=enabled))
         while not fut.done():
             self.executor.spin_once(timeout_sec=0.05)
             if time.monotonic() > t_end:
-                raise RuntimeError("no answer from gravity_compensation ~/enable")
+                raise UserError("no answer from gravity_compensation ~/enable")
         if not fut.result().success:
-            raise RuntimeError(fut.result().message)
+            raise UserError(fut.result().message)
 
     def run_phase(self, compensated: bool, duration: float, *, wall_timeout: float = 60.0,
                   status_every: float = 1.0) -> dict:
@@ -180,7 +180,8 @@ class DemoRunner:
         while not self.sim_node.done:
             self.executor.spin_once(timeout_sec=0.05)
             if time.monotonic() > t_end:
-                raise RuntimeError(f"demo: closed loop stalled at t = {self.sim_node.sim.time:.3f} s")
+                raise UserError(f"closed loop stalled at t = {self.sim_node.sim.time:.3f} s (no command for "
+                                f"{wall_timeout:g} s of wall time)")
             if self._record and self._record[-1][0] >= next_status - 1e-9:
                 t, q, eff = self._record[-1]
                 drift = np.abs(q - q0)

@@ -137,7 +137,11 @@ def declare_parameters(node, specs: Iterable[ParamSpec]) -> dict[str, Any]:
         t = spec.ros_type()
         default = spec.default
         if isinstance(default, (list, tuple)) and not default:
-            node.declare_parameter(spec.name, t, spec.descriptor())
+            # an empty override ([] in a YAML file or a Parameter) arrives typed BYTE_ARRAY and would be
+            # refused for a string/double array: treat it as "not set" (= the empty default)
+            override = getattr(node, "_parameter_overrides", {}).get(spec.name)
+            empty = override is not None and override.value is not None and len(override.value) == 0
+            node.declare_parameter(spec.name, t, spec.descriptor(), ignore_override=empty)
             try:
                 value = node.get_parameter(spec.name).value
             except ParameterUninitializedException:

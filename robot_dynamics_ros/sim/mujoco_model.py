@@ -33,7 +33,12 @@ class MujocoModel:
         joint_ids: ``(n,)`` MuJoCo joint ids, in ``joint_names`` order.
         qpos_adr: ``(n,)`` addresses into ``MjData.qpos`` of each joint (model order).
         dof_adr: ``(n,)`` addresses into ``MjData.qvel`` / ``qfrc_*`` of each joint (model order).
+        moving_qpos_adr, moving_dof_adr: ``(n_moving,)`` the same for ``RobotModel.moving_joint_names``
+            (actuated and mimic joints; MuJoCo's URDF importer couples a mimic joint to its master with a
+            joint equality constraint).
         body_of_link: URDF link name -> MuJoCo body id (every link, fixed ones included).
+        inertia_floor_applied: links whose zero principal inertia was raised to :data:`INERTIA_FLOOR`
+            (MuJoCo refuses moving bodies with zero inertia, e.g. point masses).
         base_mass: ``(nbody,)``, ``base_ipos``, ``base_iquat``, ``base_inertia``: the body inertias as
             compiled, before any payload.
     """
@@ -44,14 +49,45 @@ class MujocoModel:
     qpos_adr: np.ndarray
     dof_adr: np.ndarray
     body_of_link: dict[str, int]
+    moving_qpos_adr: np.ndarray = field(repr=False)
+    moving_dof_adr: np.ndarray = field(repr=False)
     base_mass: np.ndarray = field(repr=False)
     base_ipos: np.ndarray = field(repr=False)
     base_iquat: np.ndarray = field(repr=False)
     base_inertia: np.ndarray = field(repr=False)
+    inertia_floor_applied: tuple[str, ...] = ()
 
     def qpos_from_q(self, q: np.ndarray, qpos: np.ndarray) -> None:
         """Write model-order ``q`` (n,) into ``qpos`` (MjData.qpos) at the joints' addresses."""
         qpos[self.qpos_adr] = q
+
+
+#: kg·m²: principal inertia given to massive links whose URDF inertia is zero (point masses), which MuJoCo
+#: cannot simulate; 1e-9 kg·m² changes g(q) not at all and M(q) by ~1e-9.
+INERTIA_FLOOR = 1e-9
+
+
+def _floor_point_masses(urdf: str) -> tuple[str, tuple[str, ...]]:
+    """Raise ixx/iyy/izz below :data:`INERTIA_FLOOR` of links with mass > 0 to the floor."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(urdf)
+    changed = []
+    for link in root.findall("link"):
+        inertial = link.find("inertial")
+        if inertial is None:
+            continue
+        mass, inertia = inertial.find("mass"), inertial.find("inertia")
+        if mass is None or inertia is None or float(mass.get("value", "0")) <= 0:
+            continue
+        hit = False
+        for key in ("ixx", "iyy", "izz"):
+            if float(inertia.get(key, "0")) < INERTIA_FLOOR:
+                inertia.set(key, repr(INERTIA_FLOOR))
+                hit = True
+        if hit:
+            changed.append(link.get("name"))
+    return ET.tostring(root, encoding="unicode"), tuple(changed)
 
 
 def _with_compiler_block(urdf: str) -> str:
@@ -84,11 +120,18 @@ def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "imp
     """
     import mujoco
 
-    xml = _with_compiler_block(model.reduced_urdf())
+    urdf = model.reduced_urdf()
+    floored: tuple[str, ...] = ()
     try:
-        mj = mujoco.MjModel.from_xml_string(xml)
+        mj = mujoco.MjModel.from_xml_string(_with_compiler_block(urdf))
     except ValueError as exc:
-        raise ValueError(f"MuJoCo cannot compile robot '{model.description.name}': {exc}") from None
+        if "mass and inertia of moving bodies" not in str(exc):
+            raise ValueError(f"MuJoCo cannot compile robot '{model.description.name}': {exc}") from None
+        urdf, floored = _floor_point_masses(urdf)
+        try:
+            mj = mujoco.MjModel.from_xml_string(_with_compiler_block(urdf))
+        except ValueError as exc2:
+            raise ValueError(f"MuJoCo cannot compile robot '{model.description.name}': {exc2}") from None
     if not timestep > 0:
         raise ValueError(f"timestep {timestep} s must be > 0")
     mj.opt.timestep = float(timestep)
@@ -97,6 +140,10 @@ def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "imp
     except AttributeError:
         raise ValueError(f"integrator '{integrator}': must be Euler, implicitfast, implicit or RK4") from None
     mj.opt.gravity[:] = model.gravity
+    # mimic couplings (joint equalities) as stiff as the step allows (time constant 2 dt, critically damped)
+    for e in range(mj.neq):
+        if mj.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT:
+            mj.eq_solref[e] = (2.0 * mj.opt.timestep, 1.0)
 
     ids = []
     for name in model.joint_names:
@@ -106,11 +153,21 @@ def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "imp
         ids.append(jid)
     joint_ids = np.asarray(ids, dtype=np.intp)
     bodies = {mj.body(b).name: b for b in range(mj.nbody)}
+    moving = []
+    for name in model.moving_joint_names:
+        jid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name)
+        if jid < 0:
+            raise ValueError(f"joint '{name}' of the robot model is not in the MuJoCo model")
+        moving.append(jid)
+    moving_ids = np.asarray(moving, dtype=np.intp)
     mm = MujocoModel(
         mj=mj, joint_names=tuple(model.joint_names), joint_ids=joint_ids,
         qpos_adr=np.asarray(mj.jnt_qposadr[joint_ids], dtype=np.intp),
         dof_adr=np.asarray(mj.jnt_dofadr[joint_ids], dtype=np.intp),
         body_of_link=bodies,
+        moving_qpos_adr=np.asarray(mj.jnt_qposadr[moving_ids], dtype=np.intp),
+        moving_dof_adr=np.asarray(mj.jnt_dofadr[moving_ids], dtype=np.intp),
+        inertia_floor_applied=floored,
         base_mass=mj.body_mass.copy(), base_ipos=mj.body_ipos.copy(), base_iquat=mj.body_iquat.copy(),
         base_inertia=mj.body_inertia.copy(),
     )

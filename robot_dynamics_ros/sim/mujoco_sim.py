@@ -128,8 +128,9 @@ class MujocoSim:
         q_vec = self._vector(q, "q", self.model.neutral())
         qd_vec = self._vector(qd, "qd", np.zeros(self.n))
         self._mujoco.mj_resetData(self.mj, self.data)
-        self.data.qpos[self._qpos_adr] = q_vec
-        self.data.qvel[self._dof_adr] = qd_vec
+        # all moving joints: mimic joints start where their equality constraint wants them
+        self.data.qpos[self.mm.moving_qpos_adr] = self.model.expand(q_vec)
+        self.data.qvel[self.mm.moving_dof_adr] = self.model.expand_rate(qd_vec)
         self._effort[:] = 0.0
         self.data.qfrc_applied[:] = 0.0
         self._mujoco.mj_forward(self.mj, self.data)
