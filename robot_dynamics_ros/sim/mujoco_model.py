@@ -101,7 +101,7 @@ def _with_compiler_block(urdf: str) -> str:
 
 
 def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "implicitfast",
-                       payload: bool = True) -> MujocoModel:
+                       payload: bool = True, inertia_floor: bool = False) -> MujocoModel:
     """Compile ``model`` (a RobotModel) into MuJoCo.
 
     Args:
@@ -110,6 +110,9 @@ def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "imp
         integrator: ``"Euler"``, ``"implicitfast"`` (default; damping integrated implicitly),
             ``"implicit"`` or ``"RK4"``.
         payload: also attach ``model.payload`` (if any) to its link (:func:`apply_payload`).
+        inertia_floor: when MuJoCo refuses a massive link with zero inertia (a point mass), raise its
+            principal inertias to :data:`INERTIA_FLOOR` and compile again (the simulator does; a
+            cross-check that must be exact should not).
 
     Returns:
         :class:`MujocoModel` (gravity = ``model.gravity``, no contacts: there is no geometry).
@@ -125,7 +128,7 @@ def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "imp
     try:
         mj = mujoco.MjModel.from_xml_string(_with_compiler_block(urdf))
     except ValueError as exc:
-        if "mass and inertia of moving bodies" not in str(exc):
+        if not inertia_floor or "mass and inertia of moving bodies" not in str(exc):
             raise ValueError(f"MuJoCo cannot compile robot '{model.description.name}': {exc}") from None
         urdf, floored = _floor_point_masses(urdf)
         try:

@@ -41,7 +41,8 @@ class MujocoSim:
 
         self._mujoco = mujoco
         self.model = model
-        self.mm: MujocoModel = build_mujoco_model(model, timestep=timestep, integrator=integrator)
+        self.mm: MujocoModel = build_mujoco_model(model, timestep=timestep, integrator=integrator,
+                                                  inertia_floor=True)
         self.mj = self.mm.mj
         self.data = mujoco.MjData(self.mj)
         self.joint_names: tuple[str, ...] = tuple(model.joint_names)
