@@ -96,10 +96,8 @@ class GravityCompensationNode(Node):
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="gravity_compensation", period=self.p["diagnostics_period"])
         self.enabled = bool(self.p["enabled"])
-        self._shut = False
         self.model = None
         self.engine = None
-        self.mapper: JointStateMapper | None = None
         self.crossval_ok = False
         self.clamp_count = 0
         self.last_error = ""
@@ -125,7 +123,8 @@ class GravityCompensationNode(Node):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diag.set("command_topic", topic)
         self.diag.set_level(Diagnostics.WARN, "waiting for the robot model")
-        self._stale_timer = self.create_timer(max(self.p["state_timeout"], 0.01), self._check_stale)
+        # staleness seen even when joint_states stop altogether; also refreshes the diagnostic values
+        self._stale_timer = self.create_timer(min(max(self.p["state_timeout"], 0.01), 0.5), self._check_stale)
         self.loader = common.ModelLoader(self, self._on_model, self.log, self.p)
 
     # ------------------------------------------------------------------ model
