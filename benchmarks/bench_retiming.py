@@ -23,6 +23,8 @@ Run:  .venv/bin/python benchmarks/bench_retiming.py [--repeat 15] [--json out.js
 from __future__ import annotations
 
 import argparse
+import gc
+import itertools
 import json
 import logging
 import os
@@ -102,7 +104,10 @@ class ToppraSide:
         traj = inst.compute_trajectory(0.0, 0.0)
         if traj is None:
             return None
-        t = np.append(np.arange(0.0, traj.duration, dt), traj.duration)
+        if dt:
+            t = np.append(np.arange(0.0, traj.duration, dt), traj.duration)
+        else:  # as many samples as gridpoints (ours samples at its gridpoint times)
+            t = np.linspace(0.0, traj.duration, len(gridpoints))
         q, qd, qdd = traj(t), traj(t, 1), traj(t, 2)
         tau = np.array([pin.rnea(pm, data, q[k], qd[k], qdd[k]) for k in range(t.shape[0])])
         return traj, t, q, qd, qdd, tau
@@ -117,7 +122,7 @@ def dense_peaks(model, pm, data, q, qd, qdd, tlim):
 
 def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat):
     wp = smooth_waypoints(model, n_wp)
-    opts = RetimeOptions(gridpoints=n_grid, torque_margin=TORQUE_MARGIN, sample_period=dt)
+    opts = RetimeOptions(gridpoints=n_grid, torque_margin=TORQUE_MARGIN, sample_period=dt or None)
     res = retimer.retime(wp, options=opts)
     if not res.success:
         raise SystemExit(f"{robot} W={n_wp} N={n_grid}: ours failed: {res.message}")
@@ -128,6 +133,8 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat):
         raise SystemExit(f"{robot} W={n_wp} N={n_grid}: toppra failed")
     t_ours, t_ta, c_ours, c_ta = [], [], [], []
     for _ in range(repeat):
+        gc.collect()  # as timeit: no garbage collection inside the timed calls (toppra makes much garbage)
+        gc.disable()
         t0, c0 = time.perf_counter(), time.thread_time()
         res = retimer.retime(wp, options=opts)
         t_ours.append(time.perf_counter() - t0)
@@ -136,9 +143,10 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat):
         out = toppra_side.run(knots, wp, grid, dt)
         t_ta.append(time.perf_counter() - t0)
         c_ta.append(time.thread_time() - c0)
+    gc.enable()
     traj = out[0]
     # 10x denser sampling of both outputs, checked with Pinocchio
-    dense = RetimeOptions(gridpoints=n_grid, torque_margin=TORQUE_MARGIN, sample_period=dt / 10)
+    dense = RetimeOptions(gridpoints=n_grid, torque_margin=TORQUE_MARGIN, sample_period=(dt or 0.01) / 10)
     rd = retimer.retime(wp, options=dense)
     pm, data = toppra_side.pm, toppra_side.data
     ours_peak = dense_peaks(model, pm, data, rd.q, rd.qd, rd.qdd, toppra_side.tlim)
@@ -159,7 +167,8 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
-    ap.add_argument("--dt", type=float, default=0.01, help="output sample period (s)")
+    ap.add_argument("--dt", type=float, nargs="+", default=[0.0, 0.01],
+                    help="output sample periods to run, s; 0 = at the gridpoints (default: 0 and 0.01)")
     ap.add_argument("--robots", nargs="+", default=["panda", "ur5"])
     ap.add_argument("--waypoints", nargs="+", type=int, default=[10, 100])
     ap.add_argument("--gridpoints", nargs="+", type=int, default=[100, 1000])
@@ -167,9 +176,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     rows = []
-    print(f"MALLOC_TOP_PAD_={os.environ.get('MALLOC_TOP_PAD_')}  repeat={args.repeat}  dt={args.dt}s  "
+    print(f"MALLOC_TOP_PAD_={os.environ.get('MALLOC_TOP_PAD_')}  repeat={args.repeat}  dt={args.dt} s (0: gridpoints)  "
           f"payload+margin {TORQUE_MARGIN}, acceleration limit {ACCELERATION_LIMIT} rad/s²")
-    hdr = (f"{'robot':6} {'W':>4} {'N':>5} {'ours ms':>8} {'toppra ms':>9} {'speedup':>7} {'cpu x':>6} "
+    hdr = (f"{'robot':6} {'dt':>5} {'W':>4} {'N':>5} {'ours ms':>8} {'toppra ms':>9} {'speedup':>7} {'cpu x':>6} "
            f"{'T ours':>8} {'T toppra':>8} {'dT %':>7}  peak v/a/tau (dense): ours | toppra")
     print(hdr)
     for robot in args.robots:
@@ -177,17 +186,16 @@ def main(argv=None) -> int:
         retimer = Retimer(model)
         retimer.warmup()
         side = ToppraSide(model)
-        for n_wp in args.waypoints:
-            for n_grid in args.gridpoints:
-                r = run_case(robot, model, retimer, side, n_wp, n_grid, args.dt, args.repeat)
-                rows.append(r)
-                po, pt = r["ours_dense_peak"], r["toppra_dense_peak"]
-                print(f"{robot:6} {n_wp:4d} {r['gridpoints']:5d} {r['ours_ms']:8.3f} {r['toppra_ms']:9.3f} "
-                      f"{r['speedup']:7.2f} {r['speedup_cpu']:6.2f} {r['ours_duration']:8.4f} "
-                      f"{r['toppra_duration']:8.4f} "
-                      f"{r['duration_diff_pct']:+7.3f}  {po['velocity']:.4f}/{po['acceleration']:.4f}/"
-                      f"{po['effort']:.4f} | {pt['velocity']:.4f}/{pt['acceleration']:.4f}/{pt['effort']:.4f}",
-                      flush=True)
+        for dt, n_wp, n_grid in itertools.product(args.dt, args.waypoints, args.gridpoints):
+            r = run_case(robot, model, retimer, side, n_wp, n_grid, dt, args.repeat)
+            rows.append(r)
+            po, pt = r["ours_dense_peak"], r["toppra_dense_peak"]
+            print(f"{robot:6} {dt:5.3f} {n_wp:4d} {r['gridpoints']:5d} {r['ours_ms']:8.3f} {r['toppra_ms']:9.3f} "
+                  f"{r['speedup']:7.2f} {r['speedup_cpu']:6.2f} {r['ours_duration']:8.4f} "
+                  f"{r['toppra_duration']:8.4f} "
+                  f"{r['duration_diff_pct']:+7.3f}  {po['velocity']:.4f}/{po['acceleration']:.4f}/"
+                  f"{po['effort']:.4f} | {pt['velocity']:.4f}/{pt['acceleration']:.4f}/{pt['effort']:.4f}",
+                  flush=True)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(rows, fh, indent=2)

@@ -170,52 +170,93 @@ INTERPOLATION_RTOL = 1e-5
 
 
 @njit(cache=True, nogil=True)
-def _interpolate(values, nodes, targets, rows, weights, alt_rows, alt_weights, scale, rtol, full,
-                 bad):  # pragma: no cover - compiled
-    """full[nodes] = values; full[targets] = stencil sums; bad[t] when the stencils disagree."""
-    n = full.shape[1]
-    for e in range(nodes.shape[0]):
-        full[nodes[e], :] = values[e, :]
+def _stack(q, dq, ddq, idx):  # pragma: no cover - compiled
+    """States (3E, n) for c = RNEA(q, 0, 0), a + c = RNEA(q, 0, q'), b + c = RNEA(q, q', q'') at rows idx."""
+    e = idx.shape[0]
+    n = q.shape[1]
+    Q = np.empty((3 * e, n))
+    QD = np.zeros((3 * e, n))
+    QDD = np.zeros((3 * e, n))
+    for k in range(e):
+        p = idx[k]
+        for j in range(n):
+            Q[k, j] = q[p, j]
+            Q[e + k, j] = q[p, j]
+            Q[2 * e + k, j] = q[p, j]
+            QDD[e + k, j] = dq[p, j]
+            QD[2 * e + k, j] = dq[p, j]
+            QDD[2 * e + k, j] = ddq[p, j]
+    return Q, QD, QDD
+
+
+@njit(cache=True, nogil=True)
+def _split_interpolate(tau, nodes, targets, rows, weights, alt_rows, alt_weights, rtol, a, b, c,
+                       bad):  # pragma: no cover - compiled
+    """a, b, c at the nodes from the stacked RNEA torques, cubic interpolation at the targets, and
+    bad[t] where the two stencils disagree by more than rtol × the joint's largest |coefficient|."""
+    e = nodes.shape[0]
+    n = a.shape[1]
+    scale = np.zeros((3, n))
+    for k in range(e):
+        p = nodes[k]
+        for j in range(n):
+            cc = tau[k, j]
+            aa = tau[e + k, j] - cc
+            bb = tau[2 * e + k, j] - cc
+            a[p, j] = aa
+            b[p, j] = bb
+            c[p, j] = cc
+            scale[0, j] = max(scale[0, j], abs(aa))
+            scale[1, j] = max(scale[1, j], abs(bb))
+            scale[2, j] = max(scale[2, j], abs(cc))
+    for r in range(3):
+        top = 0.0
+        for j in range(n):
+            top = max(top, scale[r, j])
+        for j in range(n):  # joints that barely feel a term
+            scale[r, j] = max(scale[r, j], 1e-3 * top + 1e-12)
     for t in range(targets.shape[0]):
+        bad[t] = False
         if rows[t, 0] < 0:
             bad[t] = True
             continue
-        for j in range(n):
-            acc = 0.0
-            alt = 0.0
-            for a in range(4):
-                acc += weights[t, a] * values[rows[t, a], j]
-                alt += alt_weights[t, a] * values[alt_rows[t, a], j]
-            full[targets[t], j] = acc
-            if abs(acc - alt) > rtol * scale[j]:
-                bad[t] = True
+        p = targets[t]
+        for r in range(3):
+            arr = a if r == 0 else (b if r == 1 else c)
+            for j in range(n):
+                acc = 0.0
+                alt = 0.0
+                for w in range(4):
+                    acc += weights[t, w] * arr[nodes[rows[t, w]], j]
+                    alt += alt_weights[t, w] * arr[nodes[alt_rows[t, w]], j]
+                arr[p, j] = acc
+                if abs(acc - alt) > rtol * scale[r, j]:
+                    bad[t] = True
 
 
 def torque_coefficients_planned(dynamics, q, dq, ddq, plan):
     """a, b, c (P, n) at all P = 2N-1 collocation points (:func:`dynamics_plan`).
 
-    Batched RNEA (:func:`torque_coefficients`, one stacked call) at the nodes; cubic interpolation at the
-    targets, and a second batched call for the targets whose interpolation error estimate exceeds
-    :data:`INTERPOLATION_RTOL`.
+    Batched RNEA (one stacked call of ``dynamics.rnea``, see :func:`torque_coefficients`) at the nodes;
+    cubic interpolation at the targets, and a second batched call for the targets whose interpolation
+    error estimate exceeds :data:`INTERPOLATION_RTOL`.
     """
     nodes, targets, rows, weights, alt_rows, alt_weights = plan
-    vals = torque_coefficients(dynamics, q[nodes], dq[nodes], ddq[nodes])
-    bad = np.zeros(targets.shape[0], dtype=np.bool_)
-    out = []
-    for v in vals:
-        v = np.ascontiguousarray(v)
-        full = np.zeros_like(q)
-        scale = np.abs(v).max(axis=0) if v.shape[0] else np.ones(q.shape[1])
-        scale = np.maximum(scale, 1e-3 * scale.max() + 1e-12)  # joints that barely feel a term
-        _interpolate(v, nodes, targets, rows, weights, alt_rows, alt_weights, scale,
-                     INTERPOLATION_RTOL, full, bad)
-        out.append(full)
+    tau = np.asarray(dynamics.rnea(*_stack(q, dq, ddq, nodes)))
+    a = np.zeros_like(q)
+    b = np.zeros_like(q)
+    c = np.zeros_like(q)
+    bad = np.empty(targets.shape[0], dtype=np.bool_)
+    _split_interpolate(tau, nodes, targets, rows, weights, alt_rows, alt_weights, INTERPOLATION_RTOL, a, b, c,
+                       bad)
     if bad.any():
         idx = targets[bad]
-        exact = torque_coefficients(dynamics, q[idx], dq[idx], ddq[idx])
-        for full, v in zip(out, exact):
-            full[idx] = v
-    return tuple(out)
+        tau = np.asarray(dynamics.rnea(*_stack(q, dq, ddq, idx)))
+        e = idx.shape[0]
+        c[idx] = tau[:e]
+        a[idx] = tau[e:2 * e] - c[idx]
+        b[idx] = tau[2 * e:] - c[idx]
+    return a, b, c
 
 
 def velocity_bound(dq: np.ndarray, velocity_limit: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from robot_dynamics_ros.retiming.constraints import build_constraints, dynamics_plan, torque_coefficients_planned
 from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for, prepare_waypoints
-from robot_dynamics_ros.retiming.sampling import joint_trajectory, sample_path_parameter, sample_times
+from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_schemes, stage_times
 
 #: default number of gridpoints (at least one per waypoint is always used)
@@ -504,6 +504,9 @@ class Retimer:
     # ------------------------------------------------------------------------------------------
     @staticmethod
     def _sample(segments, period):
+        if len(segments) == 1 and not period:  # the common case, without concatenations
+            seg = segments[0]
+            return (seg.t_grid, *sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, seg.t_grid))
         ts, qs, qds, qdds = [], [], [], []
         total = segments[-1].t_offset + float(segments[-1].t_grid[-1])
         if period:
@@ -520,8 +523,7 @@ class Retimer:
             else:
                 local = seg.t_grid if k == len(segments) - 1 else seg.t_grid[:-1]
                 tl = local + seg.t_offset
-            s_t, sd_t, sdd_t = sample_path_parameter(seg.s, seg.x, seg.u, seg.t_grid, local)
-            q, qd, qdd = joint_trajectory(seg.path, s_t, sd_t, sdd_t)
+            q, qd, qdd = sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, local)
             ts.append(tl)
             qs.append(q)
             qds.append(qd)

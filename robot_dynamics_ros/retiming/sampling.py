@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from robot_dynamics_ros.retiming.path import _spline_eval
+
 
 @njit(cache=True, nogil=True)
 def _sample_s(s, x, u, t_grid, times, s_out, sd_out, sdd_out):  # pragma: no cover - compiled
@@ -85,4 +87,35 @@ def joint_trajectory(path, s_t: np.ndarray, sd_t: np.ndarray, sdd_t: np.ndarray)
     q, dq, ddq = path.evaluate(s_t)
     qd = dq * sd_t[:, None]
     qdd = dq * sdd_t[:, None] + ddq * (sd_t * sd_t)[:, None]
+    return q, qd, qdd
+
+
+@njit(cache=True, nogil=True)
+def _sample_joint(knots, coeffs, s, x, u, t_grid, times, q, qd, qdd):  # pragma: no cover - compiled
+    m = times.shape[0]
+    s_t = np.empty(m)
+    sd_t = np.empty(m)
+    sdd_t = np.empty(m)
+    _sample_s(s, x, u, t_grid, times, s_t, sd_t, sdd_t)
+    _spline_eval(knots, coeffs, s_t, q, qd, qdd)  # q, q', q'' for now
+    n = q.shape[1]
+    for k in range(m):
+        sd = sd_t[k]
+        sdd = sdd_t[k]
+        for j in range(n):
+            d1 = qd[k, j]
+            qdd[k, j] = d1 * sdd + qdd[k, j] * sd * sd
+            qd[k, j] = d1 * sd
+
+
+def sample_joint_trajectory(path, s, x, u, t_grid, times):
+    """q, qd, qdd (M, n) at sorted ``times`` (M,) in one compiled pass: s(t), sd(t), sdd(t) of the
+    piecewise-constant-sdd profile (:func:`sample_path_parameter`) through the spline (:func:`joint_trajectory`)."""
+    times = np.ascontiguousarray(times, dtype=float)
+    m = times.shape[0]
+    n = path.n
+    q = np.empty((m, n))
+    qd = np.empty((m, n))
+    qdd = np.empty((m, n))
+    _sample_joint(path.knots, path.coefficients, s, x, u, t_grid, times, q, qd, qdd)
     return q, qd, qdd
