@@ -180,6 +180,10 @@ def test_stale_states_produce_no_command_and_a_warning(h, ref):
     q = _state(np.random.default_rng(2))
     pos = [q[n] for n in MSG_ORDER]
     assert h.exchange(MSG_ORDER, pos) is not None
+    assert h.node.diag.level == 0 or h.wait(lambda: h.node.diag.level == 0, 1.0)
+    # the publisher stops: the timer notices within state_timeout (0.5 s) + its period
+    assert h.wait(lambda: h.node._stale and "stale" in h.node.diag.message, 2.0)
+    assert h.exchange(MSG_ORDER, pos) is not None and not h.node._stale   # fresh data: back to normal
     assert h.exchange(MSG_ORDER, pos, stamp_offset=-2.0) is None      # out of order AND stale
     h.node.mapper.reset()
     assert h.exchange(MSG_ORDER, pos, stamp_offset=-2.0) is None      # 2 s old > 0.5 s timeout
