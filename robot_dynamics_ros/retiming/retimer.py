@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from robot_dynamics_ros.retiming.constraints import build_constraints, dynamics_plan, torque_coefficients_planned
 from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for, prepare_waypoints
@@ -35,6 +36,26 @@ DEFAULT_GRIDPOINTS = 200
 MAX_SAMPLES = 1_000_000
 #: relative tolerance for "at the limit" checks of the request (waypoint / velocity limits)
 _LIMIT_TOL = 1e-9
+
+
+@njit(cache=True, nogil=True)
+def _peak_fractions(qd, qdd, tau, vlim, alim, tlim):  # pragma: no cover - compiled
+    """max_k,j |value| / limit for (qd, qdd, tau); -1 where every limit is infinite."""
+    out = np.full(3, -1.0)
+    n = qd.shape[1]
+    for r in range(3):
+        arr = qd if r == 0 else (qdd if r == 1 else tau)
+        lim = vlim if r == 0 else (alim if r == 1 else tlim)
+        for j in range(n):
+            if lim[j] < np.inf:
+                peak = 0.0
+                for k in range(arr.shape[0]):
+                    v = abs(arr[k, j])
+                    if v > peak:
+                        peak = v
+                if peak / lim[j] > out[r]:
+                    out[r] = peak / lim[j]
+    return out
 
 
 class RetimeStatus(enum.Enum):
@@ -225,6 +246,11 @@ class Retimer:
     # ------------------------------------------------------------------------------------------
     def _map_request(self, waypoints, joint_names, start_velocity, end_velocity, hold):
         m = self.model
+        if (joint_names is None and not hold and start_velocity is None and end_velocity is None
+                and isinstance(waypoints, np.ndarray) and waypoints.ndim == 2 and waypoints.shape[0] > 0
+                and waypoints.shape[1] == m.n and np.isfinite(waypoints).all()):
+            z = np.zeros(m.n)  # fast path: an (W, n) array in model order
+            return np.array(waypoints, dtype=float), z, z
         try:
             wp_in = np.array(waypoints, dtype=float)
         except (TypeError, ValueError) as exc:
@@ -532,13 +558,9 @@ class Retimer:
 
     def _peaks(self, res: RetimeResult, options: RetimeOptions) -> dict:
         vlim, alim, tlim = self._limits(options)
-        out = {}
-        for key, arr, lim in (("velocity", res.qd, vlim), ("acceleration", res.qdd, alim),
-                              ("effort", res.tau, tlim)):
-            if arr.shape[0] == 0:
-                out[key] = None
-                continue
-            # max over samples of |value| / limit (an infinite limit gives 0: no limit to use up)
-            peak = float((np.abs(arr).max(axis=0) / lim).max())
-            out[key] = peak if np.isfinite(lim).any() else None
-        return out
+        if res.qd.shape[0] == 0:
+            return {"velocity": None, "acceleration": None, "effort": None}
+        peaks = _peak_fractions(res.qd, res.qdd, res.tau, vlim, alim, tlim)
+        # max over samples of |value| / limit; None where no joint has a finite limit
+        return {key: (float(peaks[k]) if peaks[k] >= 0.0 else None)
+                for k, key in enumerate(("velocity", "acceleration", "effort"))}

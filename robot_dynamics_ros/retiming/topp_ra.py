@@ -472,10 +472,17 @@ def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 
     return SolveStatus(code), int(idx), x, u, K
 
 
+@njit(cache=True, nogil=True)
+def _stage_times(s, x, t):  # pragma: no cover - compiled
+    t[0] = 0.0
+    for i in range(s.shape[0] - 1):
+        den = np.sqrt(max(x[i], 0.0)) + np.sqrt(max(x[i + 1], 0.0))
+        t[i + 1] = t[i] + (2.0 * (s[i + 1] - s[i]) / den if den > 0.0 else np.inf)
+
+
 def stage_times(s: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Time at each gridpoint, t (N,), t[0] = 0: Δt_i = 2Δ_i / (sd_i + sd_{i+1}) (exact for constant u)."""
-    sd = np.sqrt(np.maximum(x, 0.0))
-    denom = sd[:-1] + sd[1:]
-    with np.errstate(divide="ignore"):
-        dt = 2.0 * np.diff(s) / denom
-    return np.concatenate(([0.0], np.cumsum(dt)))
+    """Time at each gridpoint, t (N,), t[0] = 0: Δt_i = 2Δ_i / (sd_i + sd_{i+1}) (exact for constant u;
+    inf after a stage where both speeds are 0)."""
+    t = np.empty(s.shape[0])
+    _stage_times(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(x, dtype=float), t)
+    return t
