@@ -65,6 +65,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="window per step of the rate ramp, s (default 3)")
     parser.add_argument("--no-retiming-load", action="store_true",
                         help="skip the scenarios with back-to-back retiming requests as background load")
+    parser.add_argument("--rt-priority", type=int, default=None, metavar="N",
+                        help="run the measuring process and the node under test with SCHED_FIFO priority N "
+                             "(1..99; needs CAP_SYS_NICE); the retiming load stays at normal priority")
     parser.add_argument("--domain-id", type=int, default=None,
                         help="ROS_DOMAIN_ID to use (default: $ROS_DOMAIN_ID, else a random one in 101..200)")
     parser.add_argument("--output", type=Path, default=Path("bench_latency.json"),
@@ -118,7 +121,16 @@ def run(args: argparse.Namespace) -> int:
     cfg = latency.SuiteConfig(
         duration_s=args.duration, rate_hz=args.rate, executors=args.executors, nodes=args.nodes,
         topologies=args.topologies, compare_duration_s=args.compare_duration, sweep=not args.no_sweep,
-        sweep_duration_s=args.sweep_duration, retiming_load=not args.no_retiming_load)
+        sweep_duration_s=args.sweep_duration, retiming_load=not args.no_retiming_load,
+        rt_priority=args.rt_priority)
+    if args.rt_priority is not None:
+        if not 1 <= args.rt_priority <= 99:
+            raise UserError(f"--rt-priority {args.rt_priority}: a SCHED_FIFO priority is 1..99")
+        try:
+            latency.set_realtime_priority(args.rt_priority)
+        except PermissionError:
+            raise UserError(f"--rt-priority {args.rt_priority}: real-time scheduling not permitted here "
+                            "(needs CAP_SYS_NICE or an rtprio limit)") from None
 
     def progress(r: dict) -> None:
         if args.json:
