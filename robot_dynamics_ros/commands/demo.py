@@ -180,8 +180,8 @@ class DemoRunner:
         while not self.sim_node.done:
             self.executor.spin_once(timeout_sec=0.05)
             if time.monotonic() > t_end:
-                raise UserError(f"closed loop stalled at t = {self.sim_node.sim.time:.3f} s (no command for "
-                                f"{wall_timeout:g} s of wall time)")
+                raise UserError(f"closed loop too slow: only {self.sim_node.sim.time:.3f} of {duration:g} s "
+                                f"simulated after {wall_timeout:g} s of wall time")
             if self._record and self._record[-1][0] >= next_status - 1e-9:
                 t, q, eff = self._record[-1]
                 drift = np.abs(q - q0)
