@@ -13,7 +13,9 @@ here:
 * :class:`Diagnostics` — ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics`` at 1 Hz: message rate,
   latency p50/p99/max, staleness, last error, clamp count and any other key the node sets.
 * :class:`RateLimitedLog` — one log line per key and period, with the count of suppressed lines.
-* :func:`joint_state_qos` / :func:`command_qos` / :func:`make_executor` / :func:`stamp_ns`.
+* :func:`joint_state_qos` / :func:`command_qos` / :func:`description_qos` / :func:`make_executor` /
+  :func:`spin_until_shutdown` (use it instead of ``executor.spin()``: the EventsExecutor's ``spin()`` does
+  not return on Ctrl-C) / :func:`stamp_ns`.
 
 The joint_states -> command hot path of a node should touch only :class:`LatencyStats.add` and
 :meth:`Diagnostics.count` from here (a few array writes each).
