@@ -59,6 +59,9 @@ def write_with_rosbags(path: Path, storage: str, n: int, hz: float = 500.0, *, t
 
 
 def replay(capfd, *args) -> tuple[int, dict | None, str]:
+    """Run the CLI in this process; a generous --timeout so a stall of a busy machine is not a drop."""
+    if "--timeout" not in args:
+        args = (*args, "--timeout", "10")
     status = cli.main(["replay", *map(str, args)])
     out, err = capfd.readouterr()
     lines = out.strip().splitlines()
