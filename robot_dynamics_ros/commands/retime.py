@@ -17,7 +17,8 @@ seconds plus the end time; one per gridpoint without ``--dt``).
 
 The last stdout line is a JSON summary: ``success``, ``status``, ``message``, ``duration`` (s),
 ``gridpoints``, ``solve_ms`` (the whole retiming), ``samples``, ``peak_fraction`` (max |value| / applied
-limit for velocity, acceleration, effort; null where no limit applies) and ``out``. An infeasible or
+limit for velocity, acceleration, effort; null where no limit applies), ``warmup_ms`` (loading the compiled
+kernels, before the timed retiming) and ``out``. An infeasible or
 invalid request (NaN, unknown joint, a waypoint outside the position limits or where gravity alone
 exceeds the torque limit, ...) prints that line with ``success: false`` and exits with status 2; no output
 file is written then. Bad files or options exit with status 1 and a one-line error.
@@ -29,6 +30,7 @@ import csv
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -194,9 +196,14 @@ def run(args: argparse.Namespace) -> int:
     options = RetimeOptions(velocity_scale=args.velocity_scale, acceleration_scale=args.acceleration_scale,
                             torque_margin=args.torque_margin, gridpoints=args.gridpoints,
                             sample_period=args.dt or None, friction=args.friction)
-    result = Retimer(model).retime(values, joint_names=names, start_velocity=start, end_velocity=end,
-                                   hold=hold, options=options)
+    retimer = Retimer(model)
+    t0 = time.perf_counter()
+    retimer.warmup()  # load the compiled kernels from numba's cache (compiles them on the very first run)
+    warmup_ms = (time.perf_counter() - t0) * 1e3
+    result = retimer.retime(values, joint_names=names, start_velocity=start, end_velocity=end, hold=hold,
+                            options=options)
     summary = result.summary()
+    summary["warmup_ms"] = warmup_ms
     summary["joint_names"] = list(result.joint_names)
     if result.success:
         write_trajectory(args.out, result)
@@ -205,5 +212,5 @@ def run(args: argparse.Namespace) -> int:
             print(f"robot-dynamics retime: warning: {result.message.split('; ', 1)[-1]}", file=sys.stderr)
     else:
         summary["out"] = None
-    print(json.dumps(summary), flush=True)
+    print(json.dumps(summary, ensure_ascii=False), flush=True)
     return 0 if result.success else EXIT_INFEASIBLE
