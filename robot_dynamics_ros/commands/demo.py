@@ -45,6 +45,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "with the real DDS latency; the result then depends on the machine's load)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     parser.add_argument("--quiet", action="store_true", help="no live status lines")
+    parser.add_argument("--no-track", action="store_true",
+                        help="skip the second stage (robot-dynamics track: retimed path followed by gravity+PD, "
+                             "feedforward+PD and computed torque on the simulator)")
 
 
 def demo_pose(entry, model) -> dict[str, float]:
@@ -292,5 +295,18 @@ def run(args: argparse.Namespace) -> int:
         f"(≥ {FALL_THRESHOLD_RAD} rad expected); {summary['wall_time_s']} s wall")
     short = {k: summary[k] for k in ("robot", "max_drift_compensated_rad", "max_drift_uncompensated_rad",
                                      "holds", "falls", "duration_s", "simulator", "wall_time_s", "plot")}
+    if not args.no_track:
+        # Stage 2: a TOPP-RA-timed path followed by the computed-torque node on the same simulator.
+        from robot_dynamics_ros.commands.track import print_report, track
+
+        log("\nstage 2: tracking a time-optimal trajectory (robot-dynamics track)")
+        tracked = track(args.robot, out_dir=args.out, bag=False, plot=not args.no_plot)
+        print_report(tracked, log=log)
+        short["tracking"] = {mode: {k: m[k] for k in ("tool_error_max_mm", "tool_error_rms_mm",
+                                                      "joint_error_max_rad")}
+                             for mode, m in tracked["modes"].items()}
+        short["tracking_criteria_met"] = all(bool(v) for v in tracked["criteria"].values())
+        if not short["tracking_criteria_met"]:
+            verdict = "FAIL"
     print(json.dumps(short), flush=True)
     return 0 if verdict == "PASS" else 2

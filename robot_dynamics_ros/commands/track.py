@@ -681,6 +681,29 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="do not write the PNG")
 
 
+def print_report(summary: dict, log=print) -> None:
+    """Print the human-readable tracking report of a :func:`track` summary (one call of ``log`` per line)."""
+    log(f"robot {summary['robot']} ({len(summary['joints'])} joints), tool frame {summary['tool_frame']}, "
+        f"{summary['timing']} timing, {summary['duration_s']} s at {summary['control_rate_hz']:.0f} Hz")
+    if summary["timing_note"]:
+        log(f"  note: {summary['timing_note']}")
+    log(f"  trajectory uses {summary['trajectory_peak_velocity_fraction']:.0%} of the velocity limit "
+        f"({summary['trajectory_peak_velocity_joint']}) and {summary['trajectory_peak_torque_fraction']:.0%} "
+        f"of the effort limit ({summary['trajectory_peak_torque_joint']})")
+    log(f"  {'mode':<18}{'tool max mm':>12}{'tool rms mm':>12}{'joint max rad':>14}"
+        f"{'peak tau':>10}{'peak vel':>10}")
+    for mname, m in summary["modes"].items():
+        log(f"  {MODE_LABELS[mname]:<18}{m['tool_error_max_mm']:>12.3f}{m['tool_error_rms_mm']:>12.3f}"
+            f"{m['joint_error_max_rad']:>14.5f}{m['peak_torque_fraction']:>10.0%}"
+            f"{m['peak_velocity_fraction']:>10.0%}")
+    for k, v in summary["criteria"].items():
+        log(f"  {k}: {v}")
+    if summary["plot"]:
+        log(f"  plot: {summary['plot']}")
+    if summary["bag"]:
+        log(f"  bag: {summary['bag']}")
+
+
 def run(args) -> int:
     modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
     summary = track(args.urdf, out_dir=args.out, modes=modes, rate=args.rate, timing=args.timing,
@@ -688,24 +711,6 @@ def run(args) -> int:
                     pd_bandwidth=args.pd_bandwidth, ct_bandwidth=args.ct_bandwidth, tool=args.tool,
                     bag=not args.no_bag, plot=not args.no_plot)
     if not args.json:
-        print(f"robot {summary['robot']} ({len(summary['joints'])} joints), tool frame {summary['tool_frame']}, "
-              f"{summary['timing']} timing, {summary['duration_s']} s at {summary['control_rate_hz']:.0f} Hz")
-        if summary["timing_note"]:
-            print(f"  note: {summary['timing_note']}")
-        print(f"  trajectory uses {summary['trajectory_peak_velocity_fraction']:.0%} of the velocity limit "
-              f"({summary['trajectory_peak_velocity_joint']}) and {summary['trajectory_peak_torque_fraction']:.0%} "
-              f"of the effort limit ({summary['trajectory_peak_torque_joint']})")
-        print(f"  {'mode':<18}{'tool max mm':>12}{'tool rms mm':>12}{'joint max rad':>14}"
-              f"{'peak tau':>10}{'peak vel':>10}")
-        for mname, m in summary["modes"].items():
-            print(f"  {MODE_LABELS[mname]:<18}{m['tool_error_max_mm']:>12.3f}{m['tool_error_rms_mm']:>12.3f}"
-                  f"{m['joint_error_max_rad']:>14.5f}{m['peak_torque_fraction']:>10.0%}"
-                  f"{m['peak_velocity_fraction']:>10.0%}")
-        for k, v in summary["criteria"].items():
-            print(f"  {k}: {v}")
-        if summary["plot"]:
-            print(f"  plot: {summary['plot']}")
-        if summary["bag"]:
-            print(f"  bag: {summary['bag']}")
+        print_report(summary)
     print(json.dumps(summary))
     return 0
