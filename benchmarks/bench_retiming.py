@@ -11,7 +11,8 @@ Timed, per side, for the WHOLE retiming:
            torque constraints (torque via Pinocchio ``rnea``, its documented usage), ``TOPPRA`` with the
            same gridpoints (seidel solver), ``compute_trajectory``, and sampling q, qd, qdd at the same
            ``--dt`` plus tau with Pinocchio at every sample (ours outputs tau too).
-The two sides alternate within each repetition; the median over repetitions of the wall time is the
+The two sides run in blocks (ours × R/2, toppra × R/2, twice; ``--interleave``: alternating call by
+call, where each side evicts the other's caches); the median over repetitions of the wall time is the
 reported speed-up ("speedup"), with the same ratio of thread CPU time ("cpu x", insensitive to other
 processes on a shared machine) next to it. Also printed:
 durations and their relative difference, and the peak fraction of each limit on a 10× denser sampling
@@ -120,7 +121,7 @@ def dense_peaks(model, pm, data, q, qd, qdd, tlim):
             "effort": float((np.abs(tau) / tlim).max())}
 
 
-def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat):
+def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, interleave=False):
     wp = smooth_waypoints(model, n_wp)
     opts = RetimeOptions(gridpoints=n_grid, torque_margin=TORQUE_MARGIN, sample_period=dt or None)
     res = retimer.retime(wp, options=opts)
@@ -132,18 +133,33 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat):
     if out is None:
         raise SystemExit(f"{robot} W={n_wp} N={n_grid}: toppra failed")
     t_ours, t_ta, c_ours, c_ta = [], [], [], []
-    for _ in range(repeat):
+
+    def timed(fn, wall, cpu):
         gc.collect()  # as timeit: no garbage collection inside the timed calls (toppra makes much garbage)
         gc.disable()
         t0, c0 = time.perf_counter(), time.thread_time()
-        res = retimer.retime(wp, options=opts)
-        t_ours.append(time.perf_counter() - t0)
-        c_ours.append(time.thread_time() - c0)
-        t0, c0 = time.perf_counter(), time.thread_time()
-        out = toppra_side.run(knots, wp, grid, dt)
-        t_ta.append(time.perf_counter() - t0)
-        c_ta.append(time.thread_time() - c0)
-    gc.enable()
+        value = fn()
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+        gc.enable()
+        return value
+
+    def ours():
+        return retimer.retime(wp, options=opts)
+
+    def theirs():
+        return toppra_side.run(knots, wp, grid, dt)
+
+    if interleave:  # ours, toppra, ours, toppra, ...
+        for _ in range(repeat):
+            res = timed(ours, t_ours, c_ours)
+            out = timed(theirs, t_ta, c_ta)
+    else:  # blocks of ours then toppra, in two rounds (each side warm, both under the same load drift)
+        for _ in range(2):
+            for _ in range((repeat + 1) // 2):
+                res = timed(ours, t_ours, c_ours)
+            for _ in range((repeat + 1) // 2):
+                out = timed(theirs, t_ta, c_ta)
     traj = out[0]
     # 10x denser sampling of both outputs, checked with Pinocchio
     dense = RetimeOptions(gridpoints=n_grid, torque_margin=TORQUE_MARGIN, sample_period=(dt or 0.01) / 10)
@@ -172,6 +188,8 @@ def main(argv=None) -> int:
     ap.add_argument("--robots", nargs="+", default=["panda", "ur5"])
     ap.add_argument("--waypoints", nargs="+", type=int, default=[10, 100])
     ap.add_argument("--gridpoints", nargs="+", type=int, default=[100, 1000])
+    ap.add_argument("--interleave", action="store_true", help="alternate ours / toppra call by call "
+                    "(default: blocks of each side, two rounds)")
     ap.add_argument("--json", help="write the results to this file")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -187,7 +205,7 @@ def main(argv=None) -> int:
         retimer.warmup()
         side = ToppraSide(model)
         for dt, n_wp, n_grid in itertools.product(args.dt, args.waypoints, args.gridpoints):
-            r = run_case(robot, model, retimer, side, n_wp, n_grid, dt, args.repeat)
+            r = run_case(robot, model, retimer, side, n_wp, n_grid, dt, args.repeat, args.interleave)
             rows.append(r)
             po, pt = r["ours_dense_peak"], r["toppra_dense_peak"]
             print(f"{robot:6} {dt:5.3f} {n_wp:4d} {r['gridpoints']:5d} {r['ours_ms']:8.3f} {r['toppra_ms']:9.3f} "

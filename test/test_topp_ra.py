@@ -245,3 +245,19 @@ def test_sampling_is_the_solver_profile():
     q, qd, qdd = joint_trajectory(path, s_t, sd_t, sdd_t)
     np.testing.assert_allclose(q[[0, -1]], [[0.0, 0.0], [1.5, 1.5]], atol=1e-12)
     np.testing.assert_allclose(qd[[0, -1]], 0.0, atol=1e-12)
+
+
+def test_efforts_at_the_gridpoints_match_pinocchio():
+    """Output at the gridpoints: tau from the constraint coefficients (a sdd + b sd² + c) equals RNEA."""
+    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+
+    model = load_model("ur5")
+    pm = pinocchio_reference("ur5")
+    data = pm.createData()
+    for count, grid in ((10, 100), (10, 1500), (60, 60)):
+        res = Retimer(model).retime(smooth_waypoints(model, count), options=RetimeOptions(gridpoints=grid,
+                                                                                           torque_margin=MARGIN))
+        assert res.success, res.message
+        assert res.t.shape[0] == res.gridpoints
+        tau_pin = np.array([pin.rnea(pm, data, q, qd, qdd) for q, qd, qdd in zip(res.q, res.qd, res.qdd)])
+        np.testing.assert_allclose(res.tau, tau_pin, atol=1e-9 * np.abs(tau_pin).max())

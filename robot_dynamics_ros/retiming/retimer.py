@@ -171,6 +171,9 @@ class _Segment:
     t_grid: np.ndarray
     first: int  # index (into the kept waypoints) of the segment's first waypoint
     t_offset: float = 0.0
+    #: a, b, c (N, n) at the gridpoints and where they are exact RNEA values (dynamics nodes), or None
+    abc_grid: tuple | None = None
+    exact: np.ndarray | None = None
 
 
 class _Failure(Exception):
@@ -413,7 +416,19 @@ class Retimer:
                            f"samples over the {t_offset:.6g} s trajectory: at most {MAX_SAMPLES}")
         t0 = time.perf_counter()
         t, q, qd, qdd = self._sample(segments, options.sample_period)
-        tau = np.atleast_2d(self.dynamics.rnea(q, qd, qdd))
+        seg = segments[0]
+        if not options.sample_period and len(segments) == 1 and seg.abc_grid is not None:
+            # at the gridpoints the efforts follow from the coefficients already computed by RNEA:
+            # tau = a sdd + b sd² + c is RNEA(q, q' sd, q' sdd + q'' sd²) (eq. 1); RNEA again where a
+            # gridpoint's coefficients were interpolated
+            a, b, c = seg.abc_grid
+            sdd = np.append(seg.u, seg.u[-1])
+            tau = a * sdd[:, None] + b * seg.x[:, None] + c
+            if not seg.exact.all():
+                k = ~seg.exact
+                tau[k] = np.atleast_2d(self.dynamics.rnea(q[k], qd[k], qdd[k]))
+        else:
+            tau = np.atleast_2d(self.dynamics.rnea(q, qd, qdd))
         if options.friction:
             tau = tau + m.damping * qd + m.friction * np.sign(qd)
         timings["sampling"] = (time.perf_counter() - t0) * 1e3
@@ -457,9 +472,8 @@ class Retimer:
                            "add waypoints or move them away from the limit")
         t0 = time.perf_counter()
         use_torque = bool(np.any(np.isfinite(tlim)))
-        abc = (torque_coefficients_planned(self.dynamics, q, dq, ddq,
-                                           dynamics_plan(s, knot_index, options.dynamics_spacing))
-               if use_torque else None)
+        plan = dynamics_plan(s, knot_index, options.dynamics_spacing) if use_torque else None
+        abc = torque_coefficients_planned(self.dynamics, q, dq, ddq, plan) if use_torque else None
         if use_torque:  # gravity alone at the waypoints (knots are exact dynamics nodes)
             self._check_request(seg_wp, None, None, options, gravity=abc[2][2 * knot_index], first=first,
                                 kept_idx=kept_idx)
@@ -496,7 +510,14 @@ class Retimer:
             w = self._waypoint_at(path, s[int(np.argmax(~np.isfinite(t_grid))) - 1], first, kept_idx)
             raise _Failure(RetimeStatus.INFEASIBLE, f"the path cannot be traversed near waypoint {w}: the "
                                                     "limits allow no motion there (zero speed)")
-        return _Segment(path, s, x, u, t_grid, first)
+        seg = _Segment(path, s, x, u, t_grid, first)
+        if abc is not None:
+            nodes = plan[0]
+            exact = np.zeros(s.shape[0], dtype=bool)
+            exact[nodes[nodes % 2 == 0] // 2] = True
+            seg.abc_grid = (abc[0][0::2], abc[1][0::2], abc[2][0::2])
+            seg.exact = exact
+        return seg
 
     @staticmethod
     def _waypoint_at(path, s_value, first, kept_idx) -> int:
