@@ -28,7 +28,6 @@ Isolation: the caller gives the process its own ``ROS_DOMAIN_ID`` and localhost 
 from __future__ import annotations
 
 import array
-import json
 import os
 import platform
 import random

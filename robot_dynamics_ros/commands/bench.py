@@ -72,6 +72,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="ROS_DOMAIN_ID to use (default: $ROS_DOMAIN_ID, else a random one in 101..200)")
     parser.add_argument("--output", type=Path, default=Path("bench_latency.json"),
                         help="result document (JSON), default ./bench_latency.json")
+    parser.add_argument("--markdown", type=Path, default=None, metavar="PATH",
+                        help="also write the results as a markdown table (with the machine) to PATH")
     parser.add_argument("--json", action="store_true",
                         help="print only the JSON summary (no progress lines, no table)")
 
@@ -89,6 +91,30 @@ def _table(doc: dict) -> str:
                      for r in doc["scenarios"]]
     widths = [max(len(row[i]) for row in rows) for i in range(len(cols))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
+
+
+def markdown(doc: dict) -> str:
+    """The result document as a markdown table plus the machine line (for docs/realtime.md)."""
+    m = doc["machine"]
+    cfg = doc["config"]
+    lines = [f"Machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, Python {m['python']}, "
+             f"rclpy {m['rclpy']} ({m['rmw']}); load average {m.get('loadavg_1min_at_start')} at start, "
+             f"{m.get('loadavg_1min_at_end')} at end; SCHED_FIFO priority: {cfg.get('rt_priority') or 'none'}; "
+             f"rate {cfg['rate_hz']:g} Hz.", "",
+             "| scenario | window s | p50 µs | p99 µs | max µs | dropped / sent | sustained Hz | CPU % | "
+             "CPU ms / 1000 msgs | p99 / relay |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["scenarios"]:
+        if "error" in r:
+            lines.append(f"| {r['name']} | error: {r['error']} |||||||||")
+            continue
+        lines.append(f"| {r['name']} | {r['duration_s']:g} | {_fmt(r['p50_us'])} | {_fmt(r['p99_us'])} | "
+                     f"{_fmt(r['max_us'])} | {r['dropped']} / {r['sent']} | {_fmt(r['sustained_rate_hz'])} | "
+                     f"{_fmt(r['cpu_percent'])} | {_fmt(r['cpu_ms_per_1000_msgs'])} | "
+                     f"{_fmt(r.get('p99_ratio_vs_relay'))} |")
+    lines += ["", f"Recommended executor: {doc['recommended_executor']}; maximum sustained rate: "
+              f"{doc['max_sustained_rate_hz']}; targets: {doc['targets']}."]
+    return "\n".join(lines) + "\n"
 
 
 def summary(doc: dict, output: Path) -> dict:
@@ -150,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
                 print("retiming service not available: retiming-load scenarios skipped", flush=True)
     doc = latency.run_suite(cfg, progress=progress)
     args.output.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.markdown is not None:
+        args.markdown.write_text(markdown(doc))
     if not args.json:
         print(_table(doc))
         print(f"recommended executor: {doc['recommended_executor']}; targets: {doc['targets']}")
