@@ -19,7 +19,8 @@ durations and their relative difference, and the peak fraction of each limit on 
 of each output (Pinocchio RNEA) — > 1 means the output overshoots a limit.
 
 Run:  .venv/bin/python benchmarks/bench_retiming.py [--repeat 15] [--json out.json]
-(re-executes itself with MALLOC_TOP_PAD_=67108864, see shared NOTES "Benchmarks").
+(re-executes itself with MALLOC_TOP_PAD_=67108864, see shared NOTES "Benchmarks"; the garbage collector is
+off inside each timed call, as in ``timeit``).
 """
 from __future__ import annotations
 
@@ -135,7 +136,8 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, inter
     t_ours, t_ta, c_ours, c_ta = [], [], [], []
 
     def timed(fn, wall, cpu):
-        gc.collect()  # as timeit: no garbage collection inside the timed calls (toppra makes much garbage)
+        # as timeit: the garbage collector is off inside the timed call (and runs between calls when it
+        # wants to; an explicit gc.collect() before every call would evict the caches of the next one)
         gc.disable()
         t0, c0 = time.perf_counter(), time.thread_time()
         value = fn()
@@ -150,6 +152,7 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, inter
     def theirs():
         return toppra_side.run(knots, wp, grid, dt)
 
+    gc.collect()
     if interleave:  # ours, toppra, ours, toppra, ...
         for _ in range(repeat):
             res = timed(ours, t_ours, c_ours)
