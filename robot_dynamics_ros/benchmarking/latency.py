@@ -584,7 +584,7 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
         result.extra["cpu_measured_as"] = ("child process (all threads)" if child else
                                            "process minus publisher thread (node + receiver + DDS threads)")
         if load_info:
-            result.extra["load"] = load_info
+            result.extra["load_stats"] = load_info
         return result
     finally:
         if load is not None:
