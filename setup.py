@@ -23,7 +23,6 @@ setup(
     maintainer_email="maintainers@robot-dynamics-ros.org",
     description="Rigid-body dynamics, gravity compensation, computed torque and TOPP-RA retiming for ROS 2",
     license="Apache-2.0",
-    tests_require=["pytest"],
     entry_points={
         "console_scripts": [
             # The one user-facing command with subcommands (demo, run, crossval, dynamics, retime, ...).

@@ -1,4 +1,6 @@
-"""The ``robot-dynamics`` command: one entry point, one module per subcommand.
+"""robot-dynamics: dynamics, control nodes and time-optimal retiming from a URDF (ROS 2).
+
+Implementation: one entry point, one module per subcommand.
 
 Each subcommand lives in its own module that defines ``configure_parser(parser)`` and
 ``run(args) -> int`` (the exit status). Modules are imported only when their subcommand runs, so
@@ -28,7 +30,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="robot-dynamics", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="robot-dynamics", description=__doc__.splitlines()[0],
+        epilog="Run `robot-dynamics COMMAND --help` for the options of a command.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     wanted = sys.argv[1] if len(sys.argv) > 1 else None

@@ -341,8 +341,9 @@ def _make_node_class():
             t0 = time.perf_counter()
             if not mapper.ready:
                 self.diagnostics.set_level(self.diagnostics.WARN, "waiting for joint_states")
-                self.log.warning("missing", f"no command: joints missing from joint_states (or without a finite "
-                                 f"velocity): {mapper.missing()}")
+                if mapper.accepted:  # before the first message there is nothing to complain about yet
+                    self.log.warning("missing", f"no command: joints missing from joint_states (or without a "
+                                     f"finite velocity): {mapper.missing()}")
                 return
             age = mapper.age(now_ns, arrival_ns)
             if age > float(self.params["state_timeout"]):
