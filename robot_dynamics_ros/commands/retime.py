@@ -185,6 +185,19 @@ def run(args: argparse.Namespace) -> int:
     hold = {}
     for item in args.hold or []:
         hold.update(_named_values(item, "--hold"))
+    in_csv = [k for k in hold if k in names]
+    if in_csv:
+        raise UserError(f"--hold: joint(s) {in_csv} are columns of the waypoint CSV '{args.waypoints}'; "
+                        f"--hold only sets model joints absent from it")
+    absent = [j for j in model.joint_names if j not in names]
+    if absent:
+        filled = {j: hold.get(j, float(model.neutral()[model.index[j]])) for j in absent}
+        print(f"robot-dynamics retime: note: joints not in '{args.waypoints}' held at "
+              + ", ".join(f"{j}={v:.4g}" for j, v in filled.items())
+              + ("" if len(filled) == len(hold) else " (set them with --hold JOINT=VALUE)"), file=sys.stderr)
+    if not np.isfinite(np.asarray(model.acceleration_limit, dtype=float)).any():
+        print("robot-dynamics retime: note: the model has no acceleration limits (URDF has none); pass "
+              "--joint-limits YAML or --acceleration-limit A to bound joint accelerations", file=sys.stderr)
     v0 = _named_values(args.start_velocity, "--start-velocity")
     v1 = _named_values(args.end_velocity, "--end-velocity")
     for what, vel in (("--start-velocity", v0), ("--end-velocity", v1)):
@@ -212,5 +225,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"robot-dynamics retime: warning: {result.message.split('; ', 1)[-1]}", file=sys.stderr)
     else:
         summary["out"] = None
+        print(f"robot-dynamics retime: {summary.get('status', 'failed')}: {result.message} "
+              f"(waypoints '{args.waypoints}', rows counted from 0)", file=sys.stderr)
     print(json.dumps(summary, ensure_ascii=False), flush=True)
     return 0 if result.success else EXIT_INFEASIBLE
