@@ -10,7 +10,7 @@ import time
 import pytest
 import rclpy
 
-from robot_dynamics_ros.commands.run import check_params_file, start_nodes
+from robot_dynamics_ros.commands.run import check_params_file, start_nodes, undeclared_parameters
 from robot_dynamics_ros.errors import UserError
 
 YAML = """
@@ -49,6 +49,26 @@ def test_params_yaml_reaches_each_node_by_name(tmp_path):
         # --urdf wins over the file: the file's UR5 joint list no longer fits, and the error says so
         with pytest.raises(UserError, match=r"command joint 'wrist_3_joint' is not one of \['panda_joint1'"):
             start_nodes(["gravity_compensation"], context=ctx, urdf="panda")
+    finally:
+        rclpy.shutdown(context=ctx)
+
+
+def test_misspelled_parameter_in_a_params_file_is_reported(tmp_path):
+    """rclpy ignores overrides of undeclared parameters; `run` names them instead of failing silently."""
+    f = tmp_path / "typo.yaml"
+    f.write_text(YAML.replace("state_timeout: 0.25", "state_timout: 0.25"))
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=["x", "--ros-args", "--params-file", str(check_params_file(str(f)))])
+    try:
+        sim, grav = start_nodes(["mujoco_simulator", "gravity_compensation"], context=ctx)
+        try:
+            problems = undeclared_parameters([str(f)], [sim, grav])
+            assert len(problems) == 1, problems
+            assert "'gravity_compensation'" in problems[0] and "'state_timout'" in problems[0]
+            assert grav.p["state_timeout"] == 0.1          # the default: the typo did not reach the node
+        finally:
+            sim.destroy_node()
+            grav.destroy_node()
     finally:
         rclpy.shutdown(context=ctx)
 

@@ -16,6 +16,7 @@ import argparse
 import importlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -64,6 +65,31 @@ def check_params_file(path: str) -> Path:
         if not isinstance(val, dict) or "ros__parameters" not in val:
             raise UserError(f"parameter file '{path}': entry '{key}' has no 'ros__parameters' mapping")
     return p.resolve()
+
+
+def undeclared_parameters(params_files, nodes) -> list[str]:
+    """Keys of the parameter files that a started node does not declare (rclpy ignores them silently).
+
+    A section applies to a node when its name is the node's name (with or without a leading ``/``) or
+    ``/**``. Returns one human-readable line per undeclared key, naming the file, node and key.
+    """
+    import yaml
+
+    from robot_dynamics_ros.launch_check import _flatten
+
+    problems = []
+    for path in params_files:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        for section, body in data.items():
+            keys = _flatten(body.get("ros__parameters") or {})
+            for node in nodes:
+                if section.lstrip("/") not in (node.get_name(), "**"):
+                    continue
+                for key in keys:
+                    if key != "use_sim_time" and not node.has_parameter(key):
+                        problems.append(f"parameter file '{path}': node '{node.get_name()}' has no parameter "
+                                        f"'{key}' (ignored; see docs/nodes.md for the parameters)")
+    return problems
 
 
 def node_class(name: str):
@@ -133,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
     executor = None
     try:
         nodes = start_nodes(args.nodes, context=ctx, urdf=args.urdf)
+        for line in undeclared_parameters(args.params, nodes):
+            print(f"robot-dynamics run: warning: {line}", file=sys.stderr, flush=True)
         executor = common.make_executor(args.executor, context=ctx)
         for n in nodes:
             executor.add_node(n)
