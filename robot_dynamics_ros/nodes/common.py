@@ -3,8 +3,9 @@
 A node is a thin rclpy shell over the pure-Python core; everything two nodes would otherwise copy lives
 here:
 
-* :class:`ParamSpec` / :func:`declare_parameters` / :func:`validate_parameters` — parameters declared with
-  descriptors (type, description with unit, range) and validated in an ``on_set_parameters`` callback.
+* :class:`ParamSpec` / :func:`declare_parameters` / :func:`validate_parameters` /
+  :func:`merged_parameters` — parameters declared with descriptors (type, description with unit, range),
+  validated and merged in an ``on_set_parameters`` callback.
 * :func:`robot_source_params` / :class:`ModelLoader` — the robot model from the ``urdf_path`` parameter
   (a file or a name from :data:`robot_dynamics_ros.robots.ROBOTS`), the ``robot_description`` string
   parameter, or the ``/robot_description`` topic (``std_msgs/String``, transient-local QoS, as
@@ -15,7 +16,7 @@ here:
 * :class:`RateLimitedLog` — one log line per key and period, with the count of suppressed lines.
 * :func:`joint_state_qos` / :func:`command_qos` / :func:`description_qos` / :func:`make_executor` /
   :func:`spin_until_shutdown` (use it instead of ``executor.spin()``: the EventsExecutor's ``spin()`` does
-  not return on Ctrl-C) / :func:`stamp_ns`.
+  not return on Ctrl-C) / :func:`run_node` (a node's ``main()``) / :func:`stamp_ns`.
 
 The joint_states -> command hot path of a node should touch only :class:`LatencyStats.add` and
 :meth:`Diagnostics.count` from here (a few array writes each).
@@ -34,7 +35,8 @@ import numpy as np
 __all__ = [
     "ParamSpec", "declare_parameters", "validate_parameters", "robot_source_params", "ModelLoader",
     "shared_model", "shared_engine", "Diagnostics", "LatencyStats", "RateLimitedLog", "joint_state_qos",
-    "command_qos", "description_qos", "make_executor", "spin_until_shutdown", "stamp_ns", "EXECUTORS",
+    "command_qos", "description_qos", "make_executor", "spin_until_shutdown", "run_node", "stamp_ns",
+    "EXECUTORS", "merged_parameters",
 ]
 
 
@@ -185,6 +187,18 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params) -> tuple[bool, s
         if reason is not None:
             return False, reason
     return True, ""
+
+
+def merged_parameters(specs: Mapping[str, ParamSpec], current: Mapping[str, Any], params) -> dict[str, Any]:
+    """A copy of ``current`` (parameter name -> value) updated with the rclpy ``Parameter`` objects of
+    ``params`` that have a spec; array values become plain lists. Validate first
+    (:func:`validate_parameters`): this only merges."""
+    new = dict(current)
+    for p in params:
+        if p.name in specs:
+            value = p.value
+            new[p.name] = list(value) if hasattr(value, "tolist") or isinstance(value, (list, tuple)) else value
+    return new
 
 
 # --------------------------------------------------------------------------- robot model
@@ -419,6 +433,48 @@ def spin_until_shutdown(executor, context=None, *, until: Callable[[], bool] | N
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = None, *,
+             executor_kind: Callable[[Any], str] = lambda node: "events") -> int:
+    """The body of a node's console entry point (``ros2 run robot_dynamics_ros <name>``).
+
+    Initialises rclpy with ``args``, builds the node with ``make_node()``, spins it on
+    ``make_executor(executor_kind(node))`` with :func:`spin_until_shutdown` until SIGINT / SIGTERM, then
+    shuts the executor, the node and rclpy down.
+
+    Returns:
+        0 after a clean stop; 1 on a bad URDF or parameter (a
+        :class:`~robot_dynamics_ros.errors.UserError`, ``ValueError`` or rclpy's invalid-parameter
+        exceptions, typically from the node's constructor), after printing ``<name>: error: <reason>``
+        as one line on stderr (no traceback).
+    """
+    import sys
+
+    import rclpy
+    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+
+    from robot_dynamics_ros.errors import UserError
+
+    rclpy.init(args=args)
+    node = executor = None
+    try:
+        node = make_node()
+        executor = make_executor(executor_kind(node))
+        executor.add_node(node)
+        spin_until_shutdown(executor)
+    except KeyboardInterrupt:
+        pass
+    except (UserError, ValueError, InvalidParameterTypeException, InvalidParameterValueException) as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if executor is not None:
+            executor.shutdown()
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
 
 
 def stamp_ns(stamp) -> int:

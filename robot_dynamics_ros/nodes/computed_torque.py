@@ -398,34 +398,12 @@ def __getattr__(name):  # ComputedTorqueNode is built lazily so that importing t
 
 
 def main(args=None) -> int:
-    """``ros2 run robot_dynamics_ros computed_torque`` entry point: spin until Ctrl-C."""
-    import rclpy
-
-    from robot_dynamics_ros.errors import UserError
+    """``ros2 run robot_dynamics_ros computed_torque`` entry point: spin (on the executor of the
+    ``executor`` parameter) until Ctrl-C."""
     from robot_dynamics_ros.nodes import common
 
-    rclpy.init(args=args)
-    node = None
-    try:
-        try:
-            node = __getattr__("ComputedTorqueNode")()
-        except (UserError, ValueError) as exc:
-            print(f"computed_torque: error: {exc}", file=sys.stderr)
-            return 1
-        executor = common.make_executor(node.params["executor"])
-        executor.add_node(node)
-        try:
-            # not executor.spin(): EventsExecutor.spin() of these rclpy wheels runs no callback and
-            # ignores SIGINT (see common.spin_until_shutdown)
-            common.spin_until_shutdown(executor)
-        except KeyboardInterrupt:
-            pass
-        return 0
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
+    return common.run_node("computed_torque", __getattr__("ComputedTorqueNode"), args,
+                           executor_kind=lambda node: node.params["executor"])
 
 
 if __name__ == "__main__":

@@ -17,12 +17,10 @@ Topics, services and parameters: see docs/nodes.md and :data:`PARAMS`.
 """
 from __future__ import annotations
 
-import sys
 import time
 from math import isfinite
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
@@ -203,11 +201,7 @@ class GravityCompensationNode(Node):
         for prm in params:
             if prm.name == "use_sim_time":
                 self._sim_time = bool(prm.value)
-        new = dict(self.p)
-        for prm in params:
-            if prm.name in self._specs:
-                v = prm.value
-                new[prm.name] = list(v) if isinstance(v, (list, tuple)) or hasattr(v, "tolist") else v
+        new = common.merged_parameters(self._specs, self.p, params)
         model_keys = {"gravity", "payload.link", "payload.mass", "payload.com", "payload.inertia"}
         if any(prm.name in model_keys for prm in params) and self.model is not None:
             try:
@@ -340,29 +334,7 @@ class GravityCompensationNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros gravity_compensation`` entry point (SIGINT stops it)."""
-    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-
-    from robot_dynamics_ros.errors import UserError
-
-    rclpy.init(args=args)
-    node = executor = None
-    try:
-        node = GravityCompensationNode()
-        executor = common.make_executor("events")
-        executor.add_node(node)
-        common.spin_until_shutdown(executor)   # (EventsExecutor.spin() would not return on Ctrl-C)
-    except KeyboardInterrupt:
-        pass
-    except (UserError, ValueError, InvalidParameterTypeException, InvalidParameterValueException) as exc:
-        print(f"gravity_compensation: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if executor is not None:
-            executor.shutdown()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return common.run_node("gravity_compensation", GravityCompensationNode, args)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` and :dat
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 
@@ -148,10 +147,7 @@ class RetimingServiceNode(Node):
         ok, reason = common.validate_parameters(self._specs, params)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
-        new = dict(self.p)
-        for prm in params:
-            if prm.name in self._specs:
-                new[prm.name] = prm.value
+        new = common.merged_parameters(self._specs, self.p, params)
         self.p = new
         self.log = RateLimitedLog(self.get_logger(), new["log_period"])
         return SetParametersResult(successful=True)
@@ -279,28 +275,7 @@ class RetimingServiceNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros retiming_service`` entry point (SIGINT stops it)."""
-    from robot_dynamics_ros.errors import UserError
-
-    rclpy.init(args=args)
-    node = None
-    try:
-        node = RetimingServiceNode()
-        executor = common.make_executor("events")
-        executor.add_node(node)
-        # not executor.spin(): EventsExecutor.spin() of these rclpy wheels runs no callback, spins a core
-        # and ignores SIGINT (see common.spin_until_shutdown)
-        common.spin_until_shutdown(executor)
-    except KeyboardInterrupt:
-        pass
-    except (UserError, ValueError) as exc:
-        print(f"retiming_service: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if node is not None:
-            node.destroy_node()
-        if rclpy.ok():
-            rclpy.shutdown()
-    return 0
+    return common.run_node("retiming_service", RetimingServiceNode, args)
 
 
 if __name__ == "__main__":

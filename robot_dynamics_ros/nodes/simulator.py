@@ -21,12 +21,10 @@ Topics and parameters: docs/nodes.md and :data:`PARAMS`.
 """
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
@@ -192,11 +190,7 @@ class SimulatorNode(Node):
         ok, reason = common.validate_parameters(self._specs, params)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
-        new = dict(self.p)
-        for prm in params:
-            if prm.name in self._specs:
-                v = prm.value
-                new[prm.name] = list(v) if hasattr(v, "tolist") or isinstance(v, (list, tuple)) else v
+        new = common.merged_parameters(self._specs, self.p, params)
         if self.sim is not None and any(prm.name.startswith("payload.") for prm in params):
             try:
                 self._apply_payload(self.sim, new)
@@ -302,29 +296,7 @@ class SimulatorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros mujoco_simulator`` entry point (SIGINT stops it)."""
-    from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-
-    from robot_dynamics_ros.errors import UserError
-
-    rclpy.init(args=args)
-    node = executor = None
-    try:
-        node = SimulatorNode()
-        executor = common.make_executor("events")
-        executor.add_node(node)
-        common.spin_until_shutdown(executor)   # (EventsExecutor.spin() would not return on Ctrl-C)
-    except KeyboardInterrupt:
-        pass
-    except (UserError, ValueError, InvalidParameterTypeException, InvalidParameterValueException) as exc:
-        print(f"mujoco_simulator: error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    finally:
-        if executor is not None:
-            executor.shutdown()
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return common.run_node("mujoco_simulator", SimulatorNode, args)
 
 
 if __name__ == "__main__":
