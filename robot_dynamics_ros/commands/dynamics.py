@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
 import numpy as np
 
-from robot_dynamics_ros.commands.crossval import add_robot_arguments, model_from_args
+from robot_dynamics_ros.commands._args import add_robot_arguments, model_from_args, number
 from robot_dynamics_ros.errors import UserError
 
 
@@ -48,25 +47,15 @@ def parse_vector(text: str | None, joint_names: tuple[str, ...], what: str) -> n
             name = name.strip()
             if name not in index:
                 raise UserError(f"{what}: '{name}' is not an actuated joint (joints: {', '.join(joint_names)})")
-            out[index[name]] = _number(value, f"{what} {name}")
+            out[index[name]] = number(value, f"{what} {name}")
         return out
     if any("=" in s for s in items):
         raise UserError(f"{what}: mix of NAME=VALUE and plain values in '{text}'")
     if len(items) != n:
         raise UserError(f"{what}: expected {n} values for joints {', '.join(joint_names)}, got {len(items)}")
     for i, s in enumerate(items):
-        out[i] = _number(s, f"{what} {joint_names[i]}")
+        out[i] = number(s, f"{what} {joint_names[i]}")
     return out
-
-
-def _number(text: str, what: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise UserError(f"{what}: '{text}' is not a number") from None
-    if not math.isfinite(v):
-        raise UserError(f"{what}: '{text}' is not finite")
-    return v
 
 
 def evaluate(model, engine: str, q, qd, qdd) -> dict[str, np.ndarray]:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_dynamics_ros.commands.crossval import add_robot_arguments, parse_held
+from robot_dynamics_ros.commands._args import add_robot_arguments, model_from_args, named_values
 from robot_dynamics_ros.errors import UserError
 
 EXIT_INFEASIBLE = 2
@@ -104,43 +104,9 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
     return names, values
 
 
-def _named_values(text: str | None, what: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if not text:
-        return out
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise UserError(f"{what}: '{item}' is not JOINT=VALUE")
-        try:
-            v = float(value)
-        except ValueError:
-            raise UserError(f"{what}: '{value}' is not a number") from None
-        if not math.isfinite(v):
-            raise UserError(f"{what}: joint '{name.strip()}' value '{value}' is not finite")
-        out[name.strip()] = v
-    return out
-
-
 def build_model(args):
     """RobotModel from --urdf/--held/--payload/--gravity/--joint-limits/--acceleration-limit."""
-    from robot_dynamics_ros.model import RobotModel
-    from robot_dynamics_ros.robots import resolve
-
-    entry = resolve(args.urdf)
-    held = parse_held(args.held)
-    if held is None:
-        held = dict(entry.held_joints)
-    gravity = (0.0, 0.0, -9.81)
-    if args.gravity:
-        gravity = [float(v) for v in _named_list(args.gravity, "--gravity", 3)]
-    model = RobotModel.from_urdf(entry.path, held_joints=held, gravity=gravity, joint_limits=args.joint_limits)
-    if args.payload:
-        link, _, rest = args.payload.partition(",")
-        values = _named_list(rest, "--payload", None) if rest else []
-        if len(values) not in (1, 4):
-            raise UserError(f"--payload: expected LINK,MASS or LINK,MASS,CX,CY,CZ, got '{args.payload}'")
-        model.set_payload(link.strip(), values[0], values[1:] if len(values) == 4 else (0.0, 0.0, 0.0))
+    model = model_from_args(args, joint_limits=args.joint_limits)
     if args.acceleration_limit is not None:
         a = float(args.acceleration_limit)
         if not (math.isfinite(a) and a > 0):
@@ -149,16 +115,6 @@ def build_model(args):
         acc[~np.isfinite(acc)] = a
         model.acceleration_limit = acc
     return model
-
-
-def _named_list(text: str, what: str, count: int | None) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise UserError(f"{what}: '{text}' is not a comma-separated list of numbers") from None
-    if not all(math.isfinite(v) for v in values) or (count is not None and len(values) != count):
-        raise UserError(f"{what}: expected {count or 'finite'} finite numbers, got '{text}'")
-    return values
 
 
 def write_trajectory(path: str, result) -> None:
@@ -184,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     model = build_model(args)
     hold = {}
     for item in args.hold or []:
-        hold.update(_named_values(item, "--hold"))
+        hold.update(named_values(item, "--hold"))
     in_csv = [k for k in hold if k in names]
     if in_csv:
         raise UserError(f"--hold: joint(s) {in_csv} are columns of the waypoint CSV '{args.waypoints}'; "
@@ -198,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     if not np.isfinite(np.asarray(model.acceleration_limit, dtype=float)).any():
         print("robot-dynamics retime: note: the model has no acceleration limits (URDF has none); pass "
               "--joint-limits YAML or --acceleration-limit A to bound joint accelerations", file=sys.stderr)
-    v0 = _named_values(args.start_velocity, "--start-velocity")
-    v1 = _named_values(args.end_velocity, "--end-velocity")
+    v0 = named_values(args.start_velocity, "--start-velocity")
+    v1 = named_values(args.end_velocity, "--end-velocity")
     for what, vel in (("--start-velocity", v0), ("--end-velocity", v1)):
         unknown = [k for k in vel if k not in names]
         if unknown:

@@ -1,0 +1,125 @@
+"""Command-line argument parsing shared by the ``crossval``, ``dynamics`` and ``retime`` subcommands.
+
+The robot options (``--urdf``, ``--held``, ``--payload``, ``--gravity``), the model they describe, and the
+small parsers of numbers, comma-separated lists and ``JOINT=VALUE`` lists. Every bad value raises
+:class:`robot_dynamics_ros.errors.UserError` naming the option and the value (the CLI prints it as one line).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+from robot_dynamics_ros.errors import UserError
+
+__all__ = ["add_robot_arguments", "number", "float_list", "named_values", "parse_held", "model_from_args"]
+
+
+def add_robot_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--urdf``, ``--held``, ``--payload``, ``--gravity``: shared by ``crossval``, ``dynamics``, ``retime``."""
+    parser.add_argument("--urdf", "--robot", dest="urdf", required=True,
+                        help="URDF file, or a robot of the catalogue (panda, ur5, kinova, z1, so100, baxter, "
+                             "talos_left_arm, xarm7, planar_2r; their default held joints apply)")
+    parser.add_argument("--held", action="append", default=None, metavar="JOINT=VALUE",
+                        help="hold a joint fixed at VALUE (rad or m); repeatable; replaces the catalogue's "
+                             "default held joints; --held none holds nothing")
+    parser.add_argument("--payload", metavar="LINK,MASS[,CX,CY,CZ]",
+                        help="point-mass payload of MASS kg on LINK, centre of mass (CX, CY, CZ) m in the "
+                             "link frame (default 0,0,0)")
+    parser.add_argument("--gravity", metavar="GX,GY,GZ", help="gravity in the root link frame, m/s² "
+                        "(default 0,0,-9.81)")
+
+
+def number(text: str, what: str) -> float:
+    """One finite number from ``text``.
+
+    Raises:
+        UserError: ``"<what>: '<text>' is not a number"`` or ``"... is not finite"``.
+    """
+    try:
+        v = float(text)
+    except ValueError:
+        raise UserError(f"{what}: '{text.strip()}' is not a number") from None
+    if not math.isfinite(v):
+        raise UserError(f"{what}: '{text.strip()}' is not finite")
+    return v
+
+
+def float_list(text: str, what: str, count: int | None = None) -> list[float]:
+    """``"1,2.5,-3"`` -> ``[1.0, 2.5, -3.0]``: finite numbers, exactly ``count`` of them when given.
+
+    Raises:
+        UserError: a value is not a number or not finite, or the count is wrong (naming ``what`` and ``text``).
+    """
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise UserError(f"{what}: '{text}' is not a comma-separated list of numbers") from None
+    if not all(math.isfinite(v) for v in values):
+        raise UserError(f"{what}: '{text}' contains a non-finite number")
+    if count is not None and len(values) != count:
+        raise UserError(f"{what}: expected {count} numbers, got '{text}'")
+    return values
+
+
+def named_values(text: str | None, what: str) -> dict[str, float]:
+    """``"j1=0.1,j2=-0.2"`` -> ``{"j1": 0.1, "j2": -0.2}`` (rad or m, rad/s, ...); empty or None -> ``{}``.
+
+    Raises:
+        UserError: an item is not ``JOINT=VALUE``, or its value is not a finite number.
+    """
+    out: dict[str, float] = {}
+    if not text:
+        return out
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"{what}: '{item}' is not JOINT=VALUE")
+        out[name.strip()] = number(value, f"{what} {name.strip()}")
+    return out
+
+
+def parse_held(items: list[str] | None) -> dict[str, float] | None:
+    """The ``--held`` values ``["j1=0.1", "j2=0"]`` -> ``{"j1": 0.1, "j2": 0.0}`` (rad or m); None when not
+    given (the catalogue's default applies); ``["none"]`` -> ``{}``.
+
+    Raises:
+        UserError: an item is not ``JOINT=VALUE`` or its value is not a finite number.
+    """
+    if items is None:
+        return None
+    held: dict[str, float] = {}
+    for item in items:
+        if item.strip().lower() == "none":
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UserError(f"--held: '{item}' is not JOINT=VALUE")
+        held[name.strip()] = number(value, f"--held {name.strip()}")
+    return held
+
+
+def model_from_args(args: argparse.Namespace, joint_limits=None):
+    """The :class:`robot_dynamics_ros.model.RobotModel` of ``--urdf/--held/--payload/--gravity``
+    (see :func:`add_robot_arguments`), with the MoveIt ``joint_limits`` file or mapping when given.
+
+    Raises:
+        UserError: unknown robot / missing or bad URDF, or a bad ``--held``, ``--gravity`` or ``--payload``.
+    """
+    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.robots import resolve
+
+    entry = resolve(args.urdf)
+    held = parse_held(args.held)
+    if held is None:
+        held = dict(entry.held_joints)
+    gravity = (0.0, 0.0, -9.81)
+    if getattr(args, "gravity", None):
+        gravity = float_list(args.gravity, "--gravity", 3)
+    model = RobotModel.from_urdf(entry.path, held_joints=held, gravity=gravity, joint_limits=joint_limits)
+    if getattr(args, "payload", None):
+        link, _, rest = args.payload.partition(",")
+        values = float_list(rest, "--payload") if rest else []
+        if len(values) not in (1, 4):
+            raise UserError(f"--payload: expected LINK,MASS or LINK,MASS,CX,CY,CZ, got '{args.payload}'")
+        model.set_payload(link.strip(), values[0], values[1:] if len(values) == 4 else (0.0, 0.0, 0.0))
+    return model
