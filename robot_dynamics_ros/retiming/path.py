@@ -31,13 +31,17 @@ DUPLICATE_TOL = 1e-9
 def _thomas(lower, diag, upper, rhs):  # pragma: no cover - compiled
     """Solve a tridiagonal system in place (no pivoting; the callers' systems are diagonally dominant)."""
     k = diag.shape[0]
+    n = rhs.shape[1]
     for i in range(1, k):
         w = lower[i] / diag[i - 1]
         diag[i] -= w * upper[i - 1]
-        rhs[i, :] -= w * rhs[i - 1, :]
-    rhs[k - 1, :] /= diag[k - 1]
+        for j in range(n):  # explicit loops: no temporary array per row
+            rhs[i, j] -= w * rhs[i - 1, j]
+    for j in range(n):
+        rhs[k - 1, j] /= diag[k - 1]
     for i in range(k - 2, -1, -1):
-        rhs[i, :] = (rhs[i, :] - upper[i] * rhs[i + 1, :]) / diag[i]
+        for j in range(n):
+            rhs[i, j] = (rhs[i, j] - upper[i] * rhs[i + 1, j]) / diag[i]
     return rhs
 
 
@@ -53,7 +57,8 @@ def _spline_coefficients(x, y, start_slope, has_start, end_slope, has_end):  # p
     h = x[1:] - x[:-1]
     delta = np.empty((k - 1, n))
     for i in range(k - 1):
-        delta[i, :] = (y[i + 1, :] - y[i, :]) / h[i]
+        for j in range(n):
+            delta[i, j] = (y[i + 1, j] - y[i, j]) / h[i]
     m = np.empty((k, n))
     if k == 2:
         if has_start and has_end:
@@ -84,7 +89,8 @@ def _spline_coefficients(x, y, start_slope, has_start, end_slope, has_end):  # p
             lower[i] = h[i]
             diag[i] = 2.0 * (h[i - 1] + h[i])
             upper[i] = h[i - 1]
-            rhs[i, :] = 3.0 * (h[i] * delta[i - 1, :] + h[i - 1] * delta[i, :])
+            for j in range(n):
+                rhs[i, j] = 3.0 * (h[i] * delta[i - 1, j] + h[i - 1] * delta[i, j])
         # start condition
         if has_start:
             diag[0] = 1.0
@@ -120,7 +126,7 @@ def _spline_coefficients(x, y, start_slope, has_start, end_slope, has_end):  # p
             lower[k - 1] = 0.0
             rhs[k - 1, :] = 0.0
             nak_end = True
-        m[:, :] = _thomas(lower, diag, upper, rhs)
+        m = _thomas(lower, diag, upper, rhs)
         if nak_start:
             h0, h1 = h[0], h[1]
             r0 = ((h0 + 2.0 * (h0 + h1)) * h1 * delta[0, :] + h0 * h0 * delta[1, :]) / (h0 + h1)
@@ -131,10 +137,11 @@ def _spline_coefficients(x, y, start_slope, has_start, end_slope, has_end):  # p
             m[k - 1, :] = (re - (ha + hb) * m[k - 2, :]) / ha
     c = np.empty((4, k - 1, n))
     for i in range(k - 1):
-        c[0, i, :] = (m[i, :] + m[i + 1, :] - 2.0 * delta[i, :]) / (h[i] * h[i])
-        c[1, i, :] = (3.0 * delta[i, :] - 2.0 * m[i, :] - m[i + 1, :]) / h[i]
-        c[2, i, :] = m[i, :]
-        c[3, i, :] = y[i, :]
+        for j in range(n):
+            c[0, i, j] = (m[i, j] + m[i + 1, j] - 2.0 * delta[i, j]) / (h[i] * h[i])
+            c[1, i, j] = (3.0 * delta[i, j] - 2.0 * m[i, j] - m[i + 1, j]) / h[i]
+            c[2, i, j] = m[i, j]
+            c[3, i, j] = y[i, j]
     return c
 
 
@@ -162,6 +169,24 @@ def _spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
             q[p, d] = ((c0 * t + c1) * t + c2) * t + c3
             dq[p, d] = (3.0 * c0 * t + 2.0 * c1) * t + c2
             ddq[p, d] = 6.0 * c0 * t + 2.0 * c1
+
+
+@njit(cache=True, nogil=True)
+def _chord_knots(wp):  # pragma: no cover - compiled
+    """knots (K,) = cumulative chord length of the waypoints (K, n), and the shortest chord."""
+    k, n = wp.shape
+    knots = np.empty(k)
+    knots[0] = 0.0
+    shortest = np.inf
+    for i in range(1, k):
+        acc = 0.0
+        for j in range(n):
+            d = wp[i, j] - wp[i - 1, j]
+            acc += d * d
+        step = np.sqrt(acc)
+        shortest = min(shortest, step)
+        knots[i] = knots[i - 1] + step
+    return knots, shortest
 
 
 def remove_duplicates(waypoints: np.ndarray, tol: float = DUPLICATE_TOL) -> tuple[np.ndarray, np.ndarray]:
@@ -277,10 +302,9 @@ class JointPath:
         wp = np.ascontiguousarray(waypoints, dtype=float)
         if wp.ndim != 2 or wp.shape[0] < 2:
             raise ValueError(f"waypoints: need at least 2 distinct waypoints, got shape {wp.shape}")
-        chord = np.linalg.norm(np.diff(wp, axis=0), axis=1)
-        if np.any(chord <= 0.0):
+        knots, shortest = _chord_knots(wp)
+        if not shortest > 0.0:
             raise ValueError("waypoints: consecutive duplicates must be removed first")
-        knots = np.concatenate(([0.0], np.cumsum(chord)))
         n = wp.shape[1]
 
         def unit(v):
