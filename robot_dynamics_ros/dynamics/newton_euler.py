@@ -358,6 +358,24 @@ def _unpack(fbuf, ibuf):
     return parent, R_T, p_T, axis, jtype, mass, com, I_c, src, mult, offset
 
 
+@njit(cache=True, inline="always")
+def _rnea_workspace(nb):
+    """Scratch arrays of :func:`_rnea_one` for ``nb`` bodies: R (nb, 3, 3), p, w, wd, vd, f, nt (nb, 3),
+    qd_b, qdd_b (nb,) zeros, tau_b (nb,)."""
+    return (np.empty((nb, 3, 3)), np.empty((nb, 3)), np.empty((nb, 3)), np.empty((nb, 3)), np.empty((nb, 3)),
+            np.empty((nb, 3)), np.empty((nb, 3)), np.zeros(nb), np.zeros(nb), np.empty(nb))
+
+
+@njit(cache=True, inline="always")
+def _to_joints(src, mult, tau_b, out):
+    """Body torques/forces tau_b (nb,) -> joint torques out (n,) by virtual work: τ_master += k τ_i
+    (a mimic body i moves k = mult[i] times its master src[i])."""
+    for j in range(out.shape[0]):
+        out[j] = 0.0
+    for i in range(tau_b.shape[0]):
+        out[src[i]] += mult[i] * tau_b[i]
+
+
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _rnea_batch(fbuf, ibuf, q, qd, qdd, a0, use_qd, use_qdd, tau):
     """Batched RNEA: q, qd, qdd (N, n) -> tau (N, n). ``use_qd``/``use_qdd`` False treat them as zero.
@@ -368,16 +386,7 @@ def _rnea_batch(fbuf, ibuf, q, qd, qdd, a0, use_qd, use_qdd, tau):
     qb, S, C = _body_positions(q, src, mult, offset)
     N, n = q.shape
     nb = parent.shape[0]
-    R = np.empty((nb, 3, 3))
-    p = np.empty((nb, 3))
-    w = np.empty((nb, 3))
-    wd = np.empty((nb, 3))
-    vd = np.empty((nb, 3))
-    f = np.empty((nb, 3))
-    nt = np.empty((nb, 3))
-    qd_b = np.zeros(nb)
-    qdd_b = np.zeros(nb)
-    tau_b = np.empty(nb)
+    R, p, w, wd, vd, f, nt, qd_b, qdd_b, tau_b = _rnea_workspace(nb)
     a0x, a0y, a0z = a0[0], a0[1], a0[2]
     for k in range(N):
         for i in range(nb):  # joint values of every body (mimic: k q_master + b)
@@ -387,10 +396,7 @@ def _rnea_batch(fbuf, ibuf, q, qd, qdd, a0, use_qd, use_qdd, tau):
             if use_qdd:
                 qdd_b[i] = mult[i] * qdd[k, src[i]]
         _rnea_one(parent, axis, jtype, mass, com, I_c, R, p, qd_b, qdd_b, a0x, a0y, a0z, w, wd, vd, f, nt, tau_b)
-        for j in range(n):
-            tau[k, j] = 0.0
-        for i in range(nb):  # virtual work: τ_master += k τ_i
-            tau[k, src[i]] += mult[i] * tau_b[i]
+        _to_joints(src, mult, tau_b, tau[k])
 
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
@@ -400,16 +406,7 @@ def _mass_matrix_batch(fbuf, ibuf, q, M):
     qb, S, C = _body_positions(q, src, mult, offset)
     N, n = q.shape
     nb = parent.shape[0]
-    R = np.empty((nb, 3, 3))
-    p = np.empty((nb, 3))
-    w = np.empty((nb, 3))
-    wd = np.empty((nb, 3))
-    vd = np.empty((nb, 3))
-    f = np.empty((nb, 3))
-    nt = np.empty((nb, 3))
-    qd_b = np.zeros(nb)
-    qdd_b = np.zeros(nb)
-    tau_b = np.empty(nb)
+    R, p, w, wd, vd, f, nt, qd_b, qdd_b, tau_b = _rnea_workspace(nb)
     for k in range(N):
         for i in range(nb):
             _joint_transform(R_T, p_T, axis, jtype, i, qb[k, i], S[k, i], C[k, i], R, p)
@@ -418,10 +415,7 @@ def _mass_matrix_batch(fbuf, ibuf, q, M):
                 qdd_b[i] = mult[i] if src[i] == j else 0.0
             _rnea_one(parent, axis, jtype, mass, com, I_c, R, p, qd_b, qdd_b, 0.0, 0.0, 0.0, w, wd, vd, f, nt,
                       tau_b)
-            for r in range(n):
-                M[k, r, j] = 0.0
-            for i in range(nb):
-                M[k, src[i], j] += mult[i] * tau_b[i]
+            _to_joints(src, mult, tau_b, M[k, :, j])
         for r in range(n):  # exact symmetry (the two triangles agree to rounding)
             for j in range(r + 1, n):
                 s = 0.5 * (M[k, r, j] + M[k, j, r])
