@@ -133,6 +133,41 @@ def _dynamics_plan(s, knot_index, spacing, is_node, mids, t_idx, t_row, t_w, a_r
     return n_nodes, n_mid, n_t
 
 
+@njit(cache=True, nogil=True)
+def _plan_and_schemes(s, knot_index, spacing):  # pragma: no cover - compiled
+    """:func:`dynamics_plan` and :func:`~.topp_ra.stage_schemes` in one compiled call."""
+    n_grid = s.shape[0]
+    is_node = np.empty(n_grid, dtype=np.bool_)
+    mids = np.empty(n_grid, dtype=np.int64)
+    t_idx = np.empty(n_grid, dtype=np.int64)
+    t_row = np.empty((n_grid, 4), dtype=np.int64)
+    t_w = np.empty((n_grid, 4))
+    a_row = np.empty((n_grid, 4), dtype=np.int64)
+    a_w = np.empty((n_grid, 4))
+    n_nodes, n_mid, n_t = _dynamics_plan(s, knot_index, spacing, is_node, mids, t_idx, t_row, t_w, a_row, a_w)
+    nodes = np.empty(n_nodes + n_mid, dtype=np.int64)
+    e = 0
+    for g in range(n_grid):
+        if is_node[g]:
+            nodes[e] = 2 * g
+            e += 1
+    for k in range(n_mid):
+        nodes[e + k] = 2 * mids[k] + 1
+    scheme = np.empty(n_grid - 1, dtype=np.int8)
+    for k in range(knot_index.shape[0] - 1):
+        ga = knot_index[k]
+        gb = knot_index[k + 1]
+        for i in range(ga, gb):
+            scheme[i] = 0 if gb - ga == 1 else (2 if i == ga else 1)
+    return nodes, t_idx[:n_t], t_row[:n_t], t_w[:n_t], a_row[:n_t], a_w[:n_t], scheme
+
+
+def plan_and_schemes(s: np.ndarray, knot_index: np.ndarray, spacing: float):
+    """(:func:`dynamics_plan` tuple, :func:`~.topp_ra.stage_schemes` (N-1,) int8) in one compiled call."""
+    out = _plan_and_schemes(s, knot_index, float(spacing))
+    return out[:6], out[6]
+
+
 def dynamics_plan(s: np.ndarray, knot_index: np.ndarray, spacing: float):
     """Where to evaluate the dynamics along the path, and how to fill in the other collocation points.
 

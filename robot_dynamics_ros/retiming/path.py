@@ -402,3 +402,47 @@ def gridpoints_for(knots: np.ndarray, count: int, return_knot_index: bool = Fals
     """
     s, knot_index = _gridpoints(np.ascontiguousarray(knots, dtype=float), int(count))
     return (s, knot_index) if return_knot_index else s
+
+
+@njit(cache=True, nogil=True)
+def _collocation(knots, coeffs, count, lower, upper):  # pragma: no cover - compiled
+    """Gridpoints, collocation points and the spline at them in one pass (see :func:`collocation`)."""
+    s, knot_index = _gridpoints(knots, count)
+    n_grid = s.shape[0]
+    n = coeffs.shape[2]
+    s_eval = np.empty(2 * n_grid - 1)
+    for i in range(n_grid - 1):
+        s_eval[2 * i] = s[i]
+        s_eval[2 * i + 1] = 0.5 * (s[i] + s[i + 1])
+    s_eval[2 * n_grid - 2] = s[n_grid - 1]
+    p = s_eval.shape[0]
+    q = np.empty((p, n))
+    dq = np.empty((p, n))
+    ddq = np.empty((p, n))
+    _spline_eval(knots, coeffs, s_eval, q, dq, ddq)
+    bad = -1
+    for k in range(p):
+        for j in range(n):
+            if not (lower[j] <= q[k, j] <= upper[j]):
+                bad = k * n + j
+                break
+        if bad >= 0:
+            break
+    return s, knot_index, s_eval, q, dq, ddq, bad
+
+
+def collocation(path: "JointPath", count: int, lower: np.ndarray, upper: np.ndarray):
+    """Gridpoints of :func:`gridpoints_for` and the spline on the collocation grid, in one compiled call.
+
+    Args:
+        path: the :class:`JointPath`; count: requested number of gridpoints;
+        lower, upper: (n,) position bounds (rad / m) checked at every collocation point.
+    Returns:
+        s (N,), knot_index (K,), s_eval (2N-1,) (gridpoints at even, stage midpoints at odd indices),
+        q, q', q'' (2N-1, n) there, and (point, joint) of the first value outside [lower, upper] or None.
+    """
+    s, ki, s_eval, q, dq, ddq, bad = _collocation(path.knots, path.coefficients, int(count),
+                                                  np.ascontiguousarray(lower, dtype=float),
+                                                  np.ascontiguousarray(upper, dtype=float))
+    where = None if bad < 0 else divmod(int(bad), path.n)
+    return s, ki, s_eval, q, dq, ddq, where

@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.constraints import build_constraints, dynamics_plan, torque_coefficients_planned
-from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for, prepare_waypoints
+from robot_dynamics_ros.retiming.constraints import build_constraints, plan_and_schemes, torque_coefficients_planned
+from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
-from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_schemes, stage_times
+from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
 
 #: default number of gridpoints (at least one per waypoint is always used)
 DEFAULT_GRIDPOINTS = 200
@@ -199,6 +199,7 @@ class Retimer:
             dynamics = NewtonEulerDynamics(model)
         self.model = model
         self.dynamics = dynamics
+        self._limits_cache = None
 
     def warmup(self) -> None:
         """Compile / load the numba kernels (a 3-waypoint retiming), so the first request is fast."""
@@ -320,9 +321,22 @@ class Retimer:
 
     # ------------------------------------------------------------------------------------------
     def _limits(self, options: RetimeOptions):
+        """(velocity, acceleration, torque) limits (n,) with the request's scales / margin applied; cached
+        (callers must not modify them) while the model's limits (by value) and the scales stay the same."""
         m = self.model
-        return (m.velocity_limit * options.velocity_scale, m.acceleration_limit * options.acceleration_scale,
-                m.effort_limit * options.torque_margin)
+        key = (options.velocity_scale, options.acceleration_scale, options.torque_margin,
+               m.velocity_limit.tobytes(), m.acceleration_limit.tobytes(), m.effort_limit.tobytes())
+        cached = self._limits_cache
+        if cached is None or cached[0] != key:
+            lims = (m.velocity_limit * options.velocity_scale, m.acceleration_limit * options.acceleration_scale,
+                    m.effort_limit * options.torque_margin)
+            cached = (key, lims, bool(np.any(np.isfinite(lims[2]))))
+            self._limits_cache = cached
+        return cached[1]
+
+    def _use_torque(self, tlim) -> bool:
+        cached = self._limits_cache
+        return cached[2] if cached is not None and cached[1][2] is tlim else bool(np.any(np.isfinite(tlim)))
 
     def _position_bounds(self):
         m = self.model
@@ -452,31 +466,28 @@ class Retimer:
         names = m.joint_names
         vlim, alim, tlim = self._limits(options)
         t0 = time.perf_counter()
-        sp0 = v0 if v0 is not None and np.any(v0 != 0.0) else None
-        sp1 = v1 if v1 is not None and np.any(v1 != 0.0) else None
+        sp0 = v0 if v0 is not None and v0.any() else None
+        sp1 = v1 if v1 is not None and v1.any() else None
         path = JointPath.from_waypoints(seg_wp, start_tangent=sp0, end_tangent=sp1)
         count = requested if path.length >= total else max(2, int(round(requested * path.length / total)))
-        s, knot_index = gridpoints_for(path.knots, count, return_knot_index=True)
-        s_eval = np.empty(2 * s.shape[0] - 1)
-        s_eval[0::2] = s
-        s_eval[1::2] = 0.5 * (s[1:] + s[:-1])
-        q, dq, ddq = path.evaluate(s_eval)
-        timings["path"] = timings.get("path", 0.0) + (time.perf_counter() - t0) * 1e3
         tol_lo, tol_hi = self._position_bounds()
-        if (q.min(axis=0) < tol_lo).any() or (q.max(axis=0) > tol_hi).any():
-            p, j = np.argwhere((q < tol_lo) | (q > tol_hi))[0]
+        s, knot_index, s_eval, q, dq, ddq, outside = collocation(path, count, tol_lo, tol_hi)
+        timings["path"] = timings.get("path", 0.0) + (time.perf_counter() - t0) * 1e3
+        if outside is not None:
+            p, j = outside
             w = self._waypoint_at(path, s_eval[p], first, kept_idx)
             raise _Failure(RetimeStatus.POSITION_LIMIT,
                            f"the spline between waypoints {w} and {w + 1} leaves the position limits of joint "
                            f"'{names[j]}' ([{m.lower[j]:.6g}, {m.upper[j]:.6g}], reaches {q[p, j]:.6g}); "
                            "add waypoints or move them away from the limit")
         t0 = time.perf_counter()
-        use_torque = bool(np.any(np.isfinite(tlim)))
-        plan = dynamics_plan(s, knot_index, options.dynamics_spacing) if use_torque else None
+        use_torque = self._use_torque(tlim)
+        plan, scheme = plan_and_schemes(s, knot_index, options.dynamics_spacing)
         abc = torque_coefficients_planned(self.dynamics, q, dq, ddq, plan) if use_torque else None
         if use_torque:  # gravity alone at the waypoints (knots are exact dynamics nodes)
-            self._check_request(seg_wp, None, None, options, gravity=abc[2][2 * knot_index], first=first,
-                                kept_idx=kept_idx)
+            g_knots = abc[2][2 * knot_index]
+            if not (np.abs(g_knots) <= tlim).all():
+                self._check_request(seg_wp, None, None, options, gravity=g_knots, first=first, kept_idx=kept_idx)
         x_start = float(np.linalg.norm(v0)) ** 2 if sp0 is not None else 0.0
         x_end = float(np.linalg.norm(v1)) ** 2 if sp1 is not None else 0.0
         friction = options.friction and use_torque and (np.any(m.damping) or np.any(m.friction))
@@ -486,7 +497,6 @@ class Retimer:
                                        coulomb=coulomb)
         timings["constraints"] = timings.get("constraints", 0.0) + (time.perf_counter() - t0) * 1e3
         t0 = time.perf_counter()
-        scheme = stage_schemes(s.shape[0], knot_index)
         status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme, m.n, xmin)
         if status == SolveStatus.OK and friction and np.any(m.damping):
             # viscous friction: linearize around the frictionless profile and solve again (conservative)
