@@ -148,21 +148,16 @@ def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "imp
         if mj.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT:
             mj.eq_solref[e] = (2.0 * mj.opt.timestep, 1.0)
 
-    ids = []
-    for name in model.joint_names:
-        jid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name)
-        if jid < 0:
-            raise ValueError(f"joint '{name}' of the robot model is not in the MuJoCo model")
-        ids.append(jid)
-    joint_ids = np.asarray(ids, dtype=np.intp)
+    def joint_ids_of(names) -> np.ndarray:
+        ids = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name) for name in names]
+        for name, jid in zip(names, ids):
+            if jid < 0:
+                raise ValueError(f"joint '{name}' of the robot model is not in the MuJoCo model")
+        return np.asarray(ids, dtype=np.intp)
+
+    joint_ids = joint_ids_of(model.joint_names)
     bodies = {mj.body(b).name: b for b in range(mj.nbody)}
-    moving = []
-    for name in model.moving_joint_names:
-        jid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name)
-        if jid < 0:
-            raise ValueError(f"joint '{name}' of the robot model is not in the MuJoCo model")
-        moving.append(jid)
-    moving_ids = np.asarray(moving, dtype=np.intp)
+    moving_ids = joint_ids_of(model.moving_joint_names)
     mm = MujocoModel(
         mj=mj, joint_names=tuple(model.joint_names), joint_ids=joint_ids,
         qpos_adr=np.asarray(mj.jnt_qposadr[joint_ids], dtype=np.intp),
