@@ -494,26 +494,23 @@ def _plot(path: Path, runs: dict, metrics: dict, model, robot: str, plan: Plan) 
     ax.set_xlabel("t [s]")
     ax.set_ylabel("|p - p_d| [mm]")
     ax.legend(fontsize=8)
+
+    def per_limit(ax, values, limit, title, ylabel):  # one line per joint, values / limit, ±1 marked
+        for i, name in enumerate(model.joint_names):
+            ax.plot((ref.t_ns[dec] - t0) * 1e-9, values[dec, i] / limit[i], lw=1, label=name)
+        ax.axhline(1.0, color="k", lw=1)
+        ax.axhline(-1.0, color="k", lw=1)
+        ax.set_title(title)
+        ax.set_xlabel("t [s]")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7, ncol=2)
+
     # (c) torques vs limits (computed torque run)
-    ax = axes[1, 0]
-    for i, name in enumerate(model.joint_names):
-        ax.plot((ref.t_ns[dec] - t0) * 1e-9, ref.tau[dec, i] / model.effort_limit[i], lw=1, label=name)
-    ax.axhline(1.0, color="k", lw=1)
-    ax.axhline(-1.0, color="k", lw=1)
-    ax.set_title(f"commanded torque / effort limit ({MODE_LABELS[modes[-1]]})")
-    ax.set_xlabel("t [s]")
-    ax.set_ylabel("tau / limit")
-    ax.legend(fontsize=7, ncol=2)
+    per_limit(axes[1, 0], ref.tau, model.effort_limit,
+              f"commanded torque / effort limit ({MODE_LABELS[modes[-1]]})", "tau / limit")
     # (d) velocities vs limits (desired)
-    ax = axes[1, 1]
-    for i, name in enumerate(model.joint_names):
-        ax.plot((ref.t_ns[dec] - t0) * 1e-9, ref.qd_d[dec, i] / model.velocity_limit[i], lw=1, label=name)
-    ax.axhline(1.0, color="k", lw=1)
-    ax.axhline(-1.0, color="k", lw=1)
-    ax.set_title(f"desired velocity / velocity limit ({plan.timing} timing)")
-    ax.set_xlabel("t [s]")
-    ax.set_ylabel("qd / limit")
-    ax.legend(fontsize=7, ncol=2)
+    per_limit(axes[1, 1], ref.qd_d, model.velocity_limit,
+              f"desired velocity / velocity limit ({plan.timing} timing)", "qd / limit")
     fig.suptitle(f"robot-dynamics track: {robot}, {plan.duration:.2f} s trajectory")
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.07, top=0.92, hspace=0.32, wspace=0.18)
     path.parent.mkdir(parents=True, exist_ok=True)
