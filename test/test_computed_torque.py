@@ -187,6 +187,15 @@ def test_holds_measured_pose_with_gravity_before_any_trajectory(harness, raw):
     np.testing.assert_allclose(harness.commands[-1], g[::-1], atol=1e-9)
 
 
+def _desired_inside(desired, polys, times, start_ns):
+    """Each desired_state message stamped strictly inside the trajectory (times[0], times[-1]) s after
+    start_ns, with the polynomials' q, qd, qdd (by joint name) at its stamp."""
+    for d in desired:
+        t = (_stamp_ns(d) - start_ns) * 1e-9
+        if times[0] < t < times[-1]:
+            yield (d, {n: polys[n](t) for n in URDF_ORDER}, {n: polys[n].deriv(1)(t) for n in URDF_ORDER},
+                   {n: polys[n].deriv(2)(t) for n in URDF_ORDER})
+
 def test_feedforward_equals_pinocchio_rnea_of_the_sampled_desired_motion(harness, raw):
     polys = _quintics()
     assert harness.spin(until=lambda: len(harness.desired) >= 2)
@@ -196,13 +205,7 @@ def test_feedforward_equals_pinocchio_rnea_of_the_sampled_desired_motion(harness
     harness.spin(seconds=1.3)
     assert harness.node.trajectories_accepted == 1 and harness.node.trajectories_rejected == 0
     checked = 0
-    for d in harness.desired:
-        t = (_stamp_ns(d) - start_ns) * 1e-9
-        if not times[0] < t < times[-1]:
-            continue
-        q = {n: polys[n](t) for n in URDF_ORDER}
-        qd = {n: polys[n].deriv(1)(t) for n in URDF_ORDER}
-        qdd = {n: polys[n].deriv(2)(t) for n in URDF_ORDER}
+    for d, q, qd, qdd in _desired_inside(harness.desired, polys, times, start_ns):
         pos, vel, eff = _by_name(d, "position"), _by_name(d, "velocity"), _by_name(d, "effort")
         np.testing.assert_allclose([pos[n] for n in URDF_ORDER], [q[n] for n in URDF_ORDER], atol=1e-9)
         np.testing.assert_allclose([vel[n] for n in URDF_ORDER], [qd[n] for n in URDF_ORDER], atol=1e-9)
@@ -328,13 +331,7 @@ def test_joint_states_tick_samples_at_the_measurement_stamp(harness, raw):
     stamps = [_stamp_ns(d) for d in harness.desired]
     assert len(stamps) >= 50 and set(stamps) <= set(harness.sent_stamps)
     checked = 0
-    for d in harness.desired:
-        t = (_stamp_ns(d) - start_ns) * 1e-9
-        if not times[0] < t < times[-1]:
-            continue
-        q = {n: polys[n](t) for n in URDF_ORDER}
-        qd = {n: polys[n].deriv(1)(t) for n in URDF_ORDER}
-        qdd = {n: polys[n].deriv(2)(t) for n in URDF_ORDER}
+    for d, q, qd, qdd in _desired_inside(harness.desired, polys, times, start_ns):
         eff = _by_name(d, "effort")
         np.testing.assert_allclose([eff[n] for n in URDF_ORDER], raw.rnea(q, qd, qdd), atol=1e-9)
         checked += 1
