@@ -1,6 +1,7 @@
-"""Everything together: the effort controller node (computed torque or gravity compensation), the
-TOPP-RA retiming service (retiming.launch.py) and, with ``sim:=true``, the MuJoCo simulator standing in
-for Gazebo/hardware.
+"""Everything together: the effort controller node (computed_torque.launch.py or
+gravity_compensation.launch.py), the TOPP-RA retiming service (retiming.launch.py) and, with ``sim:=true``,
+the MuJoCo simulator standing in for Gazebo/hardware (mujoco_simulator.launch.py). This file only includes
+those, passing its arguments through.
 
     ros2 launch robot_dynamics_ros all.launch.py robot:=panda sim:=true
     ros2 launch robot_dynamics_ros all.launch.py robot:=ur5 controller:=gravity_compensation
@@ -12,46 +13,20 @@ argument left empty keeps the file's value. The simulator (free running) publish
 applies /<controller_name>/commands; it has no /clock, so keep use_sim_time false with it.
 """
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription, OpaqueFunction
+from launch.actions import DeclareLaunchArgument, IncludeLaunchDescription
 from launch.conditions import IfCondition
 from launch.launch_description_sources import PythonLaunchDescriptionSource
 from launch.substitutions import LaunchConfiguration, PathJoinSubstitution, PythonExpression
-from launch_ros.actions import Node
-from launch_ros.parameter_descriptions import ParameterValue
 from launch_ros.substitutions import FindPackageShare
-
-
-def simulator_setup(context, *args, **kwargs):
-    if LaunchConfiguration("sim").perform(context).strip().lower() not in ("true", "1", "yes"):
-        return []
-    overrides = {
-        "urdf_path": LaunchConfiguration("urdf_path"),
-        "robot_description_topic": LaunchConfiguration("robot_description_topic"),
-        "joints": LaunchConfiguration("joints"),
-        "controller_name": LaunchConfiguration("controller_name"),
-        "publish_rate": LaunchConfiguration("rate"),
-        "use_sim_time": LaunchConfiguration("use_sim_time"),
-    }
-    # An empty argument means "not given": the parameters file (or the node's default) decides.
-    overrides = {k: v for k, v in overrides.items() if v.perform(context).strip()}
-    if "robot_description_topic" in overrides and "urdf_path" not in overrides:
-        overrides["urdf_path"] = ""  # the topic is read only when urdf_path is empty
-    if "publish_rate" in overrides:  # rate:=250 must reach the node as a double, not an integer
-        overrides["publish_rate"] = ParameterValue(overrides["publish_rate"], value_type=float)
-    return [
-        Node(
-            package="robot_dynamics_ros",
-            executable="mujoco_simulator",
-            name="mujoco_simulator",
-            output="screen",
-            emulate_tty=True,
-            parameters=[LaunchConfiguration("params_file"), overrides],
-        )
-    ]
 
 
 def _controller_is(name):
     return IfCondition(PythonExpression(["'", LaunchConfiguration("controller"), "' == '", name, "'"]))
+
+
+def _sim_on():  # sim:=true / 1 / yes (any case)
+    return IfCondition(PythonExpression(
+        ["'", LaunchConfiguration("sim"), "'.strip().lower() in ('true', '1', 'yes')"]))
 
 
 def generate_launch_description():
@@ -138,5 +113,19 @@ def generate_launch_description():
                 "use_sim_time": LaunchConfiguration("use_sim_time"),
             }.items(),
         ),
-        OpaqueFunction(function=simulator_setup),
+        IncludeLaunchDescription(
+            PythonLaunchDescriptionSource(
+                PathJoinSubstitution([FindPackageShare("robot_dynamics_ros"), "launch", "mujoco_simulator.launch.py"])),
+            launch_arguments={
+                "robot": LaunchConfiguration("robot"),
+                "params_file": LaunchConfiguration("params_file"),
+                "urdf_path": LaunchConfiguration("urdf_path"),
+                "robot_description_topic": LaunchConfiguration("robot_description_topic"),
+                "joints": LaunchConfiguration("joints"),
+                "controller_name": LaunchConfiguration("controller_name"),
+                "rate": LaunchConfiguration("rate"),
+                "use_sim_time": LaunchConfiguration("use_sim_time"),
+            }.items(),
+            condition=_sim_on(),
+        ),
     ])

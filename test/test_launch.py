@@ -42,7 +42,7 @@ def check(path, share_root=ROOT):
 def test_expected_launch_files_exist():
     names = {p.name for p in (ROOT / "launch").glob("*.launch.py")}
     assert {"gravity_compensation.launch.py", "computed_torque.launch.py", "retiming.launch.py",
-            "all.launch.py"} <= names
+            "mujoco_simulator.launch.py", "all.launch.py"} <= names
 
 
 def test_every_launch_file_passes_the_static_check():
@@ -137,6 +137,7 @@ def test_catches_missing_included_file_and_params_file(share):
     problems = check(share / "launch" / "all.launch.py", share)
     assert any("included launch file" in p and "gravity_compensation.launch.py' does not exist" in p
                for p in problems)
+    problems = check(share / "launch" / "mujoco_simulator.launch.py", share)
     assert any("parameters file" in p and "panda.yaml' of 'mujoco_simulator' does not exist" in p for p in problems)
 
 
