@@ -238,40 +238,74 @@ def split_at_reversals(waypoints: np.ndarray, cos_threshold: float = 0.0) -> lis
     return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 
-def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_threshold: float = 0.0):
-    """Drop consecutive duplicates and find direction reversals, in one pass (no warnings issued).
+@njit(cache=True, nogil=True)
+def _prepare(wp, tol, cos_threshold):  # pragma: no cover - compiled
+    """keep (W,) bool, turn (W,) bool over the kept rows (reversals), number kept, kept path length."""
+    w, n = wp.shape
+    keep = np.empty(w, dtype=np.bool_)
+    turn = np.zeros(w, dtype=np.bool_)
+    keep[0] = True
+    last = 0  # index of the last kept row
+    prev = -1  # index of the kept row before it
+    kept = 1
+    total = 0.0
+    prev_step = 0.0
+    for i in range(1, w):
+        acc = 0.0
+        for j in range(n):
+            d = wp[i, j] - wp[i - 1, j]
+            acc += d * d
+        step = np.sqrt(acc)
+        keep[i] = step > tol
+        if not keep[i]:
+            continue
+        if last != i - 1:  # rows were dropped in between: the chord from the last kept row
+            acc = 0.0
+            for j in range(n):
+                d = wp[i, j] - wp[last, j]
+                acc += d * d
+            step = np.sqrt(acc)
+        if prev >= 0:
+            dot = 0.0
+            for j in range(n):
+                dot += (wp[last, j] - wp[prev, j]) * (wp[i, j] - wp[last, j])
+            if dot / (prev_step * step) < cos_threshold:
+                turn[kept - 1] = True
+        total += step
+        prev_step = step
+        prev = last
+        last = i
+        kept += 1
+    return keep, turn, kept, total
+
+
+def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_threshold: float = 0.0,
+                      return_length: bool = False):
+    """Drop consecutive duplicates and find direction reversals, in one compiled pass (no warnings issued).
 
     Args:
         waypoints: (W, n) joint positions (rad / m), finite.
         tol: see :func:`remove_duplicates`; cos_threshold: see :func:`split_at_reversals`.
+        return_length: also return the length (joint-space chord sum, rad) of the kept path.
     Returns:
         (kept (W', n), kept_index (W',) rows of the input kept, segments [(first, last), ...] indices into
-        kept, dropped (D,) indices of the dropped duplicates).
+        kept, dropped (D,) indices of the dropped duplicates[, length]).
     """
-    wp = np.asarray(waypoints, dtype=float)
+    wp = np.ascontiguousarray(waypoints, dtype=float)
     if wp.shape[0] <= 1:
-        return wp, np.arange(wp.shape[0]), [(0, 0)], np.zeros(0, dtype=np.int64)
-    d = wp[1:] - wp[:-1]
-    step = np.sqrt(np.einsum("ij,ij->i", d, d))
-    move = step > tol
-    if move.all():
+        out = wp, np.arange(wp.shape[0]), [(0, 0)], np.zeros(0, dtype=np.int64)
+        return (*out, 0.0) if return_length else out
+    keep, turn, count, total = _prepare(wp, float(tol), float(cos_threshold))
+    if count == wp.shape[0]:
         kept, idx, dropped = wp, np.arange(wp.shape[0]), np.zeros(0, dtype=np.int64)
     else:
-        keep = np.concatenate(([True], move))
         idx = np.flatnonzero(keep)
         dropped = np.flatnonzero(~keep)
         kept = wp[idx]
-        if kept.shape[0] <= 1:
-            return kept, idx, [(0, 0)], dropped
-        d = kept[1:] - kept[:-1]
-        step = np.sqrt(np.einsum("ij,ij->i", d, d))
-    w = kept.shape[0]
-    if w < 3:
-        return kept, idx, [(0, w - 1)], dropped
-    cos = np.einsum("ij,ij->i", d[:-1], d[1:]) / (step[:-1] * step[1:])
-    turns = np.flatnonzero(cos < cos_threshold) + 1
-    bounds = [0, *turns.tolist(), w - 1]
-    return kept, idx, [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)], dropped
+    turns = np.flatnonzero(turn[:count]).tolist()
+    bounds = [0, *turns, count - 1]
+    segments = [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)] if count > 1 else [(0, 0)]
+    return (kept, idx, segments, dropped, total) if return_length else (kept, idx, segments, dropped)
 
 
 @dataclass

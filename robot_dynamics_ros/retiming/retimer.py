@@ -390,7 +390,8 @@ class Retimer:
         m = self.model
         names = tuple(m.joint_names)
         self._check_request(wp, v0, v1, options)
-        kept, kept_idx, bounds, dropped = prepare_waypoints(wp, cos_threshold=options.reversal_cos)
+        kept, kept_idx, bounds, dropped, total = prepare_waypoints(wp, cos_threshold=options.reversal_cos,
+                                                                   return_length=True)
         notes = []
         if dropped.size:
             shown = ", ".join(str(i) for i in dropped[:10]) + (" ..." if dropped.size > 10 else "")
@@ -411,7 +412,6 @@ class Retimer:
                                gridpoints=1, solve_ms=(time.perf_counter() - t_start) * 1e3)
             res.peak_fraction = self._peaks(res, options)
             return res
-        total = float(np.linalg.norm(kept[1:] - kept[:-1], axis=1).sum())
         requested = options.gridpoints or max(DEFAULT_GRIDPOINTS, kept.shape[0])
         segments = []
         t_offset = 0.0

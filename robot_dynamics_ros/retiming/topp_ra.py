@@ -69,6 +69,12 @@ def _push(H, m, a, b, g):  # pragma: no cover - compiled
     return m + 1
 
 
+@njit(cache=True, inline="always")
+def _box_slack(a, b, g, ulo, uhi, xb):  # pragma: no cover - compiled
+    """g − max{a u + b x : ulo ≤ u ≤ uhi, 0 ≤ x ≤ xb} minus a margin (> 0: the half-plane holds on the box)."""
+    return g - (max(a * ulo, a * uhi) + max(0.0, b * xb)) - 1e-6 * (1.0 + abs(g))
+
+
 @njit(cache=True, nogil=True)
 def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragma: no cover - compiled
     """Fill H (m, 3) with the half-planes α u + β x ≤ γ of stage i; return m, or -1 if a constant row
@@ -86,7 +92,9 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
 
     Velocity rows (indices 1 .. vel_rows, q'_j² x ≤ V_j²) whose bound V_j²/q'_j² is at least 4× the
     tightest one (``xmin``) at all three points are left out: with x below the tightest bound they are
-    far from active.
+    far from active. Other rows whose candidate half-planes all hold (with margin) on a box that contains
+    every (u, x) the kept rows allow — 0 ≤ x ≤ the tightest velocity bound at s_i (whose row is always
+    kept), klo ≤ x + 2Δ_i u ≤ khi — are left out too: they cannot change the LP's solution.
     """
     ds = s[i + 1] - s[i]
     m = 0
@@ -101,6 +109,17 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
     else:
         pa, pb, pc = 2 * i, 2 * i + 2, 2 * i + 4
         ta, tb, tc = 0.0, 2.0 * ds, 2.0 * (s[i + 2] - s[i])
+    # box around every (u, x) the kept rows allow (for pruning): x ≤ X, the tightest velocity bound at s_i
+    # (that row is always kept, see below), and klo ≤ x + 2Δu ≤ khi with 0 ≤ x ≤ X; widened a little so that
+    # the solver's tolerances never make a pruned row matter
+    prune = vel_rows > 0 and xmin[2 * i] < np.inf
+    xb = ulo = uhi = 0.0
+    if prune:
+        xb = xmin[2 * i] * (1.0 + 1e-3) + 1e-9
+        ulo = (klo - xb) / (2.0 * ds)
+        uhi = khi / (2.0 * ds)
+        ulo -= 1e-3 * abs(ulo) + 1e-9
+        uhi += 1e-3 * abs(uhi) + 1e-9
     for r in range(nrow):
         h0 = h[pa, r]
         h1 = h[pb, r]
@@ -120,58 +139,58 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
         db = 0.125 * (b0 - 2.0 * b1 + b2)
         dh = 0.125 * (h0 - 2.0 * h1 + h2)
         curved = da != 0.0 or db != 0.0 or dh != 0.0
+        # the candidate half-planes: the stage's two ends (e, f) and, for a curved row, the three points
+        # (e, mid, f) lowered by the curvature bound (else the plain midpoint)
         if sc == 0:
-            m = _push(H, m, a0, b0, h0)
-            if m < 0:
-                return -1
-            m = _push(H, m, a2, b2, h2)
-            if m < 0:
-                return -1
-            if curved:
-                m = _push(H, m, a0 - da, b0 - db, h0 - dh)
-                if m < 0:
-                    return -1
-                m = _push(H, m, a1 - da, b1 - db, h1 - dh)
-                if m < 0:
-                    return -1
-                m = _push(H, m, a2 - da, b2 - db, h2 - dh)
-                if m < 0:
-                    return -1
-            else:
-                m = _push(H, m, a1, b1, h1)
-                if m < 0:
-                    return -1
+            ea, eb, eh, fa, fb, fh = a0, b0, h0, a2, b2, h2
+            ma, mb, mh = a1, b1, h1
         else:
-            # the stage's ends s_i, s_{i+1} are the 2nd and 3rd points (scheme 1) or the 1st and 2nd (2);
-            # its midpoint value Q(1/2) by Lagrange weights; bound on each half: max(0, -D)/32
             if sc == 1:
                 ea, eb, eh, fa, fb, fh = a1, b1, h1, a2, b2, h2
                 wa, wb, wc = -0.125, 0.75, 0.375
             else:
                 ea, eb, eh, fa, fb, fh = a0, b0, h0, a1, b1, h1
                 wa, wb, wc = 0.375, 0.75, -0.125
-            m = _push(H, m, ea, eb, eh)
-            if m < 0:
-                return -1
-            m = _push(H, m, fa, fb, fh)
-            if m < 0:
-                return -1
+            # the stage midpoint value Q(1/2) by Lagrange weights; bound on each half: max(0, -D)/32
+            ma = wa * a0 + wb * a1 + wc * a2
+            mb = wa * b0 + wb * b1 + wc * b2
+            mh = wa * h0 + wb * h1 + wc * h2
+            da *= 0.25
+            db *= 0.25
+            dh *= 0.25
+        if prune and r > vel_rows:
+            # a row that holds with margin on the whole box cannot change the LP: leave it out
+            # (max of α u + β x over the box = max(α ulo, α uhi) + max(0, β X))
             if curved:
-                da *= 0.25
-                db *= 0.25
-                dh *= 0.25
-                ma = wa * a0 + wb * a1 + wc * a2
-                mb = wa * b0 + wb * b1 + wc * b2
-                mh = wa * h0 + wb * h1 + wc * h2
-                m = _push(H, m, ea - da, eb - db, eh - dh)
-                if m < 0:
-                    return -1
-                m = _push(H, m, ma - da, mb - db, mh - dh)
-                if m < 0:
-                    return -1
-                m = _push(H, m, fa - da, fb - db, fh - dh)
-                if m < 0:
-                    return -1
+                cut = (_box_slack(ea, eb, eh, ulo, uhi, xb) > 0.0 and _box_slack(fa, fb, fh, ulo, uhi, xb) > 0.0
+                       and _box_slack(ea - da, eb - db, eh - dh, ulo, uhi, xb) > 0.0
+                       and _box_slack(ma - da, mb - db, mh - dh, ulo, uhi, xb) > 0.0
+                       and _box_slack(fa - da, fb - db, fh - dh, ulo, uhi, xb) > 0.0)
+            else:
+                cut = (_box_slack(ea, eb, eh, ulo, uhi, xb) > 0.0 and _box_slack(fa, fb, fh, ulo, uhi, xb) > 0.0
+                       and (sc != 0 or _box_slack(ma, mb, mh, ulo, uhi, xb) > 0.0))
+            if cut:
+                continue
+        m = _push(H, m, ea, eb, eh)
+        if m < 0:
+            return -1
+        m = _push(H, m, fa, fb, fh)
+        if m < 0:
+            return -1
+        if curved:
+            m = _push(H, m, ea - da, eb - db, eh - dh)
+            if m < 0:
+                return -1
+            m = _push(H, m, ma - da, mb - db, mh - dh)
+            if m < 0:
+                return -1
+            m = _push(H, m, fa - da, fb - db, fh - dh)
+            if m < 0:
+                return -1
+        elif sc == 0:
+            m = _push(H, m, ma, mb, mh)
+            if m < 0:
+                return -1
     # x(σ) = x + 2σu is linear: x ≥ 0 at both ends of the stage
     m = _push(H, m, 0.0, -1.0, 0.0)
     m = _push(H, m, -2.0 * ds, -1.0, 0.0)
