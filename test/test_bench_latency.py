@@ -57,6 +57,8 @@ def test_probe_poses_are_distinct_and_expected_gravity_is_pinocchio():
     assert np.abs(g[:, 0]).max() < 1e-9 and np.abs(g[:, 1]).min() > 1.0
 
 
+@pytest.mark.ros
+@pytest.mark.slow
 def test_bench_latency_command_measures_relay_and_gravity_node(tmp_path):
     out = tmp_path / "latency.json"
     cmd = [sys.executable, "-m", "robot_dynamics_ros.cli", "bench", "latency", "--duration", "1.5",

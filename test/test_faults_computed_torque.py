@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 from dds_probe import NAMES, PANDA, Probe, gravity_of
 
+pytestmark = pytest.mark.ros
+
 TIMEOUT = 0.1  # s, state_timeout
 RATE = 200.0  # Hz, control_rate
 

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from dds_probe import NAMES, PANDA, Probe, gravity_of
 
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
 BIN = Path(sys.executable).parent
 
 

@@ -28,6 +28,8 @@ from dds_probe import NAMES, PANDA, PANDA_EFFORT, Probe, gravity_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.ros
+
 
 @pytest.fixture(scope="module")
 def probe_with_node():

@@ -19,6 +19,8 @@ from dds_probe import NAMES, PANDA, PANDA_EFFORT, Probe, gravity_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.ros
+
 int32 = st.integers(-(2**31), 2**31 - 1)
 uint32 = st.integers(0, 2**32 - 1)
 value = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(-3.0, 3.0),

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from robot_dynamics_ros.benchmarking.retiming_load import request_path
 
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
 value = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(-2.0, 2.0),
                   st.sampled_from([math.nan, math.inf, 1e308, 0.0]))
 option = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(0.05, 1.0),
