@@ -556,17 +556,20 @@ def _build(dq, ddq, vlim, alim, tlim, a, b_up, b_lo, c_up, c_lo, xcap, torque): 
                 G[k, r, 0] = -a[k, j]
                 G[k, r, 1] = -b_lo[k, j]
                 h[k, r] = tlim[j] + c_lo[k, j]
-    for r in range(1, nrow):
-        scale = 0.0
-        for k in range(p):
+    scale = np.zeros(nrow)
+    for k in range(p):  # row-major passes (a point's rows are contiguous)
+        for r in range(1, nrow):
             v = G[k, r, 0] * G[k, r, 0] + G[k, r, 1] * G[k, r, 1]
-            if v > scale:
-                scale = v
-        if scale > 0.0:
-            inv = 1.0 / np.sqrt(scale)
-            for k in range(p):
-                G[k, r, 0] *= inv
-                G[k, r, 1] *= inv
-                h[k, r] *= inv
+            if v > scale[r]:
+                scale[r] = v
+    inv = np.ones(nrow)
+    for r in range(1, nrow):
+        if scale[r] > 0.0:
+            inv[r] = 1.0 / np.sqrt(scale[r])
+    for k in range(p):
+        for r in range(1, nrow):
+            f = inv[r]
+            G[k, r, 0] *= f
+            G[k, r, 1] *= f
+            h[k, r] *= f
     return G, h, xmin
-
