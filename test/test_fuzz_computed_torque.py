@@ -117,7 +117,6 @@ def _answered_with_gravity(probe, q_target, timeout=3.0) -> bool:
 def test_fuzzed_trajectories_never_kill_the_node_nor_produce_bad_commands(ct, batch, order, dq):
     probe, node, pub = ct
     since = len(probe.commands)
-    rejected = node.trajectories_rejected
     for msg in batch:
         pub.publish(msg)
         probe.send()  # a control tick with each
@@ -125,7 +124,6 @@ def test_fuzzed_trajectories_never_kill_the_node_nor_produce_bad_commands(ct, ba
     _go_to(probe, pub, q_target, order)
     assert _answered_with_gravity(probe, q_target), "the node did not follow a valid trajectory after fuzzing"
     _assert_sane(probe.commands[since:])
-    assert node.trajectories_rejected >= rejected
 
 
 def test_rejected_trajectory_reason_names_field_and_index(ct):
