@@ -58,6 +58,17 @@ def _peak_fractions(qd, qdd, tau, vlim, alim, tlim):  # pragma: no cover - compi
     return out
 
 
+@njit(cache=True, nogil=True)
+def _first_outside(wp, lo, hi):  # pragma: no cover - compiled
+    """Flat index k·n + j of the first wp[k, j] outside [lo[j], hi[j]] (or NaN), -1 if none."""
+    w, n = wp.shape
+    for k in range(w):
+        for j in range(n):
+            if not (lo[j] <= wp[k, j] <= hi[j]):
+                return k * n + j
+    return -1
+
+
 class RetimeStatus(enum.Enum):
     """Outcome of :meth:`Retimer.retime` (never ``None``)."""
 
@@ -354,8 +365,9 @@ class Retimer:
         names = m.joint_names
         vlim, _, tlim = self._limits(options)
         tol_lo, tol_hi = self._position_bounds()
-        if (wp.min(axis=0) < tol_lo).any() or (wp.max(axis=0) > tol_hi).any():
-            k, j = np.argwhere((wp < tol_lo) | (wp > tol_hi))[0]
+        bad = _first_outside(wp, tol_lo, tol_hi)
+        if bad >= 0:
+            k, j = divmod(int(bad), wp.shape[1])
             w = k if kept_idx is None else int(kept_idx[first + k])
             raise _Failure(RetimeStatus.POSITION_LIMIT,
                            f"waypoint {w}: joint '{names[j]}' position {wp[k, j]:.6g} is outside its position "
