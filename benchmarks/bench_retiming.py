@@ -11,8 +11,9 @@ Timed, per side, for the WHOLE retiming:
            torque constraints (torque via Pinocchio ``rnea``, its documented usage), ``TOPPRA`` with the
            same gridpoints (seidel solver), ``compute_trajectory``, and sampling q, qd, qdd at the same
            ``--dt`` plus tau with Pinocchio at every sample (ours outputs tau too).
-The two sides run in blocks (ours × R/2, toppra × R/2, twice; ``--interleave``: alternating call by
-call, where each side evicts the other's caches); the median over repetitions of the wall time is the
+The two sides run in blocks (ours × R/k, toppra × R/k, in k = ``--rounds`` rounds, default 5, so that
+both sample the load drift of a shared machine alike; ``--interleave``: alternating call by call, where
+each side evicts the other's caches); the median over repetitions of the wall time is the
 reported speed-up ("speedup"), with the same ratio of thread CPU time ("cpu x", insensitive to other
 processes on a shared machine) next to it. Also printed:
 durations and their relative difference, and the peak fraction of each limit on a 10× denser sampling
@@ -122,7 +123,7 @@ def dense_peaks(model, pm, data, q, qd, qdd, tlim):
             "effort": float((np.abs(tau) / tlim).max())}
 
 
-def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, interleave=False):
+def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, interleave=False, rounds=5):
     wp = smooth_waypoints(model, n_wp)
     opts = RetimeOptions(gridpoints=n_grid, torque_margin=TORQUE_MARGIN, sample_period=dt or None)
     res = retimer.retime(wp, options=opts)
@@ -157,11 +158,13 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, inter
         for _ in range(repeat):
             res = timed(ours, t_ours, c_ours)
             out = timed(theirs, t_ta, c_ta)
-    else:  # blocks of ours then toppra, in two rounds (each side warm, both under the same load drift)
-        for _ in range(2):
-            for _ in range((repeat + 1) // 2):
+    else:  # blocks of ours then toppra, in several rounds (each side warm within its block; both sides
+        # sample the load drift of a shared machine alike)
+        per = -(-repeat // rounds)
+        for _ in range(rounds):
+            for _ in range(per):
                 res = timed(ours, t_ours, c_ours)
-            for _ in range((repeat + 1) // 2):
+            for _ in range(per):
                 out = timed(theirs, t_ta, c_ta)
     traj = out[0]
     # 10x denser sampling of both outputs, checked with Pinocchio
@@ -192,7 +195,9 @@ def main(argv=None) -> int:
     ap.add_argument("--waypoints", nargs="+", type=int, default=[10, 100])
     ap.add_argument("--gridpoints", nargs="+", type=int, default=[100, 1000])
     ap.add_argument("--interleave", action="store_true", help="alternate ours / toppra call by call "
-                    "(default: blocks of each side, two rounds)")
+                    "(default: blocks of each side, --rounds rounds)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of (ours block, toppra block); each block "
+                    "has ceil(repeat / rounds) calls (default 5)")
     ap.add_argument("--json", help="write the results to this file")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -208,7 +213,8 @@ def main(argv=None) -> int:
         retimer.warmup()
         side = ToppraSide(model)
         for dt, n_wp, n_grid in itertools.product(args.dt, args.waypoints, args.gridpoints):
-            r = run_case(robot, model, retimer, side, n_wp, n_grid, dt, args.repeat, args.interleave)
+            r = run_case(robot, model, retimer, side, n_wp, n_grid, dt, args.repeat, args.interleave,
+                         max(1, args.rounds))
             rows.append(r)
             po, pt = r["ours_dense_peak"], r["toppra_dense_peak"]
             print(f"{robot:6} {dt:5.3f} {n_wp:4d} {r['gridpoints']:5d} {r['ours_ms']:8.3f} {r['toppra_ms']:9.3f} "
