@@ -52,8 +52,8 @@ JOINT_STATES_TOPIC = "joint_states"
 COMMAND_TOPIC = "bench_effort_controller/commands"
 #: a command matches the expected value when every component is within this (rad or N·m)
 MATCH_TOL = 1e-6
-#: a rate step of the ramp counts as sustained only if its p99 latency stays below this (µs)
-SWEEP_P99_BOUND_US = 2000.0
+#: a rate step of the ramp counts as sustained if at most this fraction of its messages is dropped
+SWEEP_MAX_DROP_FRACTION = 0.01
 
 
 # --------------------------------------------------------------------------------------------- environment
@@ -659,8 +659,8 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
     3. (``cfg.retiming_load``) the gravity node across two processes while back-to-back 100-waypoint
        retiming requests run: service in the node's process (added to the same executor; it serves from
        its own worker thread by default) and service in its own process;
-    4. maximum sustainable rate: the rate ramp of ``cfg.sweep_rates_hz`` until a step drops a message,
-       its p99 exceeds :data:`SWEEP_P99_BOUND_US`, or the publisher cannot keep the rate.
+    4. maximum sustainable rate: the rate ramp of ``cfg.sweep_rates_hz`` until a step drops more than
+       :data:`SWEEP_MAX_DROP_FRACTION` of its messages or the publisher cannot keep the rate.
     ``p99_ratio_vs_relay`` is relative to the relay with the same executor, topology, rate and duration
     without load; for the load scenarios, to the relay across two processes on the recommended executor.
     """
@@ -711,10 +711,11 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
                                  duration_s=cfg.sweep_duration_s, warmup_s=0.5,
                                  label=f"{node}-inproc-{best}-sweep-{int(rate)}hz"))
                 r["sweep"] = True
-                # sustained: every message answered, latency bounded (no growing queue), and the
-                # publisher itself kept the rate (else the step measures the publisher, not the node)
-                ok = "error" not in r and r["dropped"] == 0 and r["p99_us"] is not None \
-                    and r["p99_us"] < SWEEP_P99_BOUND_US and r["sent_rate_hz"] >= 0.98 * rate
+                # sustained (a throughput criterion, robust to a shared machine's scheduling noise): at
+                # least 99 % of the messages answered, and the publisher itself kept the rate (else the
+                # step measures the publisher, not the node)
+                ok = "error" not in r and r["dropped"] <= SWEEP_MAX_DROP_FRACTION * r["sent"] \
+                    and r["p99_us"] is not None and r["sent_rate_hz"] >= 0.98 * rate
                 if not ok:
                     break
                 max_rate[node] = float(rate)
