@@ -159,13 +159,14 @@ def _plan_and_schemes(s, knot_index, spacing):  # pragma: no cover - compiled
         gb = knot_index[k + 1]
         for i in range(ga, gb):
             scheme[i] = 0 if gb - ga == 1 else (2 if i == ga else 1)
-    return nodes, t_idx[:n_t], t_row[:n_t], t_w[:n_t], a_row[:n_t], a_w[:n_t], scheme
+    return nodes, t_idx[:n_t], t_row[:n_t], t_w[:n_t], a_row[:n_t], a_w[:n_t], scheme, is_node
 
 
 def plan_and_schemes(s: np.ndarray, knot_index: np.ndarray, spacing: float):
-    """(:func:`dynamics_plan` tuple, :func:`~.topp_ra.stage_schemes` (N-1,) int8) in one compiled call."""
+    """(:func:`dynamics_plan` tuple, :func:`~.topp_ra.stage_schemes` (N-1,) int8, (N,) bool: gridpoints
+    that are dynamics nodes) in one compiled call."""
     out = _plan_and_schemes(s, knot_index, float(spacing))
-    return out[:6], out[6]
+    return out[:6], out[6], out[7]
 
 
 def dynamics_plan(s: np.ndarray, knot_index: np.ndarray, spacing: float):
@@ -392,6 +393,12 @@ def _abc_batch(fbuf, ibuf, a0, q, dq, ddq, idx, tau):  # pragma: no cover - comp
             tau[k, src[i]] += mult[i] * tc[i]
             tau[e + k, src[i]] += mult[i] * ta[i]
             tau[2 * e + k, src[i]] += mult[i] * tb[i]
+    finite = True
+    for r in range(3 * e):
+        for j in range(n):
+            if not np.isfinite(tau[r, j]):
+                finite = False
+    return finite
 
 
 def _stacked_torques(dynamics, q, dq, ddq, idx):
@@ -401,8 +408,7 @@ def _stacked_torques(dynamics, q, dq, ddq, idx):
         if dynamics._version != dynamics.model.version:
             dynamics._sync()
         tau = np.empty((3 * idx.shape[0], q.shape[1]))
-        _abc_batch(dynamics._fbuf, dynamics._ibuf, dynamics._a0, q, dq, ddq, idx, tau)
-        if not np.isfinite(tau.sum()):
+        if not _abc_batch(dynamics._fbuf, dynamics._ibuf, dynamics._a0, q, dq, ddq, idx, tau):
             raise ValueError("torque coefficients: non-finite (NaN or inf in the path?)")
         return tau, False
     return np.asarray(dynamics.rnea(*_stack(q, dq, ddq, idx))), True
@@ -419,9 +425,7 @@ def torque_coefficients_planned(dynamics, q, dq, ddq, plan):
     """
     nodes, targets, rows, weights, alt_rows, alt_weights = plan
     tau, relative = _stacked_torques(dynamics, q, dq, ddq, nodes)
-    a = np.zeros_like(q)
-    b = np.zeros_like(q)
-    c = np.zeros_like(q)
+    a, b, c = np.zeros((3,) + q.shape)  # (unused midpoints stay 0: finite rows for the table)
     bad = np.empty(targets.shape[0], dtype=np.bool_)
     _split_interpolate(tau, nodes, targets, rows, weights, alt_rows, alt_weights, INTERPOLATION_RTOL, a, b, c,
                        bad, relative)
@@ -516,6 +520,19 @@ def build_constraints(dq: np.ndarray, ddq: np.ndarray, *, velocity_limit: np.nda
         xcap = xm[:, 0].copy()
     arrs = [np.ascontiguousarray(v, dtype=float) for v in (a, b_up, b_lo, c_up, c_lo)]
     return _build(dq, ddq, vlim, alim, tlim, *arrs, xcap, True)
+
+
+def build_rows(dq, ddq, vlim, alim, tlim, abc):
+    """:func:`build_constraints` without friction, for callers that already hold C-contiguous float arrays
+    and finite torque limits somewhere (``abc`` from :func:`torque_coefficients_planned`) or ``abc`` None
+    (no torque rows): one compiled call, no argument conversions."""
+    xcap = np.full(dq.shape[0], np.inf)
+    if abc is None:
+        empty = np.zeros((0, dq.shape[1]))
+        return _build(dq, ddq, vlim, alim, np.full(dq.shape[1], np.inf), empty, empty, empty, empty, empty, xcap,
+                      False)
+    a, b, c = abc
+    return _build(dq, ddq, vlim, alim, tlim, a, b, b, c, c, xcap, True)
 
 
 @njit(cache=True, nogil=True)

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.constraints import build_constraints, plan_and_schemes, torque_coefficients_planned
+from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
+                                                     torque_coefficients_planned)
 from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
@@ -67,6 +68,35 @@ def _first_outside(wp, lo, hi):  # pragma: no cover - compiled
             if not (lo[j] <= wp[k, j] <= hi[j]):
                 return k * n + j
     return -1
+
+
+@njit(cache=True, nogil=True)
+def _gravity_within(c, knot_index, tlim):  # pragma: no cover - compiled
+    """|c| ≤ tlim at every knot (collocation row 2·knot_index)."""
+    for k in range(knot_index.shape[0]):
+        for j in range(c.shape[1]):
+            if not abs(c[2 * knot_index[k], j]) <= tlim[j]:
+                return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _grid_efforts(a, b, c, u, x, exact):  # pragma: no cover - compiled
+    """tau (N, n) = a sdd + b sd² + c at the gridpoints (eq. 1; sdd = u of the stage starting there, the last
+    stage's at the end), from the coefficients at the collocation points (gridpoints: even rows); and
+    whether every gridpoint is exact (a dynamics node)."""
+    ng = x.shape[0]
+    n = a.shape[1]
+    tau = np.empty((ng, n))
+    for i in range(ng):
+        sdd = u[i] if i < ng - 1 else u[ng - 2]
+        for j in range(n):
+            tau[i, j] = a[2 * i, j] * sdd + b[2 * i, j] * x[i] + c[2 * i, j]
+    every = True
+    for i in range(ng):
+        if not exact[i]:
+            every = False
+    return tau, every
 
 
 class RetimeStatus(enum.Enum):
@@ -182,7 +212,8 @@ class _Segment:
     t_grid: np.ndarray
     first: int  # index (into the kept waypoints) of the segment's first waypoint
     t_offset: float = 0.0
-    #: a, b, c (N, n) at the gridpoints and where they are exact RNEA values (dynamics nodes), or None
+    #: a, b, c (2N-1, n) at the collocation points (gridpoints: even rows), and (N,) where the gridpoint
+    #: values are exact RNEA values (dynamics nodes), or None
     abc_grid: tuple | None = None
     exact: np.ndarray | None = None
 
@@ -222,6 +253,7 @@ class Retimer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.retime(wp, options=RetimeOptions(gridpoints=10, sample_period=0.01))
+            self.retime(wp, options=RetimeOptions(gridpoints=10))  # (output at the gridpoints: other kernels)
 
     # ------------------------------------------------------------------------------------------
     def retime(self, waypoints, *, joint_names: Sequence[str] | None = None,
@@ -448,9 +480,8 @@ class Retimer:
             # tau = a sdd + b sd² + c is RNEA(q, q' sd, q' sdd + q'' sd²) (eq. 1); RNEA again where a
             # gridpoint's coefficients were interpolated
             a, b, c = seg.abc_grid
-            sdd = np.append(seg.u, seg.u[-1])
-            tau = a * sdd[:, None] + b * seg.x[:, None] + c
-            if not seg.exact.all():
+            tau, all_exact = _grid_efforts(a, b, c, seg.u, seg.x, seg.exact)
+            if not all_exact:
                 k = ~seg.exact
                 tau[k] = np.atleast_2d(self.dynamics.rnea(q[k], qd[k], qdd[k]))
         else:
@@ -494,19 +525,22 @@ class Retimer:
                            "add waypoints or move them away from the limit")
         t0 = time.perf_counter()
         use_torque = self._use_torque(tlim)
-        plan, scheme = plan_and_schemes(s, knot_index, options.dynamics_spacing)
+        plan, scheme, exact = plan_and_schemes(s, knot_index, options.dynamics_spacing)
         abc = torque_coefficients_planned(self.dynamics, q, dq, ddq, plan) if use_torque else None
         if use_torque:  # gravity alone at the waypoints (knots are exact dynamics nodes)
-            g_knots = abc[2][2 * knot_index]
-            if not (np.abs(g_knots) <= tlim).all():
+            if not _gravity_within(abc[2], knot_index, tlim):
+                g_knots = abc[2][2 * knot_index]
                 self._check_request(seg_wp, None, None, options, gravity=g_knots, first=first, kept_idx=kept_idx)
         x_start = float(np.linalg.norm(v0)) ** 2 if sp0 is not None else 0.0
         x_end = float(np.linalg.norm(v1)) ** 2 if sp1 is not None else 0.0
         friction = options.friction and use_torque and (np.any(m.damping) or np.any(m.friction))
         coulomb = m.friction if friction and np.any(m.friction) else None
-        G, h, xmin = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
-                                       torque_limit=tlim if use_torque else None, torque_abc=abc,
-                                       coulomb=coulomb)
+        if coulomb is None:
+            G, h, xmin = build_rows(dq, ddq, vlim, alim, tlim, abc)
+        else:
+            G, h, xmin = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
+                                           torque_limit=tlim if use_torque else None, torque_abc=abc,
+                                           coulomb=coulomb)
         timings["constraints"] = timings.get("constraints", 0.0) + (time.perf_counter() - t0) * 1e3
         t0 = time.perf_counter()
         status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme, m.n, xmin)
@@ -534,10 +568,7 @@ class Retimer:
                                                     "limits allow no motion there (zero speed)")
         seg = _Segment(path, s, x, u, t_grid, first)
         if abc is not None:
-            nodes = plan[0]
-            exact = np.zeros(s.shape[0], dtype=bool)
-            exact[nodes[nodes % 2 == 0] // 2] = True
-            seg.abc_grid = (abc[0][0::2], abc[1][0::2], abc[2][0::2])
+            seg.abc_grid = abc  # at the collocation points (gridpoints: even rows)
             seg.exact = exact
         return seg
 
@@ -573,11 +604,12 @@ class Retimer:
     # ------------------------------------------------------------------------------------------
     @staticmethod
     def _sample(segments, period):
-        if len(segments) == 1 and not period:  # the common case, without concatenations
-            seg = segments[0]
-            return (seg.t_grid, *sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, seg.t_grid))
-        ts, qs, qds, qdds = [], [], [], []
         total = segments[-1].t_offset + float(segments[-1].t_grid[-1])
+        if len(segments) == 1:  # the common case, without selections and concatenations
+            seg = segments[0]
+            times = sample_times(total, period, np.array([0.0, total])) if period else seg.t_grid
+            return (times, *sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, times))
+        ts, qs, qds, qdds = [], [], [], []
         if period:
             times = sample_times(total, period, np.array([0.0, total]))
         for k, seg in enumerate(segments):
