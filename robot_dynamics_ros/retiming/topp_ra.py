@@ -94,7 +94,8 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
     tightest one (``xmin``) at all three points are left out: with x below the tightest bound they are
     far from active. Other rows whose candidate half-planes all hold (with margin) on a box that contains
     every (u, x) the kept rows allow — 0 ≤ x ≤ the tightest velocity bound at s_i (whose row is always
-    kept), klo ≤ x + 2Δ_i u ≤ khi — are left out too: they cannot change the LP's solution.
+    kept), klo ≤ x + 2Δ_i u ≤ khi, and the bounds on u at s_i of the two rows that bound it most (kept
+    too) — are left out as well: they cannot change the LP's solution.
     """
     ds = s[i + 1] - s[i]
     m = 0
@@ -112,14 +113,30 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
     # box around every (u, x) the kept rows allow (for pruning): x ≤ X, the tightest velocity bound at s_i
     # (that row is always kept, see below), and klo ≤ x + 2Δu ≤ khi with 0 ≤ x ≤ X; widened a little so that
     # the solver's tolerances never make a pruned row matter
+    # — tightened by the two rows (other than velocity rows) that bound u most at s_i over 0 ≤ x ≤ X; those
+    # two are then kept whatever
     prune = vel_rows > 0 and xmin[2 * i] < np.inf
     xb = ulo = uhi = 0.0
+    keep_lo = keep_hi = -1
     if prune:
-        xb = xmin[2 * i] * (1.0 + 1e-3) + 1e-9
+        xb = xmin[2 * i] * (1.0 + 1e-3) + 1e-6
         ulo = (klo - xb) / (2.0 * ds)
         uhi = khi / (2.0 * ds)
-        ulo -= 1e-3 * abs(ulo) + 1e-9
-        uhi += 1e-3 * abs(uhi) + 1e-9
+        p0 = 2 * i
+        for r in range(vel_rows + 1, nrow):
+            al = G[p0, r, 0]
+            if abs(al) < 1e-3 or h[pa, r] == np.inf or h[pb, r] == np.inf or h[pc, r] == np.inf:
+                continue
+            bound = (h[p0, r] - min(0.0, G[p0, r, 1] * xb)) / al
+            if al > 0.0:
+                if bound < uhi:
+                    uhi = bound
+                    keep_hi = r
+            elif bound > ulo:
+                ulo = bound
+                keep_lo = r
+        ulo -= 1e-3 * abs(ulo) + 1e-6
+        uhi += 1e-3 * abs(uhi) + 1e-6
     for r in range(nrow):
         h0 = h[pa, r]
         h1 = h[pb, r]
@@ -158,7 +175,7 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
             da *= 0.25
             db *= 0.25
             dh *= 0.25
-        if prune and r > vel_rows:
+        if prune and r > vel_rows and r != keep_lo and r != keep_hi:
             # a row that holds with margin on the whole box cannot change the LP: leave it out
             # (max of α u + β x over the box = max(α ulo, α uhi) + max(0, β X))
             if curved:
