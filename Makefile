@@ -3,7 +3,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 export MALLOC_TOP_PAD_ ?= 67108864
 
-.PHONY: setup demo test test-long bench clean
+.PHONY: setup demo test test-long bench clean clean-numba-cache
 
 setup:
 	@scripts/setup.sh
@@ -23,3 +23,8 @@ bench: setup
 
 clean:
 	rm -rf build $(VENV) *.egg-info
+
+# numba caches compiled kernels in __pycache__ and only notices edits to the file that defines a kernel:
+# after changing dynamics/newton_euler.py (whose helpers retiming/constraints.py inlines), drop the cache.
+clean-numba-cache:
+	find robot_dynamics_ros -name '*.nbi' -delete -o -name '*.nbc' -delete
