@@ -12,11 +12,10 @@ import time
 import numpy as np
 import pinocchio as pin
 import pytest
+import rclpy
+from rclpy.parameter import Parameter
 
-rclpy = pytest.importorskip("rclpy")  # CI without the ROS wheels cannot run DDS tests
-from rclpy.parameter import Parameter  # noqa: E402
-
-from test_topp_ra import pinocchio_reference, smooth_waypoints  # noqa: E402
+from test_topp_ra import pinocchio_reference, smooth_waypoints
 
 pytestmark = pytest.mark.ros
 
