@@ -187,6 +187,45 @@ def test_tiny_and_long_paths(panda):
     assert coarse.duration == pytest.approx(res.duration, rel=0.01)
 
 
+@pytest.mark.parametrize("k", [238, 2818])
+def test_benchmark_paths_where_the_arm_can_stand_still_are_feasible(k):
+    """Regression: two of the latency benchmark's retiming requests (``request_path(238)``, ``(2818)``: the
+    Panda of the retiming service, fingers held, no payload, no acceleration limit, torque margin 0.9) were
+    answered "infeasible" at gridpoint 38 / 52. Round-off at an ill-conditioned vertex of the stage polygon
+    (a velocity row with |α| ~ 3e-8 meeting a torque row) emptied the forward pass's u interval by 2e-7.
+
+    Independent checks with Pinocchio: the arm can stand still everywhere on the path (gravity ≤ 62 % of
+    0.9 × effort), so success is the right answer; and the returned trajectory, sampled 10× denser than
+    the request's 0.01 s, stays within the velocity and margin-scaled torque limits to 1e-3.
+    """
+    from robot_dynamics_ros.benchmarking.retiming_load import request_path
+    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.robots import ROBOTS
+
+    entry = ROBOTS["panda"]
+    model = RobotModel.from_urdf(entry.path, held_joints=entry.held_joints)  # as the service loads it
+    pm = pinocchio_reference("panda", payload=False)
+    names = [f"panda_joint{i}" for i in range(1, 8)]
+    assert list(model.joint_names) == names == [pm.names[j] for j in range(1, pm.njoints)]
+    wp = request_path(k)
+    data = pm.createData()
+    tlim = pm.effortLimit * 0.9
+    gravity = max((np.abs(pin.computeGeneralizedGravity(pm, data, q)) / tlim).max() for q in wp)
+    assert gravity < 0.65
+    retimer = Retimer(model)
+    res = retimer.retime(wp, joint_names=names, options=RetimeOptions(torque_margin=0.9, sample_period=0.01))
+    assert res.success and res.status == RetimeStatus.SUCCESS, res.message
+    np.testing.assert_allclose(res.q[0], wp[0], atol=1e-9)
+    np.testing.assert_allclose(res.q[-1], wp[-1], atol=1e-9)
+    dense = retimer.retime(wp, joint_names=names, options=RetimeOptions(torque_margin=0.9, sample_period=0.001))
+    assert dense.success, dense.message
+    assert dense.duration == pytest.approx(res.duration, rel=1e-12)
+    assert np.diff(dense.t).max() <= 0.001 + 1e-12  # 10× denser than the request's period
+    v, a, t = dense_peaks(pm, dense.q, dense.qd, dense.qdd, pm.velocityLimit, np.full(7, np.inf), tlim)
+    assert max(v, t) <= 1 + 1e-3 and a == 0.0
+    assert t > 0.9  # the torque limit binds: the check is not vacuous
+
+
 def test_friction_in_the_torque_limit(panda):
     model, _, pm = panda
     model2 = load_model("panda")

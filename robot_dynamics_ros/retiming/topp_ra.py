@@ -355,6 +355,41 @@ def _u_range(H, m, x):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _least_violating_u(H, m, x, ua, ub):  # pragma: no cover - compiled
+    """(u, v): the u in [ua, ub] minimizing v(u) = max(0, max_k H[k,0] u − (H[k,2] − H[k,1] x)), by
+    bisection on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(m)).
+
+    Used when round-off empties the interval of :func:`_u_range` (then ua = its hi < ub = its lo): the
+    rows bounding u from above (α > 0) are violated right of their bound and those bounding it from below
+    (α < 0) left of theirs, so the minimum lies in [ua, ub]. Weighted by α, a nearly u-free row costs
+    almost nothing when u moves past its bound, unlike the well-conditioned row it meets.
+    """
+    lo = ua
+    hi = ub
+    best_u = ua
+    best_v = np.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        v = 0.0
+        slope = 0.0
+        for k in range(m):
+            w = H[k, 0] * mid - (H[k, 2] - H[k, 1] * x)
+            if w > v:
+                v = w
+                slope = H[k, 0]
+        if v < best_v:
+            best_v = v
+            best_u = mid
+        if v <= 0.0 or not (lo < mid < hi):
+            break
+        if slope > 0.0:
+            hi = mid
+        else:
+            lo = mid
+    return best_u, best_v
+
+
+@njit(cache=True, nogil=True)
 def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
     n_grid = s.shape[0]
     nrow = G.shape[1]
@@ -413,13 +448,12 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
         lo, hi = _u_range(H, m, x[i])
         ds = s[i + 1] - s[i]
         if lo > hi:
-            # only round-off can bring us here (x_i ∈ K_i; a nearly u-free row makes u ill-conditioned):
-            # keep u = hi when it violates no row by more than round-off in the rows' own units
-            viol = 0.0
-            for k in range(m):
-                v = H[k, 0] * hi - (H[k, 2] - H[k, 1] * x[i])
-                if v > viol:
-                    viol = v
+            # only round-off can bring us here: x_i ∈ K_i, but at a vertex of the stage polygon where a
+            # nearly u-free row (|α| ~ 1e-8, e.g. a velocity row's curvature half-plane) meets another
+            # one, a round-off error δ in x_i moves that row's bound on u by δ β/α — far more than the
+            # interval is wide. Take the u that violates the rows least in their own (normalized) units
+            # and accept it when that is round-off
+            hi, viol = _least_violating_u(H, m, x[i], hi, lo)
             if viol > 1e-7:
                 return 1, i
         xn = x[i] + 2.0 * ds * hi
