@@ -136,6 +136,13 @@ def test_rejected_trajectory_reason_names_field_and_index(ct):
     p.positions = [0.0, math.nan, 0.0, -1.5, 0.0, 1.5, 0.0]
     p.time_from_start.sec = 1
     msg.points = [p]
+    # messages of the previous (fuzz) test may still be in flight: wait until the counters are quiet
+    quiet_since, last = time.monotonic(), None
+    while time.monotonic() - quiet_since < 0.3:
+        now = (node.trajectories_rejected, node.trajectories_accepted)
+        if now != last:
+            quiet_since, last = time.monotonic(), now
+        time.sleep(0.01)
     before = node.trajectories_rejected
     pub.publish(msg)
     deadline = time.monotonic() + 3
