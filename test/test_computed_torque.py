@@ -336,3 +336,18 @@ def test_joint_states_tick_samples_at_the_measurement_stamp(harness, raw):
         np.testing.assert_allclose([eff[n] for n in URDF_ORDER], raw.rnea(q, qd, qdd), atol=1e-9)
         checked += 1
     assert checked >= 30
+
+
+def test_control_rate_reconfigured_at_run_time(harness):
+    """`control_rate` is dynamically reconfigurable: the tick period follows the new value."""
+
+    def median_period_after(n0: int, count: int = 12) -> float:
+        assert harness.spin(until=lambda: len(harness.desired) >= n0 + count + 2)
+        stamps = [_stamp_ns(m) for m in harness.desired[n0 + 2:]]   # skip ticks of the old timer
+        return float(np.median(np.diff(stamps))) * 1e-9
+
+    assert median_period_after(0) == pytest.approx(1 / 200.0, rel=0.2)
+    assert harness.node.set_parameters([Parameter("control_rate", value=50.0)])[0].successful
+    assert median_period_after(len(harness.desired)) == pytest.approx(1 / 50.0, rel=0.2)
+    bad = harness.node.set_parameters([Parameter("control_rate", value=0.0)])[0]
+    assert not bad.successful and "control_rate" in bad.reason

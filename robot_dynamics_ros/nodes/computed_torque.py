@@ -139,8 +139,8 @@ def _node_params():
         ParamSpec("tick_source", "timer", "What triggers a control tick: a timer at control_rate on the "
                   "node clock, or each accepted joint_states message (sampled at its header stamp).",
                   choices=("timer", "joint_states"), read_only=True),
-        ParamSpec("control_rate", 500.0, "Timer ticks per second (Hz) when tick_source is timer.",
-                  range=(1.0, 10000.0), read_only=True),
+        ParamSpec("control_rate", 500.0, "Timer ticks per second (Hz) when tick_source is timer. Run-time "
+                  "settable.", range=(1.0, 10000.0)),
         ParamSpec("state_timeout", 0.1, "Joint states older than this (s, header stamp against the node "
                   "clock; arrival time when unstamped) produce no command.", range=(1e-4, 3600.0)),
         ParamSpec("clamp_to_effort_limits", True, "Clamp each command to ± the URDF effort limit (N·m)."),
@@ -273,6 +273,9 @@ def _make_node_class():
                     getattr(self.gains, kind)[i] = float(p.value)
                 if p.name in self.params:
                     self.params[p.name] = p.value
+                if p.name == "control_rate" and self.timer is not None:
+                    self.destroy_timer(self.timer)
+                    self.timer = self.create_timer(1.0 / float(p.value), self._on_timer)
             return SetParametersResult(successful=True)
 
         # -------------------------------------------------------------- subscriptions

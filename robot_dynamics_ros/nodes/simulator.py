@@ -43,8 +43,8 @@ PARAMS = [
     ParamSpec("controller_name", "effort_controller", "Commands are read from /<controller_name>/commands.",
               read_only=True),
     ParamSpec("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic.", read_only=True),
-    ParamSpec("publish_rate", 500.0, "JointState publication rate, Hz (lockstep: control rate).",
-              range=(1.0, 10000.0), read_only=True),
+    ParamSpec("publish_rate", 500.0, "JointState publication rate, Hz (lockstep: control rate). Run-time "
+              "settable.", range=(1.0, 10000.0)),
     ParamSpec("timestep", 0.001, "Physics step, s.", range=(1e-5, 0.1), read_only=True),
     ParamSpec("integrator", "implicitfast", "MuJoCo integrator.",
               choices=("Euler", "implicitfast", "implicit", "RK4"), read_only=True),
@@ -206,7 +206,18 @@ class SimulatorNode(Node):
                     self.sim.clamp = bool(prm.value)
                 if prm.name == "log_period":
                     self.log = RateLimitedLog(self.get_logger(), float(prm.value))
+                if prm.name == "publish_rate":
+                    self._set_rate(float(prm.value))
         return SetParametersResult(successful=True)
+
+    def _set_rate(self, rate_hz: float) -> None:
+        """Change the publication (lockstep: control) rate at run time; the physics time base is kept."""
+        self._period = 1.0 / rate_hz
+        if self.sim is not None:
+            self._steps_per_publish = max(1, int(round(self._period / self.sim.timestep)))
+        if not self._lockstep:
+            self.destroy_timer(self._timer)
+            self._timer = self.create_timer(self._period, self._tick)
 
     # ------------------------------------------------------------------ commands
     def _on_command(self, msg: Float64MultiArray) -> None:
