@@ -16,10 +16,9 @@ What is measured (one *scenario*):
   (``dropped``) and the largest deviation of a command from the expected value (``max_output_error``).
   Commands not matching any message within tolerance are counted as ``unmatched``.
 
-Why the publisher is a separate process: a publisher thread in the measuring process shares the GIL with
-the executor thread, and a callback waiting for the GIL can wait up to ``sys.getswitchinterval()`` (5 ms);
-with the publisher thread in-process the harness reported p99 of 8-13 ms and dropped messages for a bare
-relay, its own artefact (docs/realtime.md, "How the harness was fixed").
+Why the publisher is a separate process: as a thread of the measuring process it would share the GIL with
+the executor thread that runs the node's and the receiver's callbacks. (An A/B on this machine did not show
+a difference beyond the run-to-run spread; the multi-ms tails come from the VM, see docs/realtime.md.)
 
 CPU of the node under test: in-process, the CPU time of the whole measuring process (``/proc/self/stat``,
 utime + stime: executor thread(s), DDS threads); it therefore includes the receiver's callbacks. Across two processes, the child process's CPU time from
@@ -554,8 +553,7 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
         spinner = _Spinner(executor, ctx)
         spinner.start()
         # the joint-state publisher runs in a process of its own: in this process its thread would share
-        # the GIL with the executor thread and delay the node's and the receiver's callbacks by up to
-        # sys.getswitchinterval() (5 ms) -- the multi-ms p99 the harness used to report (docs/realtime.md)
+        # the GIL with the executor thread that runs the node's and the receiver's callbacks
         import tempfile
 
         fd, send_file = tempfile.mkstemp(prefix="bench_send_", suffix=".npy")
