@@ -9,7 +9,7 @@ Hot-path design (issue 7): the name -> index map of a message's name ordering is
 (a list comparison against the previous ordering, then a dict lookup keyed by the name tuple; never a
 list search per joint), and the state arrays are preallocated. A message that carries every model joint
 once with finite values and a non-decreasing stamp (the 1 kHz case) takes a fast path: no numpy
-reductions, one ``np.take`` per field by a cached permutation, a scalar stamp for staleness; everything
+reductions, one slice assignment per field (through a cached permutation list), a scalar stamp for staleness; everything
 else takes the exact per-joint path (both are checked against a plain reference implementation in
 test/test_joint_mapping.py). Only a failing message pays for building an error text.
 
@@ -100,7 +100,7 @@ def index_map(names: Sequence[str], targets: Sequence[str], *, what: str = "join
 class _Ordering:
     """Cached mapping for one name ordering of incoming messages."""
 
-    __slots__ = ("names", "src", "dst", "n_msg", "unknown", "duplicate", "full_identity", "perm")
+    __slots__ = ("names", "src", "dst", "n_msg", "unknown", "duplicate", "full_identity", "perm", "perm_list")
 
     def __init__(self, names: tuple[str, ...], index: dict[str, int]):
         self.names = names
@@ -123,10 +123,12 @@ class _Ordering:
                               and bool(np.all(self.dst == np.arange(len(dst)))))
         # every model joint exactly once (unknown names allowed): model array = message array[perm]
         self.perm = None
+        self.perm_list: list[int] = []
         if not dupes and len(set(dst)) == len(index) == len(dst):
             perm = np.empty(len(index), dtype=np.intp)
             perm[self.dst] = self.src
             self.perm = perm
+            self.perm_list = perm.tolist()
 
 
 class JointStateMapper:
@@ -166,6 +168,8 @@ class JointStateMapper:
                                                      else command_joints)
         #: model index of each command entry: ``command = tau_model[command_index]``
         self.command_index = index_map(self.joint_names, self.command_joints, what="command joint")
+        self._command_index_list: list[int] = self.command_index.tolist()
+        self._command_identity = self._command_index_list == list(range(self.n))
         self.require_velocity = bool(require_velocity)
         self._max_cached = int(max_cached_orderings)
 
@@ -261,11 +265,21 @@ class JointStateMapper:
                 and (isfinite(sum(velocity)) if nv else not self.require_velocity)
                 and (not stamp_ns or (stamp_ns >= self._max_stamp and (
                     now_stamp_ns is None or stamp_ns <= now_stamp_ns + max_future_ns)))):
-            np.take(np.asarray(position, dtype=float), perm, out=self.q)
-            if nv:
-                np.take(np.asarray(velocity, dtype=float), perm, out=self.qd)
-            if ne:
-                np.take(np.asarray(effort, dtype=float), perm, out=self.effort)
+            # slice assignment from the message's buffer (identity) or a list built through the cached
+            # permutation: ~0.4-0.8 µs per field for 7 joints vs ~2.4 µs for np.asarray + np.take
+            if entry.full_identity:
+                self.q[:] = position
+                if nv:
+                    self.qd[:] = velocity
+                if ne:
+                    self.effort[:] = effort
+            else:
+                pl = entry.perm_list
+                self.q[:] = [position[i] for i in pl]
+                if nv:
+                    self.qd[:] = [velocity[i] for i in pl]
+                if ne:
+                    self.effort[:] = [effort[i] for i in pl]
             self._uniform = True
             self._u_stamp = stamp_ns
             self._u_arrival = arrival_ns
@@ -423,6 +437,16 @@ class JointStateMapper:
             out = self._command_out
         np.take(tau_model, self.command_index, out=out)
         return out
+
+    def to_command_list(self, tau_model: list[float]) -> list[float]:
+        """Reorder a model-order list of ``n`` floats into a NEW command-order list (``len(command_joints)``).
+
+        The per-message path of a node (a Python list is what ``Float64MultiArray.data`` takes; for 7
+        joints a list comprehension is ~3x cheaper than ``np.take`` + ``tolist``).
+        """
+        if self._command_identity:
+            return list(tau_model)
+        return [tau_model[i] for i in self._command_index_list]
 
     def command_names(self) -> list[str]:
         """The command joint names (e.g. for a Float64MultiArray layout label)."""

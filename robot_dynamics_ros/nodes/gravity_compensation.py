@@ -148,7 +148,8 @@ class GravityCompensationNode(Node):
         self.crossval_ok = crossval_ok
         self.diag.set("crossval", crossval_text)
         self._effort_limit = np.asarray(model.effort_limit, dtype=float)
-        self._tau = np.zeros(model.n)
+        self._effort_limit_list = self._effort_limit.tolist()
+        self._tau_zero = [0.0] * model.n
         dim = MultiArrayDimension(label=",".join(joints), size=len(joints), stride=len(joints))
         self._out.layout.dim = [dim]
         self.diag.set("robot", model.description.name)
@@ -268,15 +269,16 @@ class GravityCompensationNode(Node):
         if self.enabled:
             tau = laws.gravity_compensation(self.engine, mapper.q, qd=mapper.qd, friction=self._friction,
                                             hardware_compensates_gravity=self._hw_gravity)
+            tau = tau.tolist()  # 7 floats: Python list ops beat numpy calls (per-call overhead)
             if self._clamp:
-                tau, n_clamped = laws.clamp_effort(tau, self._effort_limit, out=tau)
+                n_clamped = laws.clamp_effort_list(tau, self._effort_limit_list)
                 if n_clamped:
                     self.clamp_count += n_clamped
                     self.log.warning("clamp", f"torque clamped to the URDF effort limits on {n_clamped} "
                                      f"joint(s) (total {self.clamp_count})")
         else:
-            tau = self._tau  # zeros
-        data = mapper.to_command(tau).tolist()
+            tau = self._tau_zero  # zeros (list)
+        data = mapper.to_command_list(tau)
         if not isfinite(sum(data)):    # (a sum of 7 floats is cheaper than numpy's isfinite().all())
             if not all(isfinite(x) for x in data):
                 self.diag.count("nonfinite_torque")
