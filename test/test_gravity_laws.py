@@ -83,3 +83,20 @@ def test_clamp_effort_counts_and_respects_infinite_limits():
     buf = tau.copy()
     laws.clamp_effort(buf, limit, out=buf)
     np.testing.assert_array_equal(buf, out)
+
+
+def test_clamp_effort_list_matches_numpy_clip_semantics():
+    """The list clamp of the gravity node's hot path agrees with np.clip, counts only |tau| > limit."""
+    import math
+
+    import numpy as np
+
+    from robot_dynamics_ros.control.laws import clamp_effort_list
+
+    limit = [87.0, 87.0, 12.0, 12.0, math.inf, 5.0, 5.0]
+    tau = [100.0, -100.0, 11.9, -12.0, 1e300, math.inf, -math.inf]
+    expected = np.clip(np.array(tau), -np.array(limit), np.array(limit))
+    assert clamp_effort_list(tau, limit) == 4          # 100, -100, +inf, -inf; exactly -12 is not a clamp
+    np.testing.assert_array_equal(tau, expected)
+    nan_tau = [math.nan, 0.0]
+    assert clamp_effort_list(nan_tau, [1.0, 1.0]) == 0 and math.isnan(nan_tau[0])
