@@ -113,7 +113,7 @@ def test_good_message_after_garbage_recovers(bad, order, q):
     np.testing.assert_array_equal(m.qd, np.zeros(7))
     # model order -> command order, by name
     tau = np.arange(7.0)
-    np.testing.assert_array_equal(m.to_command(tau), tau[::-1])
+    np.testing.assert_array_equal(m.to_command_list(tau.tolist()), tau[::-1])
 
 
 @given(order=st.permutations(PANDA), field=st.sampled_from(["position", "velocity"]),

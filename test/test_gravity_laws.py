@@ -77,12 +77,10 @@ def test_feedforward_and_computed_torque_equal_m_c_g(ur5, ref_ur5):
 def test_clamp_effort_counts_and_respects_infinite_limits():
     tau = np.array([100.0, -100.0, 5.0, 1e9])
     limit = np.array([87.0, 87.0, 12.0, np.inf])
-    out, n = laws.clamp_effort(tau.copy(), limit)
+    out = tau.tolist()
+    n = laws.clamp_effort_list(out, limit.tolist())
     np.testing.assert_array_equal(out, [87.0, -87.0, 5.0, 1e9])
     assert n == 2
-    buf = tau.copy()
-    laws.clamp_effort(buf, limit, out=buf)
-    np.testing.assert_array_equal(buf, out)
 
 
 def test_clamp_effort_list_matches_numpy_clip_semantics():

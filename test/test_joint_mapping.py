@@ -19,7 +19,7 @@ def test_reordered_message_lands_in_model_order_and_command_order():
     assert m.ready
     np.testing.assert_array_equal(m.q, [1.0, 2.0, 3.0, 4.0])
     np.testing.assert_array_equal(m.qd, [10.0, 20.0, 30.0, 40.0])
-    np.testing.assert_array_equal(m.to_command(np.array([100.0, 200.0, 300.0, 400.0])),
+    np.testing.assert_array_equal(m.to_command_list([100.0, 200.0, 300.0, 400.0]),
                                   [300.0, 100.0, 400.0, 200.0])
 
 

@@ -181,7 +181,6 @@ class JointStateMapper:
         self._have_q = np.zeros(self.n, dtype=bool)
         self._have_qd = np.zeros(self.n, dtype=bool)
         self._ready = False
-        self._command_out = np.zeros(len(self.command_joints))
         self._max_stamp = 0          # newest header stamp stored for any joint, ns
         self._uniform = False        # all joints last updated by one message (scalar stamp/arrival)
         self._u_stamp = 0
@@ -427,17 +426,6 @@ class JointStateMapper:
         self._max_stamp = 0
 
     # ------------------------------------------------------------------ outgoing
-    def to_command(self, tau_model: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Reorder a model-order vector ``(n,)`` into command order ``(len(command_joints),)``.
-
-        Writes into ``out`` (default: an array owned by the mapper, reused on every call; copy it if
-        it must outlive the next call).
-        """
-        if out is None:
-            out = self._command_out
-        np.take(tau_model, self.command_index, out=out)
-        return out
-
     def to_command_list(self, tau_model: list[float]) -> list[float]:
         """Reorder a model-order list of ``n`` floats into a NEW command-order list (``len(command_joints)``).
 

@@ -16,8 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Dynamics", "gravity_compensation", "feedforward", "computed_torque", "clamp_effort",
-           "clamp_effort_list"]
+__all__ = ["Dynamics", "gravity_compensation", "feedforward", "computed_torque", "clamp_effort_list"]
 
 
 class Dynamics(Protocol):
@@ -86,26 +85,11 @@ def computed_torque(engine: Dynamics, q: np.ndarray, qd: np.ndarray, q_d: np.nda
     return np.asarray(engine.rnea(q, qd, a), dtype=float)
 
 
-def clamp_effort(tau: np.ndarray, limit: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, int]:
-    """Clamp each torque to ``[-limit, +limit]`` (URDF ``<limit effort>``; inf = no limit).
-
-    Args:
-        tau: ``(n,)`` torques, N·m.
-        limit: ``(n,)`` non-negative effort limits, N·m.
-        out: optional ``(n,)`` output array (may be ``tau`` itself).
-
-    Returns:
-        ``(clamped, count)``: the clamped torques and how many entries were changed.
-    """
-    count = int(np.count_nonzero(np.abs(tau) > limit))
-    return np.clip(tau, -limit, limit, out=out), count
-
-
 def clamp_effort_list(tau: list[float], limit: list[float]) -> int:
     """Clamp a list of torques IN PLACE to ``[-limit, limit]``; return how many entries were clamped.
 
-    The per-message variant of :func:`clamp_effort` for a node's few joints: plain float comparisons on a
-    Python list instead of three numpy calls (~1 µs vs ~6 µs for 7 joints). Same semantics: an entry with
+    The per-message clamp of the control nodes: plain float comparisons on a Python list (~1 µs for
+    7 joints, against ~6 µs for np.clip + a count on an array). An entry with
     ``|tau| > limit`` (including ±inf) is set to ``±limit`` and counted; NaN passes through uncounted (the
     node's non-finite check rejects it).
 

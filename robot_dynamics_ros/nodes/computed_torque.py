@@ -227,6 +227,7 @@ def _make_node_class():
                 self.log.error("model", f"robot model from {label} rejected: {exc}")
                 return
             self.model = model
+            self._effort_limit_list = model.effort_limit.tolist()
             self.engine = common.shared_engine(model)
             self.mapper = mapper
             self.executor_traj = TrajectoryExecutor(model.n, epoch_ns=self._epoch_ns)
@@ -368,12 +369,13 @@ def _make_node_class():
                 self.diagnostics.count("nonfinite_torque")
                 self.log.error("nonfinite", f"non-finite torque {tau.tolist()} not published")
                 return
+            tau = tau.tolist()
             if self.params["clamp_to_effort_limits"]:
-                tau, clamped = laws.clamp_effort(tau, self.model.effort_limit)
+                clamped = laws.clamp_effort_list(tau, self._effort_limit_list)
                 if clamped:
                     self.diagnostics.count("clamped", clamped)
             cmd = self._cmd_msg
-            cmd.data = mapper.to_command(tau).tolist()
+            cmd.data = mapper.to_command_list(tau)
             self.pub_command.publish(cmd)
             ds = self._desired_msg
             ds.header.stamp = sample_stamp
