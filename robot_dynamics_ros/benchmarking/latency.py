@@ -45,6 +45,9 @@ from typing import Callable
 
 import numpy as np
 
+from robot_dynamics_ros.nodes.common import make_executor as common_make_executor
+from robot_dynamics_ros.nodes.common import spin_until_shutdown
+
 #: the node-under-test kinds :func:`make_node_under_test` knows
 NODE_KINDS = ("relay", "gravity")
 #: executor kinds :func:`make_executor` knows
@@ -194,19 +197,8 @@ def expected_gravity(robot: ProbeRobot, q: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------- the nodes
-def make_executor(kind: str, context):
-    """An rclpy executor of the given kind ('single', 'multi', 'events') bound to ``context``."""
-    from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
-
-    if kind == "single":
-        return SingleThreadedExecutor(context=context)
-    if kind == "multi":
-        return MultiThreadedExecutor(context=context)
-    if kind == "events":
-        from rclpy.experimental import EventsExecutor
-
-        return EventsExecutor(context=context)
-    raise ValueError(f"executor '{kind}': not one of {EXECUTOR_KINDS}")
+# one executor factory for the nodes and the benchmark: the node under test runs on what it ships with
+make_executor = common_make_executor
 
 
 def make_relay(context, *, input_topic: str = JOINT_STATES_TOPIC, output_topic: str = COMMAND_TOPIC):
@@ -807,7 +799,6 @@ def serve(node_kind: str, executor_kind: str, with_retiming: bool = False) -> in
     """Run one node under test with the given executor until SIGINT (the two-process scenarios' child);
     ``with_retiming``: the retiming service node on the same executor, in this process."""
     import rclpy
-    from rclpy.executors import ExternalShutdownException
 
     if os.environ.get(RT_ENV):
         set_realtime_priority(int(os.environ[RT_ENV]))
@@ -823,12 +814,7 @@ def serve(node_kind: str, executor_kind: str, with_retiming: bool = False) -> in
         executor.add_node(node)
     print("READY", flush=True)
     try:
-        # spin_once in a loop, as the nodes' main() (common.spin_until_shutdown) does:
-        # EventsExecutor.spin() of these rclpy wheels runs no callback and ignores SIGINT
-        while ctx.ok():
-            executor.spin_once(timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin_until_shutdown(executor, ctx)   # as the nodes' main(): EventsExecutor.spin() ignores SIGINT here
     finally:
         for node in nodes:
             node.destroy_node()

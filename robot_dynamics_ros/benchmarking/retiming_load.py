@@ -124,9 +124,8 @@ def client_main() -> int:
 def serve_main() -> int:
     """Run only the retiming service node (events executor) until SIGINT."""
     import rclpy
-    from rclpy.executors import ExternalShutdownException
 
-    from robot_dynamics_ros.benchmarking.latency import make_executor
+    from robot_dynamics_ros.nodes.common import make_executor, spin_until_shutdown
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
@@ -135,10 +134,7 @@ def serve_main() -> int:
     executor.add_node(node)
     print("READY", flush=True)
     try:
-        while ctx.ok():
-            executor.spin_once(timeout_sec=0.1)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spin_until_shutdown(executor, ctx)
     finally:
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)
