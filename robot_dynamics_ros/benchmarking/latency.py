@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -397,24 +397,43 @@ def match_outputs(outputs: np.ndarray, expected: np.ndarray, *, back: int = 64, 
     return seq, err
 
 
+def window_latencies_us(send_ns: np.ndarray, window: tuple[int, int], arrival_ns: np.ndarray,
+                        seq: np.ndarray) -> np.ndarray:
+    """Latencies (µs, float64, in arrival order) of the commands answering messages in ``window``.
+
+    ``window = (first, last)``: message indices [first, last) are measured; ``seq`` from
+    :func:`match_outputs`, ``send_ns``/``arrival_ns`` in ns of the same clock (``time.time_ns()``).
+    A message answered twice contributes two latencies (counted as ``duplicates`` by :func:`summarize`).
+    """
+    first, last = window
+    in_window = (seq >= first) & (seq < last)
+    return (arrival_ns[in_window] - send_ns[seq[in_window]]) / 1e3
+
+
+def latency_stats(lat_us: np.ndarray) -> dict:
+    """p50/p99/p999 (numpy's linear-interpolation percentiles), max, mean and min of latencies (µs),
+    rounded to 0.1 µs; all ``None`` for an empty array."""
+    lat_us = np.asarray(lat_us, dtype=float)
+    if not lat_us.size:
+        return {k: None for k in ("p50_us", "p99_us", "p999_us", "max_us", "mean_us", "min_us")}
+    p50, p99, p999 = np.percentile(lat_us, [50, 99, 99.9])
+    return {"p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
+            "p999_us": round(float(p999), 1), "max_us": round(float(lat_us.max()), 1),
+            "mean_us": round(float(lat_us.mean()), 1), "min_us": round(float(lat_us.min()), 1)}
+
+
 def summarize(send_ns: np.ndarray, window: tuple[int, int], arrival_ns: np.ndarray, seq: np.ndarray,
               err: np.ndarray) -> dict:
     """Latency percentiles (µs), dropped/unmatched/duplicate counts and output rate for seqs in ``window``."""
     first, last = window  # message indices [first, last) are measured
     in_window = (seq >= first) & (seq < last)
     seq_w = seq[in_window]
-    lat_us = (arrival_ns[in_window] - send_ns[seq_w]) / 1e3
+    lat_us = window_latencies_us(send_ns, window, arrival_ns, seq)
     answered = np.unique(seq_w)
     sent = last - first
-    span_s = max((send_ns[last - 1] - send_ns[first]) / 1e9, 1e-9) if sent > 1 else 1e-9
+    span_s = _send_span_s(send_ns, window)
     sent_rate = (sent - 1) / span_s if sent > 1 else 0.0
-    if lat_us.size:
-        p50, p99, p999 = np.percentile(lat_us, [50, 99, 99.9])
-        stats = {"p50_us": round(float(p50), 1), "p99_us": round(float(p99), 1),
-                 "p999_us": round(float(p999), 1), "max_us": round(float(lat_us.max()), 1),
-                 "mean_us": round(float(lat_us.mean()), 1), "min_us": round(float(lat_us.min()), 1)}
-    else:
-        stats = {k: None for k in ("p50_us", "p99_us", "p999_us", "max_us", "mean_us", "min_us")}
+    stats = latency_stats(lat_us)
     matched_err = err[in_window]
     return {
         **stats,
@@ -428,6 +447,12 @@ def summarize(send_ns: np.ndarray, window: tuple[int, int], arrival_ns: np.ndarr
         "sustained_rate_hz": round(sent_rate * answered.size / sent, 1) if sent > 1 else 0.0,
         "max_output_error": float(matched_err.max()) if matched_err.size else None,
     }
+
+
+def _send_span_s(send_ns: np.ndarray, window: tuple[int, int]) -> float:
+    """Time (s) from the first to the last message sent in ``window`` (1e-9 for fewer than 2 messages)."""
+    first, last = window
+    return max((send_ns[last - 1] - send_ns[first]) / 1e9, 1e-9) if last - first > 1 else 1e-9
 
 
 # --------------------------------------------------------------------------------------------- a scenario
@@ -457,6 +482,21 @@ class Scenario:
 
 
 @dataclass
+class RawWindow:
+    """The raw measurement of one window, kept in memory to pool blocks (never written to JSON).
+
+    ``latency_us``: per-command latencies (µs) of the window (:func:`window_latencies_us`); ``cpu_s``: CPU
+    time (s) of the node under test over the window; ``wall_s``: wall time (s) of the window;
+    ``send_span_s``: first to last message sent in the window (s).
+    """
+
+    latency_us: np.ndarray
+    cpu_s: float
+    wall_s: float
+    send_span_s: float
+
+
+@dataclass
 class ScenarioResult:
     name: str
     scenario: dict
@@ -464,10 +504,102 @@ class ScenarioResult:
     cpu_percent: float | None = None
     cpu_ms_per_1000_msgs: float | None = None
     extra: dict = field(default_factory=dict)
+    #: raw latencies and CPU/wall time of the window (for pooling blocks); not part of :meth:`as_dict`
+    raw: RawWindow | None = None
 
     def as_dict(self) -> dict:
         return {"name": self.name, **self.scenario, **self.stats, "cpu_percent": self.cpu_percent,
                 "cpu_ms_per_1000_msgs": self.cpu_ms_per_1000_msgs, **self.extra}
+
+
+def _pool_load_stats(stats: list[dict]) -> dict:
+    """Retiming-load statistics of several blocks as one: counts summed, means weighted by the answered
+    requests, maxima maxed; the per-block dicts under ``per_block``."""
+    if len(stats) == 1:
+        return stats[0]
+    out: dict = {"service_process": stats[0].get("service_process")}
+    for key in ("requests", "answered", "success"):
+        out[key] = sum(int(s.get(key, 0)) for s in stats)
+    for key in ("rtt_ms_mean", "solve_ms_mean"):
+        pairs = [(s[key], s.get("answered", 0)) for s in stats
+                 if s.get(key) is not None and np.isfinite(s[key]) and s.get("answered")]
+        w = sum(n for _, n in pairs)
+        out[key] = round(sum(v * n for v, n in pairs) / w, 2) if w else None
+    maxima = [s["rtt_ms_max"] for s in stats if s.get("rtt_ms_max") is not None and np.isfinite(s["rtt_ms_max"])]
+    out["rtt_ms_max"] = max(maxima) if maxima else None
+    out["errors"] = [e for s in stats for e in s.get("errors", []) + ([s["error"]] if "error" in s else [])][:3]
+    out["per_block"] = stats
+    return out
+
+
+def pool_blocks(blocks: list[ScenarioResult]) -> ScenarioResult:
+    """One result for a scenario measured in several blocks (windows) of the same run.
+
+    Latency statistics over the concatenation of the blocks' per-message latencies (so the pooled p99 is
+    ``numpy.percentile`` of all latencies, not a mean of block p99s); ``sent``/``received``/``dropped``/
+    ``duplicates``/``unmatched`` summed; ``max_output_error`` the largest; ``sent_rate_hz`` = Σ(sent - 1) /
+    Σ send span, ``sustained_rate_hz`` = sent rate × answered / sent; ``cpu_percent`` and
+    ``cpu_ms_per_1000_msgs`` from the summed CPU time and wall time; ``duration_s`` = the total measured
+    window (s). Adds ``blocks``: per block ``p50_us``, ``p99_us``, ``dropped``, ``sent``. A single block
+    gives the same statistics as the block itself.
+
+    Raises:
+        ValueError: no blocks, a block without ``raw`` data, or blocks of different scenarios.
+    """
+    if not blocks:
+        raise ValueError("blocks: none to pool")
+    missing = [i for i, b in enumerate(blocks) if b.raw is None]
+    if missing:
+        raise ValueError(f"blocks {missing}: no raw latencies to pool")
+    names = {b.name for b in blocks}
+    if len(names) != 1:
+        raise ValueError(f"blocks of different scenarios cannot be pooled: {sorted(names)}")
+    lat = np.concatenate([b.raw.latency_us for b in blocks])
+    sums = {k: sum(int(b.stats[k]) for b in blocks)
+            for k in ("sent", "received", "dropped", "duplicates", "unmatched")}
+    span = sum(b.raw.send_span_s for b in blocks)
+    sent_minus_one = sum(max(int(b.stats["sent"]) - 1, 0) for b in blocks)
+    sent_rate = sent_minus_one / span if sent_minus_one else 0.0
+    errs = [b.stats["max_output_error"] for b in blocks if b.stats.get("max_output_error") is not None]
+    stats = {
+        **latency_stats(lat),
+        **sums,
+        "sent_rate_hz": round(sent_rate, 1),
+        "sustained_rate_hz": round(sent_rate * (sums["sent"] - sums["dropped"]) / sums["sent"], 1)
+        if sent_minus_one else 0.0,
+        "max_output_error": max(errs) if errs else None,
+    }
+    cpu = sum(b.raw.cpu_s for b in blocks)
+    wall = sum(b.raw.wall_s for b in blocks)
+    scenario = dict(blocks[0].scenario)
+    scenario["duration_s"] = round(sum(float(b.scenario["duration_s"]) for b in blocks), 6)
+    extra = {k: v for k, v in blocks[0].extra.items() if k != "load_stats"}
+    loads = [b.extra["load_stats"] for b in blocks if "load_stats" in b.extra]
+    if loads:
+        extra["load_stats"] = _pool_load_stats(loads)
+    extra["blocks"] = [{"p50_us": b.stats["p50_us"], "p99_us": b.stats["p99_us"], "dropped": b.stats["dropped"],
+                        "sent": b.stats["sent"]} for b in blocks]
+    result = ScenarioResult(blocks[0].name, scenario, stats, extra=extra,
+                            raw=RawWindow(lat, cpu, wall, span))
+    result.cpu_percent = round(100.0 * cpu / wall, 1) if wall > 0 else None
+    result.cpu_ms_per_1000_msgs = round(cpu * 1e6 / max(sums["received"], 1), 1)
+    return result
+
+
+def interleaved_rounds(n_scenarios: int, blocks: int) -> list[list[int]]:
+    """The order in which ``n_scenarios`` compared scenarios run their ``blocks`` blocks: round r runs all
+    of them, forwards in even rounds and backwards in odd ones (AB BA AB ..., ABCD DCBA ABCD ...), so a
+    drift of the machine's speed over the run affects every scenario alike.
+
+    Raises:
+        ValueError: ``blocks`` < 1 or ``n_scenarios`` < 0.
+    """
+    if blocks < 1:
+        raise ValueError(f"blocks {blocks}: must be >= 1")
+    if n_scenarios < 0:
+        raise ValueError(f"n_scenarios {n_scenarios}: must be >= 0")
+    forward = list(range(n_scenarios))
+    return [forward if r % 2 == 0 else forward[::-1] for r in range(blocks)]
 
 
 def _wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -596,7 +728,9 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
                                f"{expected.shape[1]}")
         seq, err = match_outputs(outputs, expected)
         stats = summarize(send_ns, (n_warm, count), arrival, seq, err)
-        result = ScenarioResult(sc.name, {k: v for k, v in asdict(sc).items() if k != "label"}, stats)
+        raw = RawWindow(window_latencies_us(send_ns, (n_warm, count), arrival, seq), cpu, wall,
+                        _send_span_s(send_ns, (n_warm, count)))
+        result = ScenarioResult(sc.name, {k: v for k, v in asdict(sc).items() if k != "label"}, stats, raw=raw)
         result.cpu_percent = round(100.0 * cpu / wall, 1)
         result.cpu_ms_per_1000_msgs = round(cpu * 1e6 / max(stats["received"], 1), 1)
         result.extra["cpu_measured_as"] = ("child process (all threads)" if child else
@@ -650,6 +784,8 @@ class SuiteConfig:
     #: SCHED_FIFO priority (1..99) for the measuring process and the node under test, None = normal
     #: scheduling; the retiming load processes always run at normal priority
     rt_priority: int | None = None
+    #: interleaved blocks per compared group (>= 1; 1 = each scenario in one window, one after the other)
+    blocks: int = 6
 
 
 def _ratio(p99: float | None, ref: float | None) -> float | None:
@@ -677,16 +813,35 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
     ``scenarios``, ``recommended_executor``, ``max_sustained_rate_hz``, ``targets``).
 
     1. executor comparison, in-process, relay and gravity node alternately, each executor;
-    2. with the recommended executor (lowest gravity-node drop rate, then p99): both nodes across two
-       processes;
+    2. with the recommended executor (lowest gravity-node drop rate, then p99): both nodes in-process
+       (``-main``, when the comparison used a shorter window) and across two processes;
     3. (``cfg.retiming_load``) the gravity node across two processes while back-to-back 100-waypoint
        retiming requests run: service in the node's process (added to the same executor; it serves from
        its own worker thread by default) and service in its own process;
     4. maximum sustainable rate: the rate ramp of ``cfg.sweep_rates_hz`` until a step drops more than
        :data:`SWEEP_MAX_DROP_FRACTION` of its messages or the publisher cannot keep the rate.
-    ``p99_ratio_vs_relay`` is relative to the relay with the same executor, topology, rate and duration
-    without load; for the load scenarios, to the relay across two processes on the recommended executor.
+
+    Interleaved blocks: scenarios compared with each other run round-robin in ``cfg.blocks`` blocks of
+    ``duration_s / blocks`` (each with its own warm-up and fresh processes), in the order of
+    :func:`interleaved_rounds` (AB BA ..., ABCD DCBA ...), so that the VM's speed changing over minutes
+    affects all of them alike. The groups: in-process relay + gravity on the recommended executor (the
+    ``-main`` pair, or each executor's comparison pair when ``compare_duration_s`` equals ``duration_s``);
+    across two processes relay + gravity + gravity with each retiming load. The short-window executor
+    comparison and the rate ramp run one block each. A scenario's result pools its blocks
+    (:func:`pool_blocks`) and lists them under ``blocks``; block results are also passed to ``progress``
+    (with a ``block`` key "i/N") when there is more than one.
+
+    ``p99_ratio_vs_relay`` is the pooled p99 over the pooled p99 of the relay with the same executor,
+    topology, rate and duration without load; for the load scenarios, of the relay across two processes on
+    the recommended executor (``relay_reference`` names it). With equal block counts also
+    ``p99_ratio_per_block`` (each block over the relay's block of the same round) and
+    ``p99_ratio_median_of_blocks``.
+
+    Raises:
+        ValueError: ``cfg.blocks`` < 1.
     """
+    if int(cfg.blocks) != cfg.blocks or cfg.blocks < 1:
+        raise ValueError(f"blocks {cfg.blocks}: must be an integer >= 1")
     robot = ProbeRobot.panda()
     results: list[dict] = []
     load_at_start = round(os.getloadavg()[0], 2)
@@ -696,43 +851,65 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
     else:
         os.environ.pop(RT_ENV, None)
 
-    def run(sc: Scenario) -> dict:
-        try:
-            r = run_scenario(sc, robot).as_dict()
-        except Exception as exc:  # noqa: BLE001 - one failing scenario must not hide the others
-            r = {"name": sc.name, **{k: v for k, v in asdict(sc).items() if k != "label"},
-                 "error": f"{type(exc).__name__}: {exc}"}
-        results.append(r)
-        progress(r)
-        return r
+    def failure(sc: Scenario, exc: Exception, where: str = "") -> dict:
+        return {"name": sc.name, **{k: v for k, v in asdict(sc).items() if k != "label"},
+                "error": f"{where}{type(exc).__name__}: {exc}"}
+
+    def run_group(scenarios: list[Scenario], blocks: int) -> list[dict]:
+        """Run ``scenarios`` interleaved in ``blocks`` blocks; append their pooled results."""
+        per_block: list[list[ScenarioResult]] = [[] for _ in scenarios]
+        failed: dict[int, dict] = {}
+        for rnd, order in enumerate(interleaved_rounds(len(scenarios), blocks)):
+            for i in order:
+                if i in failed:  # one failing block ends its scenario; the others go on
+                    continue
+                sc = scenarios[i]
+                block_sc = replace(sc, duration_s=sc.duration_s / blocks)
+                try:
+                    res = run_scenario(block_sc, robot)
+                except Exception as exc:  # noqa: BLE001 - one failing scenario must not hide the others
+                    failed[i] = failure(sc, exc, f"block {rnd + 1}/{blocks}: " if blocks > 1 else "")
+                    continue
+                per_block[i].append(res)
+                if blocks > 1:
+                    progress({**res.as_dict(), "block": f"{rnd + 1}/{blocks}"})
+        out = []
+        for i, sc in enumerate(scenarios):
+            r = failed.get(i) or pool_blocks(per_block[i]).as_dict()
+            results.append(r)
+            progress(r)
+            out.append(r)
+        return out
 
     compare_s = cfg.compare_duration_s or cfg.duration_s
+    compare_blocks = cfg.blocks if compare_s == cfg.duration_s else 1
     for ex in cfg.executors:
-        for node in cfg.nodes:
-            run(Scenario(node=node, executor=ex, topology="inproc", rate_hz=cfg.rate_hz,
-                         duration_s=compare_s, warmup_s=cfg.warmup_s))
+        run_group([Scenario(node=node, executor=ex, topology="inproc", rate_hz=cfg.rate_hz,
+                            duration_s=compare_s, warmup_s=cfg.warmup_s) for node in cfg.nodes], compare_blocks)
     best = _pick_executor(results, cfg.executors, "gravity" if "gravity" in cfg.nodes else cfg.nodes[0])
     if compare_s != cfg.duration_s and "inproc" in cfg.topologies:
-        for node in cfg.nodes:
-            run(Scenario(node=node, executor=best, topology="inproc", rate_hz=cfg.rate_hz,
-                         duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, label=f"{node}-inproc-{best}-main"))
+        run_group([Scenario(node=node, executor=best, topology="inproc", rate_hz=cfg.rate_hz,
+                            duration_s=cfg.duration_s, warmup_s=cfg.warmup_s,
+                            label=f"{node}-inproc-{best}-main") for node in cfg.nodes], cfg.blocks)
+    twoproc: list[Scenario] = []
     if "twoproc" in cfg.topologies:
-        for node in cfg.nodes:
-            run(Scenario(node=node, executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
-                         duration_s=cfg.duration_s, warmup_s=cfg.warmup_s))
+        twoproc += [Scenario(node=node, executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
+                             duration_s=cfg.duration_s, warmup_s=cfg.warmup_s) for node in cfg.nodes]
     if cfg.retiming_load and "gravity" in cfg.nodes:
-        variants = [(best, "retiming"), (best, "retiming-sep")]
-        for ex, load in variants:
-            run(Scenario(node="gravity", executor=ex, topology="twoproc", rate_hz=cfg.rate_hz,
-                         duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, load=load))
+        # compared with the two-process relay: in the same rotation
+        twoproc += [Scenario(node="gravity", executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
+                             duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, load=load)
+                    for load in ("retiming", "retiming-sep")]
+    if twoproc:
+        run_group(twoproc, cfg.blocks)
     max_rate: dict[str, float | None] = {}
     if cfg.sweep:
         for node in cfg.nodes:
             max_rate[node] = None
             for rate in cfg.sweep_rates_hz:
-                r = run(Scenario(node=node, executor=best, topology="inproc", rate_hz=float(rate),
-                                 duration_s=cfg.sweep_duration_s, warmup_s=0.5,
-                                 label=f"{node}-inproc-{best}-sweep-{int(rate)}hz"))
+                (r,) = run_group([Scenario(node=node, executor=best, topology="inproc", rate_hz=float(rate),
+                                           duration_s=cfg.sweep_duration_s, warmup_s=0.5,
+                                           label=f"{node}-inproc-{best}-sweep-{int(rate)}hz")], 1)
                 r["sweep"] = True
                 # sustained (a throughput criterion, robust to a shared machine's scheduling noise): at
                 # least 99 % of the messages answered, and the publisher itself kept the rate (else the
@@ -752,7 +929,10 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
                 and x["executor"] == ex and x["topology"] == r["topology"]
                 and x["rate_hz"] == r["rate_hz"] and x.get("sweep") == r.get("sweep")
                 and x["duration_s"] == r["duration_s"]]
-        r["p99_ratio_vs_relay"] = _ratio(r["p99_us"], refs[-1]["p99_us"]) if refs else None
+        ref = refs[-1] if refs else None
+        r["p99_ratio_vs_relay"] = _ratio(r["p99_us"], ref["p99_us"]) if ref else None
+        r["relay_reference"] = ref["name"] if ref else None
+        r["p99_ratio_per_block"], r["p99_ratio_median_of_blocks"] = block_ratios(r, ref)
 
     machine = machine_description()
     machine["loadavg_1min_at_end"] = machine.pop("loadavg_1min_at_start")
@@ -766,6 +946,17 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
         "scenarios": results,
         "targets": evaluate_targets(results, best, cfg),
     }
+
+
+def block_ratios(result: dict, ref: dict | None) -> tuple[list | None, float | None]:
+    """Per-block p99 of ``result`` over the p99 of the reference's block of the same round, and the median
+    of those ratios; ``(None, None)`` without a reference or when the block counts differ."""
+    blocks, ref_blocks = result.get("blocks"), (ref or {}).get("blocks")
+    if not blocks or not ref_blocks or len(blocks) != len(ref_blocks):
+        return None, None
+    ratios = [_ratio(b["p99_us"], rb["p99_us"]) for b, rb in zip(blocks, ref_blocks)]
+    finite = [x for x in ratios if x is not None]
+    return ratios, (round(float(np.median(finite)), 3) if finite else None)
 
 
 def evaluate_targets(results: list[dict], best: str, cfg: SuiteConfig) -> dict:

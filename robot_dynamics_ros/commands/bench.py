@@ -4,7 +4,9 @@ Runs, in one process run and with the same executor, a bare rclpy relay (JointSt
 out, no dynamics) and the gravity-compensation node on a 7-DoF Panda at ``--rate`` (1 kHz), in-process
 and across two processes, compares rclpy's executors, optionally adds back-to-back retiming requests as
 background load, and ramps the rate to the maximum the node sustains. See ``docs/realtime.md`` and
-:mod:`robot_dynamics_ros.benchmarking.latency` for what is measured and how.
+:mod:`robot_dynamics_ros.benchmarking.latency` for what is measured and how. Scenarios compared with
+each other run interleaved in ``--blocks`` blocks (ABBA...) and are pooled, so the VM's speed drifting over
+minutes hits them alike (:func:`robot_dynamics_ros.benchmarking.latency.run_suite`).
 
 Writes the full result document to ``--output`` (JSON); the last stdout line is a JSON summary with, per
 scenario, ``p50_us``, ``p99_us``, ``max_us``, ``dropped``, ``cpu_percent`` and ``p99_ratio_vs_relay``.
@@ -34,6 +36,17 @@ def _positive(kind):
     return parse
 
 
+def _at_least_one(text: str) -> int:
+    """An integer >= 1 (``--blocks``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
 def _choices(allowed):
     def parse(text: str) -> tuple[str, ...]:
         items = tuple(x.strip() for x in text.split(",") if x.strip())
@@ -54,6 +67,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="joint-state rate, Hz (default 1000)")
     parser.add_argument("--compare-duration", type=_positive(float), default=None, metavar="S",
                         help="window of the in-process executor comparison, s (default: --duration)")
+    parser.add_argument("--warmup", type=_positive(float), default=1.0, metavar="S",
+                        help="warm-up before each measured window (each block), s (default 1; not measured)")
+    parser.add_argument("--blocks", type=_at_least_one, default=6, metavar="N",
+                        help="interleaved blocks per compared group (relay/gravity in-process; relay/gravity/"
+                             "retiming loads across processes): each scenario runs N windows of duration/N "
+                             "(each with its own warm-up), round-robin ABBA..., and pools them (default 6; "
+                             "1 = one window per scenario, one after the other)")
     parser.add_argument("--executors", type=_choices(EXECUTOR_KINDS), default=EXECUTOR_KINDS,
                         help=f"executors to compare, comma-separated (default {','.join(EXECUTOR_KINDS)})")
     parser.add_argument("--nodes", type=_choices(NODE_KINDS), default=NODE_KINDS,
@@ -93,6 +113,20 @@ def _table(doc: dict) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
 
 
+def block_lines(doc: dict) -> list[str]:
+    """One line per scenario compared with a relay block by block (more than one block, not the relay
+    itself): its p99 / relay p99 per round and their median."""
+    lines = []
+    for r in doc["scenarios"]:
+        ratios = r.get("p99_ratio_per_block")
+        if "error" in r or r.get("node") == "relay" or not ratios or len(ratios) < 2:
+            continue
+        lines.append(f"{r['name']} / {r['relay_reference']} p99 per block: "
+                     f"{', '.join(_fmt(x) if x is None else f'{x:.2f}' for x in ratios)} "
+                     f"(median {_fmt(r.get('p99_ratio_median_of_blocks'))}, pooled {_fmt(r.get('p99_ratio_vs_relay'))})")
+    return lines
+
+
 def markdown(doc: dict) -> str:
     """The result document as a markdown table plus the machine line (for docs/realtime.md)."""
     m = doc["machine"]
@@ -100,7 +134,8 @@ def markdown(doc: dict) -> str:
     lines = [f"Machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, Python {m['python']}, "
              f"rclpy {m['rclpy']} ({m['rmw']}); load average {m.get('loadavg_1min_at_start')} at start, "
              f"{m.get('loadavg_1min_at_end')} at end; SCHED_FIFO priority: {cfg.get('rt_priority') or 'none'}; "
-             f"rate {cfg['rate_hz']:g} Hz.", "",
+             f"rate {cfg['rate_hz']:g} Hz; {cfg.get('blocks', 1)} interleaved block(s) per compared group "
+             f"(each duration / blocks + {cfg.get('warmup_s', 1.0):g} s warm-up, order ABBA...).", "",
              "| scenario | window s | p50 µs | p99 µs | max µs | dropped / sent | sustained Hz | CPU % | "
              "CPU ms / 1000 msgs | p99 / relay |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -112,6 +147,9 @@ def markdown(doc: dict) -> str:
                      f"{_fmt(r['max_us'])} | {r['dropped']} / {r['sent']} | {_fmt(r['sustained_rate_hz'])} | "
                      f"{_fmt(r['cpu_percent'])} | {_fmt(r['cpu_ms_per_1000_msgs'])} | "
                      f"{_fmt(r.get('p99_ratio_vs_relay'))} |")
+    per_block = block_lines(doc)
+    if per_block:
+        lines += [""] + [f"- {line}" for line in per_block]
     lines += ["", f"Recommended executor: {doc['recommended_executor']}; maximum sustained rate: "
               f"{doc['max_sustained_rate_hz']}; targets: {doc['targets']}."]
     return "\n".join(lines) + "\n"
@@ -146,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--domain-id {args.domain_id}: a ROS domain id is 0..232")
     if args.rate * 0.5 < 1 or args.duration * args.rate < 10:
         raise UserError(f"--duration {args.duration} s at --rate {args.rate} Hz: fewer than 10 messages")
+    if args.duration / args.blocks * args.rate < 10:
+        raise UserError(f"--blocks {args.blocks}: --duration {args.duration} s at --rate {args.rate} Hz "
+                        "gives fewer than 10 messages per block")
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.touch()
@@ -156,7 +197,7 @@ def run(args: argparse.Namespace) -> int:
         duration_s=args.duration, rate_hz=args.rate, executors=args.executors, nodes=args.nodes,
         topologies=args.topologies, compare_duration_s=args.compare_duration, sweep=not args.no_sweep,
         sweep_duration_s=args.sweep_duration, retiming_load=not args.no_retiming_load,
-        rt_priority=args.rt_priority)
+        rt_priority=args.rt_priority, blocks=args.blocks, warmup_s=args.warmup)
     if args.rt_priority is not None:
         if not 1 <= args.rt_priority <= 99:
             raise UserError(f"--rt-priority {args.rt_priority}: a SCHED_FIFO priority is 1..99")
@@ -169,10 +210,11 @@ def run(args: argparse.Namespace) -> int:
     def progress(r: dict) -> None:
         if args.json:
             return
+        name = f"{r['name']} [block {r['block']}]" if "block" in r else r["name"]
         if "error" in r:
-            print(f"{r['name']}: ERROR {r['error']}", flush=True)
+            print(f"{name}: ERROR {r['error']}", flush=True)
         else:
-            print(f"{r['name']}: p50 {r['p50_us']} us, p99 {r['p99_us']} us, max {r['max_us']} us, "
+            print(f"{name}: p50 {r['p50_us']} us, p99 {r['p99_us']} us, max {r['max_us']} us, "
                   f"dropped {r['dropped']}/{r['sent']}, cpu {r['cpu_percent']} %", flush=True)
 
     if cfg.retiming_load:
@@ -188,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
         args.markdown.write_text(markdown(doc))
     if not args.json:
         print(_table(doc))
+        for line in block_lines(doc):
+            print(line)
         print(f"recommended executor: {doc['recommended_executor']}; targets: {doc['targets']}")
         print(f"results written to {args.output}")
     print(json.dumps(summary(doc, args.output)), flush=True)
