@@ -13,6 +13,7 @@ import pytest
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.parameter import Parameter
+from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool
@@ -329,14 +330,19 @@ def test_model_joint_outside_command_list_enters_dynamics_at_its_reported_positi
             Parameter("urdf_path", value="panda"), Parameter("joints", Parameter.Type.STRING_ARRAY, six),
             Parameter("crossval_samples", value=0)])
         out = []
-        node.pub.publish = lambda m: out.append(list(m.data))   # the hot path up to the publisher call
-        for q7 in (-2.0, 1.5):
+        # the hot path up to the publisher call; it publishes serialized bytes
+        node.pub.publish = lambda m: out.append(deserialize_message(m, Float64MultiArray))
+        for k, q7 in enumerate((-2.0, 1.5, 0.7)):
             q = {jn: v for jn, v in zip(ARM, [0.3, -0.5, 0.2, -2.0, 0.4, 1.5, q7])}
             msg = JointState(name=ARM[::-1], position=[q[n] for n in ARM[::-1]], velocity=[0.0] * 7)
             msg.header.stamp = node.get_clock().now().to_msg()
-            node._on_joint_state(msg)
-            np.testing.assert_allclose(out[-1], ref.gravity(q, six), atol=1e-9)
-        assert out[0] != out[1]   # panda_joint7's position changes the torques of the joints below it
+            if k == 2:
+                node._on_joint_state(msg)                        # deserialized (fallback) path
+            else:
+                node._on_joint_state_raw(serialize_message(msg))  # the subscription's raw path
+            np.testing.assert_allclose(out[-1].data, ref.gravity(q, six), atol=1e-9)
+            assert out[-1].layout.dim[0].label == ",".join(six) and out[-1].layout.dim[0].size == 6
+        assert list(out[0].data) != list(out[1].data)  # panda_joint7's position changes the torques below it
         # a robot_description that does not fit the configured joints is refused; the node keeps its model
         node.loader.subscription = type("S", (), {"topic_name": "/robot_description"})()
         node.loader._held = None   # (with the Panda's held fingers the UR5 would be refused even earlier)

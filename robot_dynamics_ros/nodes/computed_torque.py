@@ -154,10 +154,13 @@ def _node_params():
 def _make_node_class():
     from rcl_interfaces.msg import SetParametersResult
     from rclpy.node import Node
+    from builtin_interfaces.msg import Time as TimeMsg
+    from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray, MultiArrayDimension
     from trajectory_msgs.msg import JointTrajectory
 
+    from robot_dynamics_ros.control.cdr import read_joint_state
     from robot_dynamics_ros.control.joint_mapping import JointStateMapper
     from robot_dynamics_ros.nodes import common
 
@@ -204,8 +207,10 @@ def _make_node_class():
             self.pub_command = self.create_publisher(Float64MultiArray, self.command_topic,
                                                      common.command_qos())
             self.pub_desired = self.create_publisher(JointState, "~/desired_state", 10)
+            # raw=True: the serialized JointState is read by control/cdr.py (no Python message objects)
             self.sub_state = self.create_subscription(JointState, self.params["joint_states_topic"],
-                                                      self._on_joint_state, common.joint_state_qos())
+                                                      self._on_joint_state_raw, common.joint_state_qos(),
+                                                      raw=True)
             self.sub_traj = self.create_subscription(JointTrajectory, "~/joint_trajectory",
                                                      self._on_trajectory, 10)
             self._cmd_msg = Float64MultiArray()
@@ -280,14 +285,38 @@ def _make_node_class():
             return SetParametersResult(successful=True)
 
         # -------------------------------------------------------------- subscriptions
+        def _on_joint_state_raw(self, raw: bytes) -> None:
+            """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True``)."""
+            if self.mapper is None:
+                return
+            fields = read_joint_state(raw)
+            if fields is None:  # not little-endian XCDR1: let rclpy deserialize it
+                try:
+                    msg = deserialize_message(raw, JointState)
+                except Exception as exc:  # noqa: BLE001 - a node never dies on one message
+                    self.diagnostics.count("joint_states_rejected")
+                    self.log.warning("deserialize", f"joint_states: cannot deserialize {len(raw)} bytes: {exc}")
+                    return
+                self._on_joint_state(msg)
+                return
+            arrival = time.monotonic_ns()
+            self._after_update(self.mapper.update_raw(fields, arrival, now_stamp_ns=self._clock.now().nanoseconds,
+                                                      max_future_ns=int(float(self.params["state_timeout"]) * 1e9)),
+                               arrival, fields.stamp_ns)
+
         def _on_joint_state(self, msg) -> None:
+            """The same as :meth:`_on_joint_state_raw` for a deserialized message."""
             if self.mapper is None:
                 return
             arrival = time.monotonic_ns()
             # stamps further ahead of the node clock than state_timeout are rejected (a wrong clock must
             # not block every later message as out of order)
-            rejection = self.mapper.update_msg(msg, arrival, now_stamp_ns=self._clock.now().nanoseconds,
-                                               max_future_ns=int(float(self.params["state_timeout"]) * 1e9))
+            stamp = msg.header.stamp
+            self._after_update(self.mapper.update_msg(msg, arrival, now_stamp_ns=self._clock.now().nanoseconds,
+                                                      max_future_ns=int(float(self.params["state_timeout"]) * 1e9)),
+                               arrival, stamp.sec * 1_000_000_000 + stamp.nanosec)
+
+        def _after_update(self, rejection, arrival: int, sample_ns: int) -> None:
             if rejection is not None:
                 self.diagnostics.count("joint_states_rejected")
                 self.log.warning(f"joint_states:{rejection.code.name}", f"joint_states rejected: {rejection}")
@@ -295,10 +324,9 @@ def _make_node_class():
             self.diagnostics.count("joint_states")
             if self._on_states:
                 now = self._clock.now()
-                stamp = msg.header.stamp
-                sample_ns = stamp.sec * 1_000_000_000 + stamp.nanosec
                 if sample_ns:
-                    self._control(now.nanoseconds, arrival, sample_ns, stamp)
+                    sec, nanosec = divmod(sample_ns, 1_000_000_000)
+                    self._control(now.nanoseconds, arrival, sample_ns, TimeMsg(sec=sec, nanosec=nanosec))
                 else:
                     self._control(now.nanoseconds, arrival, now.nanoseconds, now.to_msg())
 

@@ -22,12 +22,14 @@ from math import isfinite
 
 import numpy as np
 from rclpy.node import Node
+from rclpy.serialization import deserialize_message
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from std_srvs.srv import SetBool
 
 from robot_dynamics_ros.control import laws
+from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, read_joint_state
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper
 from robot_dynamics_ros.nodes import common
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
@@ -115,9 +117,12 @@ class GravityCompensationNode(Node):
         self.command_topic = topic
         self.pub = self.create_publisher(Float64MultiArray, topic, common.command_qos(qos_depth))
         self._out = Float64MultiArray()
+        self._writer: Float64MultiArrayWriter | None = None
+        # raw=True: the callback gets the serialized JointState and reads the fields it needs itself
+        # (control/cdr.py), the command goes out as bytes: no Python message objects per message
         self.sub = self.create_subscription(
-            JointState, self.p["joint_states_topic"], self._on_joint_state,
-            common.joint_state_qos(qos_depth, reliable=not self.p["best_effort"]))
+            JointState, self.p["joint_states_topic"], self._on_joint_state_raw,
+            common.joint_state_qos(qos_depth, reliable=not self.p["best_effort"]), raw=True)
         self.srv = self.create_service(SetBool, "~/enable", self._on_enable)
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self.diag.set("command_topic", topic)
@@ -144,6 +149,8 @@ class GravityCompensationNode(Node):
             self.model = old
             raise
         self.engine = engine
+        # the command writer before the mapper: a callback never pairs a new mapper with an old writer
+        self._writer = Float64MultiArrayWriter(len(joints), [(",".join(joints), len(joints), len(joints))])
         self.mapper = mapper
         self.crossval_ok = crossval_ok
         self.diag.set("crossval", crossval_text)
@@ -236,7 +243,33 @@ class GravityCompensationNode(Node):
         return response
 
     # ------------------------------------------------------------------ hot path
+    def _on_joint_state_raw(self, raw: bytes) -> None:
+        """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True`` subscription)."""
+        t0 = time.perf_counter()
+        if self._shut:
+            return
+        fields = read_joint_state(raw)
+        if fields is None:  # not little-endian XCDR1: let rclpy deserialize it
+            try:
+                msg = deserialize_message(raw, JointState)
+            except Exception as exc:  # noqa: BLE001 - a node never dies on one message
+                self.diag.count("rejected")
+                self.last_error = f"joint_states: cannot deserialize {len(raw)} bytes: {exc}"
+                self.log.warning("deserialize", self.last_error)
+                return
+            self._on_joint_state(msg)
+            return
+        mapper = self.mapper
+        if mapper is None:
+            self.log.warning("no_model", "joint_states received but no robot model loaded yet")
+            return
+        arrival = time.monotonic_ns()
+        now_ns = self._clock.now().nanoseconds if self._sim_time else time.time_ns()
+        self._step(mapper, mapper.update_raw(fields, arrival, now_stamp_ns=now_ns,
+                                             max_future_ns=self._timeout_ns), arrival, now_ns, t0)
+
     def _on_joint_state(self, msg: JointState) -> None:
+        """The same as :meth:`_on_joint_state_raw` for a deserialized message."""
         t0 = time.perf_counter()
         if self._shut:
             return
@@ -246,7 +279,11 @@ class GravityCompensationNode(Node):
             return
         arrival = time.monotonic_ns()
         now_ns = self._clock.now().nanoseconds if self._sim_time else time.time_ns()
-        rej = mapper.update_msg(msg, arrival, now_stamp_ns=now_ns, max_future_ns=self._timeout_ns)
+        self._step(mapper, mapper.update_msg(msg, arrival, now_stamp_ns=now_ns, max_future_ns=self._timeout_ns),
+                   arrival, now_ns, t0)
+
+    def _step(self, mapper: JointStateMapper, rej, arrival: int, now_ns: int, t0: float) -> None:
+        """After the state update: staleness, g(q) [+ friction], clamp, publish (one command)."""
         if rej is not None:
             self.diag.count("rejected")
             self.last_error = f"joint_states rejected: {rej}"
@@ -285,8 +322,7 @@ class GravityCompensationNode(Node):
                 self.last_error = f"non-finite torque {data} not published"
                 self.log.error("nonfinite", self.last_error)
                 return
-        self._out.data = data
-        self.pub.publish(self._out)
+        self.pub.publish(self._writer.write(data))
         self.published += 1
         self.diag.latency.add(time.perf_counter() - t0)
 
