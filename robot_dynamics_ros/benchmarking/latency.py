@@ -26,6 +26,10 @@ utime + stime: executor thread(s), DDS threads); it therefore includes the recei
 (``cpu_percent``, 100 = one core) and by the number of commands (``cpu_ms_per_1000_msgs``). The kernel
 counts in clock ticks (10 ms), so short windows are coarse.
 
+Interleaved blocks (:func:`run_suite`): scenarios compared with each other run round-robin in several
+blocks, each a fresh :func:`run_scenario`, and are pooled (:func:`pool_blocks`), because this VM's speed
+changes over minutes and a ratio of two back-to-back windows would compare two machine phases.
+
 Isolation: the caller gives the process its own ``ROS_DOMAIN_ID`` and localhost discovery
 (:func:`isolate_dds`); each scenario uses its own ``rclpy.Context`` and topic names.
 """

@@ -113,6 +113,10 @@ def _table(doc: dict) -> str:
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
 
 
+def _ratio_text(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
 def block_lines(doc: dict) -> list[str]:
     """One line per scenario compared with a relay block by block (more than one block, not the relay
     itself): its p99 / relay p99 per round and their median."""
@@ -122,8 +126,9 @@ def block_lines(doc: dict) -> list[str]:
         if "error" in r or r.get("node") == "relay" or not ratios or len(ratios) < 2:
             continue
         lines.append(f"{r['name']} / {r['relay_reference']} p99 per block: "
-                     f"{', '.join(_fmt(x) if x is None else f'{x:.2f}' for x in ratios)} "
-                     f"(median {_fmt(r.get('p99_ratio_median_of_blocks'))}, pooled {_fmt(r.get('p99_ratio_vs_relay'))})")
+                     f"{', '.join(_ratio_text(x) for x in ratios)} "
+                     f"(median {_ratio_text(r.get('p99_ratio_median_of_blocks'))}, "
+                     f"pooled {_ratio_text(r.get('p99_ratio_vs_relay'))})")
     return lines
 
 
