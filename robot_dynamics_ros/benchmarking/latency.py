@@ -258,7 +258,9 @@ def make_node_under_test(kind: str, context, robot: ProbeRobot):
 
 
 class _Spinner:
-    """Spins an executor in a background thread until :meth:`stop`."""
+    """Spins an executor in a background thread until :meth:`stop`, with the nodes' own
+    :func:`~robot_dynamics_ros.nodes.common.spin_until_shutdown` (so the in-process scenarios run the
+    node as it ships, garbage-collector freeze included)."""
 
     def __init__(self, executor, context):
         self._executor = executor
@@ -270,8 +272,7 @@ class _Spinner:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set() and self._context.ok():
-            self._executor.spin_once(timeout_sec=0.05)
+        spin_until_shutdown(self._executor, self._context, until=self._stop.is_set, period=0.05)
 
     def stop(self) -> None:
         self._stop.set()
