@@ -20,7 +20,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, read_joint_state
+from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader, read_joint_state
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper
 
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
@@ -126,3 +126,37 @@ def test_mapper_raw_path_equals_message_path(msgs):
         for f in ("q", "qd", "effort", "stamp_ns", "arrival_ns"):
             np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
         assert a.ready == b.ready and a.unknown_names == b.unknown_names
+
+
+def _same_fields(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (a.stamp_ns == b.stamp_ns and a.names == b.names and _same_floats(a.position, b.position)
+            and _same_floats(a.velocity, b.velocity) and _same_floats(a.effort, b.effort))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(joint_states(), min_size=1, max_size=5), st.lists(st.text(max_size=9), min_size=3, max_size=3),
+       st.binary(min_size=64, max_size=64))
+def test_reader_remembering_the_ordering_equals_a_full_parse(msgs, frame_ids, junk):
+    """Same names again (the pattern path) with other frame_id lengths (other alignment of the names),
+    other values and arbitrary padding bytes; then a different ordering; always == read_joint_state."""
+    reader = JointStateReader()
+    for msg in msgs:
+        for frame_id in [msg.header.frame_id, *frame_ids]:
+            msg.header.frame_id = frame_id
+            raw = serialize_message(msg)
+            assert _same_fields(reader.read(raw), read_joint_state(raw))
+            # padding bytes are undefined in CDR: overwrite every byte that is not part of a field
+            ref = read_joint_state(raw)
+            if ref is not None and ref.names:
+                buf = bytearray(raw)
+                off = 16 + struct.unpack_from("<I", raw, 12)[0]   # (rclpy cuts a frame_id at a NUL)
+                off += -(off - 4) % 4 + 4
+                for name in ref.names:
+                    end = off + 4 + len(name) + 1
+                    pad = -(end - 4) % 4
+                    buf[end:end + pad] = junk[:pad]
+                    off = end + pad
+                assert _same_fields(reader.read(bytes(buf)), ref)
+    assert reader.read(b"\x00\x00\x00\x00" + raw[4:]) is None

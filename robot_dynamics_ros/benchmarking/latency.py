@@ -353,20 +353,30 @@ class StampedPublisher:
 
 
 def make_receiver(context, topic: str = COMMAND_TOPIC):
-    """A node that records ``(time.time_ns(), data)`` of every command, nothing else in the callback."""
+    """A node that records ``(time.time_ns(), serialized message)`` of every command, nothing else in the
+    callback: it subscribes ``raw=True`` and the commands are deserialized after the window
+    (:meth:`Receiver.commands`), so its cost per message is the same whichever node is measured (the
+    gravity node's command carries a ``layout`` labelled with the joint names, the relay's none; turning
+    that into Python objects in the window would be charged to the node in-process)."""
     from rclpy.node import Node
+    from rclpy.serialization import deserialize_message
     from std_msgs.msg import Float64MultiArray
 
     class Receiver(Node):
         def __init__(self):
             super().__init__("bench_receiver", context=context)
             self.arrival_ns: list[int] = []
-            self.data: list = []
-            self.sub = self.create_subscription(Float64MultiArray, topic, self._on_command, 1000)
+            self.data: list[bytes] = []
+            self.sub = self.create_subscription(Float64MultiArray, topic, self._on_command, 1000, raw=True)
 
-        def _on_command(self, msg):
+        def _on_command(self, raw: bytes):
             self.arrival_ns.append(time.time_ns())
-            self.data.append(msg.data)
+            self.data.append(raw)
+
+        def commands(self, n: int) -> np.ndarray:
+            """``(n, k)`` the ``data`` of the first ``n`` commands received."""
+            rows = [deserialize_message(b, Float64MultiArray).data for b in self.data[:n]]
+            return np.array(rows, dtype=float).reshape(n, -1) if n else np.zeros((0, 0))
 
     return Receiver()
 
@@ -725,8 +735,7 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
         spinner = None
         arrival = np.array(receiver.arrival_ns, dtype=np.int64)
         n_out = len(receiver.data)
-        outputs = np.array([np.asarray(d) for d in receiver.data[:n_out]]).reshape(n_out, -1) \
-            if n_out else np.zeros((0, expected.shape[1]))
+        outputs = receiver.commands(n_out) if n_out else np.zeros((0, expected.shape[1]))
         arrival = arrival[:n_out]
         if outputs.shape[1] != expected.shape[1]:
             raise RuntimeError(f"node '{sc.node}' published {outputs.shape[1]} values, expected "

@@ -90,8 +90,66 @@ def read_joint_state(buf: bytes) -> JointStateFields | None:
             append(buf[off + 4: off + 3 + n])
             off += 4 + n
             off += -(off - _HEADER_LEN) % 4
-        arrays = []
-        for _ in range(3):                  # position, velocity, effort: float64[]
+    except struct.error:
+        return None
+    return _read_arrays(buf, off, sec * 1_000_000_000 + nanosec, tuple(names))
+
+
+class JointStateReader:
+    """:func:`read_joint_state` with the name ordering of the previous message remembered: the 1 kHz
+    case (the same names in the same order every message) is checked with one compiled pattern over the
+    whole ``name`` sequence (counts, lengths and bytes; padding bytes are wildcards) instead of parsing the
+    names one by one. Any other message is parsed in full and becomes the remembered ordering.
+
+    One reader per subscription (it is not shared between threads).
+    """
+
+    def __init__(self):
+        self._names: tuple[bytes, ...] | None = None
+        self._match = None
+
+    def read(self, buf: bytes) -> JointStateFields | None:
+        """The fields of the serialized JointState ``buf``, or ``None`` (see :func:`read_joint_state`)."""
+        if buf[:_HEADER_LEN] != CDR_LE_HEADER:
+            return None
+        match = self._match
+        if match is not None:
+            try:
+                sec, nanosec, n = _STAMP_AND_FRAME.unpack_from(buf, 4)
+            except struct.error:
+                return None
+            off = 16 + n
+            off += -(off - _HEADER_LEN) % 4
+            m = match(buf, off)
+            if m is not None:
+                return _read_arrays(buf, m.end(), sec * 1_000_000_000 + nanosec, self._names)
+        fields = read_joint_state(buf)
+        if fields is not None and fields.names != self._names:
+            self._names = fields.names
+            self._match = _names_pattern(fields.names).match
+        return fields
+
+
+def _names_pattern(names: tuple[bytes, ...]):
+    """A compiled pattern for the serialized ``name`` sequence ``names`` starting 4-aligned."""
+    import re
+
+    parts = [re.escape(_U32.pack(len(names)))]
+    off = 4
+    for name in names:
+        n = len(name) + 1
+        pad = -(off + 4 + n) % 4
+        parts.append(re.escape(_U32.pack(n) + name + b"\x00") + (b"." * pad))
+        off += 4 + n + pad
+    return re.compile(b"".join(parts), re.DOTALL)
+
+
+def _read_arrays(buf: bytes, off: int, stamp_ns: int, names: tuple[bytes, ...]) -> JointStateFields | None:
+    """position, velocity, effort from ``off`` (right after the names): the tail of :func:`read_joint_state`."""
+    arrays = []
+    u32 = _U32.unpack_from
+    try:
+        for _ in range(3):
             off += -(off - _HEADER_LEN) % 4
             (n,) = u32(buf, off)
             off += 4
@@ -103,11 +161,11 @@ def read_joint_state(buf: bytes) -> JointStateFields | None:
                 off += 8 * n
             else:
                 arrays.append(())
-        if off > len(buf):
-            return None
     except struct.error:
         return None
-    return JointStateFields(sec * 1_000_000_000 + nanosec, tuple(names), arrays[0], arrays[1], arrays[2])
+    if off > len(buf):
+        return None
+    return JointStateFields(stamp_ns, names, arrays[0], arrays[1], arrays[2])
 
 
 class Float64MultiArrayWriter:

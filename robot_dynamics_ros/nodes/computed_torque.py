@@ -160,7 +160,7 @@ def _make_node_class():
     from std_msgs.msg import Float64MultiArray, MultiArrayDimension
     from trajectory_msgs.msg import JointTrajectory
 
-    from robot_dynamics_ros.control.cdr import read_joint_state
+    from robot_dynamics_ros.control.cdr import JointStateReader
     from robot_dynamics_ros.control.joint_mapping import JointStateMapper
     from robot_dynamics_ros.nodes import common
 
@@ -208,6 +208,7 @@ def _make_node_class():
                                                      common.command_qos())
             self.pub_desired = self.create_publisher(JointState, "~/desired_state", 10)
             # raw=True: the serialized JointState is read by control/cdr.py (no Python message objects)
+            self._reader = JointStateReader()
             self.sub_state = self.create_subscription(JointState, self.params["joint_states_topic"],
                                                       self._on_joint_state_raw, common.joint_state_qos(),
                                                       raw=True)
@@ -289,7 +290,7 @@ def _make_node_class():
             """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True``)."""
             if self.mapper is None:
                 return
-            fields = read_joint_state(raw)
+            fields = self._reader.read(raw)
             if fields is None:  # not little-endian XCDR1: let rclpy deserialize it
                 try:
                     msg = deserialize_message(raw, JointState)

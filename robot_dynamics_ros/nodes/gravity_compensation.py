@@ -29,7 +29,7 @@ from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from std_srvs.srv import SetBool
 
 from robot_dynamics_ros.control import laws
-from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, read_joint_state
+from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper
 from robot_dynamics_ros.nodes import common
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
@@ -118,6 +118,7 @@ class GravityCompensationNode(Node):
         self.pub = self.create_publisher(Float64MultiArray, topic, common.command_qos(qos_depth))
         self._out = Float64MultiArray()
         self._writer: Float64MultiArrayWriter | None = None
+        self._reader = JointStateReader()
         # raw=True: the callback gets the serialized JointState and reads the fields it needs itself
         # (control/cdr.py), the command goes out as bytes: no Python message objects per message
         self.sub = self.create_subscription(
@@ -248,7 +249,7 @@ class GravityCompensationNode(Node):
         t0 = time.perf_counter()
         if self._shut:
             return
-        fields = read_joint_state(raw)
+        fields = self._reader.read(raw)
         if fields is None:  # not little-endian XCDR1: let rclpy deserialize it
             try:
                 msg = deserialize_message(raw, JointState)
