@@ -224,3 +224,30 @@ def test_bench_latency_command_measures_relay_and_gravity_node_in_blocks(tmp_pat
     assert g["p99_ratio_vs_relay"] == pytest.approx(g["p99_us"] / relay["p99_us"], abs=1e-3)
     assert len(g["p99_ratio_per_block"]) == 2
     assert doc["machine"]["cores"] >= 1 and doc["machine"]["rmw"]
+
+
+def test_qos_depth_option_reaches_both_nodes_under_test(capsys, monkeypatch):
+    """--qos-depth (default 100 = the gravity node's default) sets the same keep-last depth on the relay,
+    the gravity node and the publisher; 0 or a non-integer is refused naming the option."""
+    import rclpy
+
+    parser = argparse.ArgumentParser()
+    bench.configure_parser(parser)
+    assert parser.parse_args(["latency"]).qos_depth == 100
+    assert parser.parse_args(["latency", "--qos-depth", "10"]).qos_depth == 10
+    for bad in ("0", "ten"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["latency", "--qos-depth", bad])
+        assert "--qos-depth" in capsys.readouterr().err
+    monkeypatch.setenv(latency.QOS_ENV, "37")
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        relay = latency.make_relay(ctx)
+        grav = latency.make_gravity_node(ctx, latency.ProbeRobot.panda())
+        assert [x.qos_profile.depth for x in relay.subscriptions] == [37] and relay._pub.qos_profile.depth == 37
+        assert grav.p["qos_depth"] == 37 and grav.sub.qos_profile.depth == 37 and grav.pub.qos_profile.depth == 37
+        relay.destroy_node()
+        grav.destroy_node()
+    finally:
+        rclpy.shutdown(context=ctx)

@@ -121,6 +121,14 @@ def machine_description() -> dict:
 
 #: environment variable through which a node-under-test child learns the SCHED_FIFO priority
 RT_ENV = "ROBOT_DYNAMICS_BENCH_RT_PRIORITY"
+#: environment variable with the keep-last depth of the joint_states and command endpoints (publisher,
+#: node under test; the receiver keeps at least 1000), default 100 (the gravity node's default)
+QOS_ENV = "ROBOT_DYNAMICS_BENCH_QOS_DEPTH"
+
+
+def qos_depth() -> int:
+    """Keep-last depth of the benchmark's joint_states / command endpoints (:data:`QOS_ENV`, default 100)."""
+    return int(os.environ.get(QOS_ENV, "100"))
 
 
 def set_realtime_priority(priority: int | None) -> None:
@@ -208,7 +216,7 @@ make_executor = common_make_executor
 def make_relay(context, *, input_topic: str = JOINT_STATES_TOPIC, output_topic: str = COMMAND_TOPIC):
     """The baseline: a bare rclpy node, JointState in -> Float64MultiArray (its positions) out, no dynamics.
 
-    QoS: reliable, keep last 10, both ways (the same as the gravity node's defaults).
+    QoS: reliable, keep last :func:`qos_depth` both ways (the same as the gravity node under test).
     """
     from rclpy.node import Node
     from sensor_msgs.msg import JointState
@@ -218,8 +226,8 @@ def make_relay(context, *, input_topic: str = JOINT_STATES_TOPIC, output_topic: 
         def __init__(self):
             super().__init__("bench_relay", context=context)
             self._out = Float64MultiArray()
-            self._pub = self.create_publisher(Float64MultiArray, output_topic, 10)
-            self.create_subscription(JointState, input_topic, self._on_joint_state, 10)
+            self._pub = self.create_publisher(Float64MultiArray, output_topic, qos_depth())
+            self.create_subscription(JointState, input_topic, self._on_joint_state, qos_depth())
 
         def _on_joint_state(self, msg):
             self._out.data = msg.position
@@ -245,6 +253,7 @@ def make_gravity_node(context, robot: ProbeRobot, *, input_topic: str = JOINT_ST
         Parameter("held_joint_positions", value=[float(v) for v in robot.held_joints.values()]),
         Parameter("joint_states_topic", value="/" + input_topic.strip("/")),
         Parameter("controller_name", value=controller),
+        Parameter("qos_depth", value=qos_depth()),
     ]
     return gc.GravityCompensationNode(context=context, parameter_overrides=overrides)
 
@@ -290,7 +299,7 @@ class StampedPublisher:
                  *, mark: int = 0, cpu_probe: Callable[[], float] = lambda: 0.0):
         from sensor_msgs.msg import JointState
 
-        self._pub = node.create_publisher(JointState, topic, 10)
+        self._pub = node.create_publisher(JointState, topic, qos_depth())
         self._names = list(names)
         # message order is the reverse of URDF order: the node under test must map by name
         self._rows = [array.array("d", row[::-1]) for row in positions]
@@ -367,7 +376,8 @@ def make_receiver(context, topic: str = COMMAND_TOPIC):
             super().__init__("bench_receiver", context=context)
             self.arrival_ns: list[int] = []
             self.data: list[bytes] = []
-            self.sub = self.create_subscription(Float64MultiArray, topic, self._on_command, 1000, raw=True)
+            self.sub = self.create_subscription(Float64MultiArray, topic, self._on_command,
+                                                max(1000, qos_depth()), raw=True)
 
         def _on_command(self, raw: bytes):
             self.arrival_ns.append(time.time_ns())
@@ -798,6 +808,9 @@ class SuiteConfig:
     #: SCHED_FIFO priority (1..99) for the measuring process and the node under test, None = normal
     #: scheduling; the retiming load processes always run at normal priority
     rt_priority: int | None = None
+    #: keep-last depth of the joint_states and command endpoints of publisher, relay and gravity node (the
+    #: same for both nodes; 100 = the gravity node's default)
+    qos_depth: int = 100
     #: interleaved blocks per compared group (>= 1; 1 = each scenario in one window, one after the other)
     blocks: int = 6
 
@@ -859,6 +872,7 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
     robot = ProbeRobot.panda()
     results: list[dict] = []
     load_at_start = round(os.getloadavg()[0], 2)
+    os.environ[QOS_ENV] = str(int(cfg.qos_depth))  # children (publisher, node under test) read it
     if cfg.rt_priority:
         set_realtime_priority(cfg.rt_priority)
         os.environ[RT_ENV] = str(cfg.rt_priority)  # the node-under-test child applies it too

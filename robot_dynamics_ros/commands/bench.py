@@ -88,6 +88,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rt-priority", type=int, default=None, metavar="N",
                         help="run the measuring process and the node under test with SCHED_FIFO priority N "
                              "(1..99; needs CAP_SYS_NICE); the retiming load stays at normal priority")
+    parser.add_argument("--qos-depth", type=_positive(int), default=100, metavar="N",
+                        help="keep-last depth of the joint_states and command endpoints of the publisher, "
+                             "the relay and the gravity node (reliable; default 100, the node's default)")
     parser.add_argument("--domain-id", type=int, default=None,
                         help="ROS_DOMAIN_ID to use (default: $ROS_DOMAIN_ID, else a random one in 101..200)")
     parser.add_argument("--output", type=Path, default=Path("bench_latency.json"),
@@ -139,6 +142,7 @@ def markdown(doc: dict) -> str:
     lines = [f"Machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, Python {m['python']}, "
              f"rclpy {m['rclpy']} ({m['rmw']}); load average {m.get('loadavg_1min_at_start')} at start, "
              f"{m.get('loadavg_1min_at_end')} at end; SCHED_FIFO priority: {cfg.get('rt_priority') or 'none'}; "
+             f"QoS reliable keep-last {cfg.get('qos_depth', 10)} on every endpoint; "
              f"rate {cfg['rate_hz']:g} Hz; {cfg.get('blocks', 1)} interleaved block(s) per compared group "
              f"(each duration / blocks + {cfg.get('warmup_s', 1.0):g} s warm-up, order ABBA...).", "",
              "| scenario | window s | p50 µs | p99 µs | max µs | dropped / sent | sustained Hz | CPU % | "
@@ -202,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
         duration_s=args.duration, rate_hz=args.rate, executors=args.executors, nodes=args.nodes,
         topologies=args.topologies, compare_duration_s=args.compare_duration, sweep=not args.no_sweep,
         sweep_duration_s=args.sweep_duration, retiming_load=not args.no_retiming_load,
-        rt_priority=args.rt_priority, blocks=args.blocks, warmup_s=args.warmup)
+        rt_priority=args.rt_priority, blocks=args.blocks, warmup_s=args.warmup, qos_depth=args.qos_depth)
     if args.rt_priority is not None:
         if not 1 <= args.rt_priority <= 99:
             raise UserError(f"--rt-priority {args.rt_priority}: a SCHED_FIFO priority is 1..99")

@@ -67,7 +67,9 @@ PARAMS = [
     ParamSpec("crossval_samples", 20, "At model load, compare Pinocchio with the in-package Newton-Euler on "
               "this many random states (0: skip); on a mismatch the node publishes nothing (ERROR diagnostic).",
               range=(0, 100000), read_only=True),
-    ParamSpec("qos_depth", 10, "Keep-last depth of the joint_states subscription and the command publisher.",
+    ParamSpec("qos_depth", 100, "Keep-last depth of the joint_states subscription and the command publisher. "
+              "100 = state_timeout x 1 kHz: a scheduling stall shorter than state_timeout loses no joint state "
+              "(with 10, every state beyond the 10th that arrives during a stall is overwritten unread).",
               range=(1, 1000), read_only=True),
     ParamSpec("best_effort", False, "Subscribe joint_states best-effort instead of reliable.", read_only=True),
     ParamSpec("log_period", 1.0, "Minimum seconds between two log lines of the same kind.", range=(0.0, 3600.0)),
