@@ -20,7 +20,8 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader, read_joint_state
+from robot_dynamics_ros.control.cdr import (Float64MultiArrayWriter, JointStateReader, fields_from_message,
+                                            read_joint_state)
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper
 
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
@@ -70,6 +71,8 @@ def test_read_joint_state_equals_rclpy_deserialization(msg):
     assert _same_floats(got.position, ref.position)
     assert _same_floats(got.velocity, ref.velocity)
     assert _same_floats(got.effort, ref.effort)
+    # the object path (a message that arrived deserialized) gives the same fields
+    assert _same_fields(fields_from_message(ref), got)
 
 
 @settings(max_examples=200, deadline=None)

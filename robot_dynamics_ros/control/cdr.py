@@ -60,6 +60,15 @@ class JointStateFields(NamedTuple):
     effort: tuple[float, ...]
 
 
+def fields_from_message(msg) -> JointStateFields:
+    """The same fields from a deserialized ``sensor_msgs/JointState`` (duck-typed: ``header.stamp``,
+    ``name``, ``position``, ``velocity``, ``effort``): the path for a message that came as an object."""
+    st = msg.header.stamp
+    return JointStateFields(st.sec * 1_000_000_000 + st.nanosec,
+                            tuple(n.encode("utf-8", "replace") for n in msg.name),
+                            tuple(msg.position), tuple(msg.velocity), tuple(msg.effort))
+
+
 def read_joint_state(buf: bytes) -> JointStateFields | None:
     """Read a serialized ``sensor_msgs/JointState`` (plain little-endian CDR, see the module docstring).
 

@@ -35,7 +35,8 @@ import numpy as np
 __all__ = [
     "ParamSpec", "declare_parameters", "validate_parameters", "robot_source_params", "ModelLoader",
     "shared_model", "shared_engine", "Diagnostics", "LatencyStats", "RateLimitedLog", "joint_state_qos",
-    "command_qos", "description_qos", "make_executor", "freeze_gc", "spin_until_shutdown", "run_node",
+    "command_qos", "description_qos", "joint_state_fields", "make_executor", "freeze_gc", "spin_until_shutdown",
+    "run_node",
     "stamp_ns", "EXECUTORS", "merged_parameters",
 ]
 
@@ -346,6 +347,25 @@ class ModelLoader:
             self._log.error("robot_description", self.last_error)
             return
         freeze_gc()  # the new model's objects are long-lived too (see freeze_gc)
+
+
+def joint_state_fields(reader, raw: bytes):
+    """The fields of a serialized ``sensor_msgs/JointState`` from a ``raw=True`` subscription:
+    ``reader.read`` (:class:`~robot_dynamics_ros.control.cdr.JointStateReader`), or rclpy's deserializer
+    for an encoding the reader does not read.
+
+    Raises:
+        Exception: rclpy cannot deserialize ``raw`` either (the caller logs it and serves on).
+    """
+    fields = reader.read(raw)
+    if fields is None:
+        from rclpy.serialization import deserialize_message
+        from sensor_msgs.msg import JointState
+
+        from robot_dynamics_ros.control.cdr import fields_from_message
+
+        fields = fields_from_message(deserialize_message(raw, JointState))
+    return fields
 
 
 # --------------------------------------------------------------------------- QoS, executors, time

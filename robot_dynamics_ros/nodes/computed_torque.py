@@ -155,12 +155,11 @@ def _make_node_class():
     from rcl_interfaces.msg import SetParametersResult
     from rclpy.node import Node
     from builtin_interfaces.msg import Time as TimeMsg
-    from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray, MultiArrayDimension
     from trajectory_msgs.msg import JointTrajectory
 
-    from robot_dynamics_ros.control.cdr import JointStateReader
+    from robot_dynamics_ros.control.cdr import JointStateReader, fields_from_message
     from robot_dynamics_ros.control.joint_mapping import JointStateMapper
     from robot_dynamics_ros.nodes import common
 
@@ -288,34 +287,27 @@ def _make_node_class():
         # -------------------------------------------------------------- subscriptions
         def _on_joint_state_raw(self, raw: bytes) -> None:
             """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True``)."""
-            if self.mapper is None:
+            try:
+                fields = common.joint_state_fields(self._reader, raw)
+            except Exception as exc:  # noqa: BLE001 - a node never dies on one message
+                self.diagnostics.count("joint_states_rejected")
+                self.log.warning("deserialize", f"joint_states: cannot deserialize {len(raw)} bytes: {exc}")
                 return
-            fields = self._reader.read(raw)
-            if fields is None:  # not little-endian XCDR1: let rclpy deserialize it
-                try:
-                    msg = deserialize_message(raw, JointState)
-                except Exception as exc:  # noqa: BLE001 - a node never dies on one message
-                    self.diagnostics.count("joint_states_rejected")
-                    self.log.warning("deserialize", f"joint_states: cannot deserialize {len(raw)} bytes: {exc}")
-                    return
-                self._on_joint_state(msg)
-                return
-            arrival = time.monotonic_ns()
-            self._after_update(self.mapper.update_raw(fields, arrival, now_stamp_ns=self._clock.now().nanoseconds,
-                                                      max_future_ns=int(float(self.params["state_timeout"]) * 1e9)),
-                               arrival, fields.stamp_ns)
+            self._on_fields(fields)
 
         def _on_joint_state(self, msg) -> None:
             """The same as :meth:`_on_joint_state_raw` for a deserialized message."""
+            self._on_fields(fields_from_message(msg))
+
+        def _on_fields(self, fields) -> None:
             if self.mapper is None:
                 return
             arrival = time.monotonic_ns()
             # stamps further ahead of the node clock than state_timeout are rejected (a wrong clock must
             # not block every later message as out of order)
-            stamp = msg.header.stamp
-            self._after_update(self.mapper.update_msg(msg, arrival, now_stamp_ns=self._clock.now().nanoseconds,
+            self._after_update(self.mapper.update_raw(fields, arrival, now_stamp_ns=self._clock.now().nanoseconds,
                                                       max_future_ns=int(float(self.params["state_timeout"]) * 1e9)),
-                               arrival, stamp.sec * 1_000_000_000 + stamp.nanosec)
+                               arrival, fields.stamp_ns)
 
         def _after_update(self, rejection, arrival: int, sample_ns: int) -> None:
             if rejection is not None:

@@ -22,14 +22,13 @@ from math import isfinite
 
 import numpy as np
 from rclpy.node import Node
-from rclpy.serialization import deserialize_message
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 from std_srvs.srv import SetBool
 
 from robot_dynamics_ros.control import laws
-from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader
+from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader, fields_from_message
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper
 from robot_dynamics_ros.nodes import common
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
@@ -249,18 +248,21 @@ class GravityCompensationNode(Node):
     def _on_joint_state_raw(self, raw: bytes) -> None:
         """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True`` subscription)."""
         t0 = time.perf_counter()
-        if self._shut:
+        try:
+            fields = common.joint_state_fields(self._reader, raw)
+        except Exception as exc:  # noqa: BLE001 - a node never dies on one message
+            self.diag.count("rejected")
+            self.last_error = f"joint_states: cannot deserialize {len(raw)} bytes: {exc}"
+            self.log.warning("deserialize", self.last_error)
             return
-        fields = self._reader.read(raw)
-        if fields is None:  # not little-endian XCDR1: let rclpy deserialize it
-            try:
-                msg = deserialize_message(raw, JointState)
-            except Exception as exc:  # noqa: BLE001 - a node never dies on one message
-                self.diag.count("rejected")
-                self.last_error = f"joint_states: cannot deserialize {len(raw)} bytes: {exc}"
-                self.log.warning("deserialize", self.last_error)
-                return
-            self._on_joint_state(msg)
+        self._on_fields(fields, t0)
+
+    def _on_joint_state(self, msg: JointState) -> None:
+        """The same as :meth:`_on_joint_state_raw` for a deserialized message."""
+        self._on_fields(fields_from_message(msg), time.perf_counter())
+
+    def _on_fields(self, fields, t0: float) -> None:
+        if self._shut:
             return
         mapper = self.mapper
         if mapper is None:
@@ -270,20 +272,6 @@ class GravityCompensationNode(Node):
         now_ns = self._clock.now().nanoseconds if self._sim_time else time.time_ns()
         self._step(mapper, mapper.update_raw(fields, arrival, now_stamp_ns=now_ns,
                                              max_future_ns=self._timeout_ns), arrival, now_ns, t0)
-
-    def _on_joint_state(self, msg: JointState) -> None:
-        """The same as :meth:`_on_joint_state_raw` for a deserialized message."""
-        t0 = time.perf_counter()
-        if self._shut:
-            return
-        mapper = self.mapper
-        if mapper is None:
-            self.log.warning("no_model", "joint_states received but no robot model loaded yet")
-            return
-        arrival = time.monotonic_ns()
-        now_ns = self._clock.now().nanoseconds if self._sim_time else time.time_ns()
-        self._step(mapper, mapper.update_msg(msg, arrival, now_stamp_ns=now_ns, max_future_ns=self._timeout_ns),
-                   arrival, now_ns, t0)
 
     def _step(self, mapper: JointStateMapper, rej, arrival: int, now_ns: int, t0: float) -> None:
         """After the state update: staleness, g(q) [+ friction], clamp, publish (one command)."""
