@@ -10,7 +10,7 @@ rclpy as global ``--params-file`` arguments, so each node picks its own section 
 ``urdf_path`` of every started node and wins over the file. All nodes share one rclpy executor and one
 dynamics model per URDF (:func:`robot_dynamics_ros.nodes.common.shared_model`). Ctrl-C stops cleanly.
 
-Latency: a control node and ``retiming_service`` in one process share its two cores' worth of Python with
+Latency: a control node and ``retiming_service`` in one process share one interpreter (one GIL) with the
 back-to-back retiming requests (measured: control p99 2.6x a bare relay's, against 1.95x with the service
 in its own process, docs/realtime.md); on a robot, start the retiming service as a process of its own (a
 second ``robot-dynamics run --nodes retiming_service``, or ``launch/retiming.launch.py``).
