@@ -118,13 +118,16 @@ def test_writer_deserializes_to_the_message(n, dims):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(joint_states(), min_size=1, max_size=6))
-def test_mapper_raw_path_equals_message_path(msgs):
+def test_mapper_fields_path_equals_update_with_rclpy_fields(msgs):
     a = JointStateMapper(ARM, require_velocity=True)
     b = JointStateMapper(ARM, require_velocity=True)
     for k, msg in enumerate(msgs):
         raw = serialize_message(msg)
-        ra = a.update_msg(deserialize_message(raw, JointState), 1000 + k, now_stamp_ns=2**62, max_future_ns=0)
-        rb = b.update_raw(read_joint_state(raw), 1000 + k, now_stamp_ns=2**62, max_future_ns=0)
+        ref = deserialize_message(raw, JointState)
+        ra = a.update(list(ref.name), ref.position, ref.velocity, ref.effort, arrival_ns=1000 + k,
+                      stamp_ns=ref.header.stamp.sec * 1_000_000_000 + ref.header.stamp.nanosec,
+                      now_stamp_ns=2**62, max_future_ns=0)
+        rb = b.update_fields(read_joint_state(raw), 1000 + k, now_stamp_ns=2**62, max_future_ns=0)
         assert ra == rb
         for f in ("q", "qd", "effort", "stamp_ns", "arrival_ns"):
             np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
@@ -163,3 +166,19 @@ def test_reader_remembering_the_ordering_equals_a_full_parse(msgs, frame_ids, ju
                     off = end + pad
                 assert _same_fields(reader.read(bytes(buf)), ref)
     assert reader.read(b"\x00\x00\x00\x00" + raw[4:]) is None
+
+
+def test_joint_state_fields_falls_back_to_rclpy_for_what_the_reader_does_not_read():
+    """common.joint_state_fields: the reader's fields when it reads the buffer; rclpy's deserialization
+    when it returns None; an exception (which the nodes log) when rclpy cannot read it either."""
+    from robot_dynamics_ros.nodes.common import joint_state_fields
+
+    msg = _msg(ARM[::-1], [0.1 * i for i in range(7)], [float("nan")] * 7, [], 12, 34, "base")
+    raw = serialize_message(msg)
+    no_reader = type("NoReader", (), {"read": staticmethod(lambda buf: None)})()
+    via_rclpy = joint_state_fields(no_reader, raw)
+    assert _same_fields(via_rclpy, read_joint_state(raw))
+    assert via_rclpy.names == tuple(n.encode() for n in ARM[::-1]) and via_rclpy.stamp_ns == 12_000_000_034
+    assert _same_fields(joint_state_fields(JointStateReader(), raw), via_rclpy)
+    with pytest.raises(Exception):
+        joint_state_fields(no_reader, b"\x00\x01\x00\x00\xff")

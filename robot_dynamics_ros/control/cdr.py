@@ -48,7 +48,7 @@ class JointStateFields(NamedTuple):
     Attributes:
         stamp_ns: ``header.stamp`` in ns (``sec * 10**9 + nanosec``; 0 = not stamped).
         names: ``name`` as raw UTF-8 ``bytes`` (decoding is left to the caller, which caches it per
-            ordering: see :meth:`~robot_dynamics_ros.control.joint_mapping.JointStateMapper.update_raw`).
+            ordering: see :meth:`~robot_dynamics_ros.control.joint_mapping.JointStateMapper.update_fields`).
         position, velocity, effort: the sequences (rad or m, rad/s or m/s, N·m or N), as tuples of float;
             empty tuples when the message has none.
     """

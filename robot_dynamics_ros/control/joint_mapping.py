@@ -189,10 +189,8 @@ class JointStateMapper:
         self._orderings: dict[tuple[str, ...], _Ordering] = {}
         self._last_names: list[str] | None = None
         self._last_ordering: _Ordering | None = None
-        # serialized-message path (update_raw): the UTF-8 name tuple -> decoded names, last one first
+        # update_fields: the UTF-8 name tuple of an ordering -> its decoded names
         self._decoded: dict[tuple[bytes, ...], list[str]] = {}
-        self._last_raw_names: tuple[bytes, ...] | None = None
-        self._last_decoded: list[str] = []
 
         #: messages accepted / rejected since construction, rejections per :class:`RejectCode`
         self.accepted = 0
@@ -381,33 +379,20 @@ class JointStateMapper:
         self._materialize()
         return self._arrival_ns
 
-    def update_msg(self, msg, arrival_ns: int, now_stamp_ns: int | None = None,
-                   max_future_ns: int = 0) -> Rejection | None:
-        """:meth:`update` from a ``sensor_msgs/JointState`` (duck-typed: ``name``, ``position``, ...)."""
-        st = msg.header.stamp
-        return self.update(msg.name, msg.position, msg.velocity, msg.effort,
-                           now_stamp_ns=now_stamp_ns, max_future_ns=max_future_ns,
-                           stamp_ns=st.sec * 1_000_000_000 + st.nanosec, arrival_ns=arrival_ns)
+    def update_fields(self, fields, arrival_ns: int, now_stamp_ns: int | None = None,
+                      max_future_ns: int = 0) -> Rejection | None:
+        """:meth:`update` from the fields of one JointState
+        (:class:`robot_dynamics_ros.control.cdr.JointStateFields`: the control nodes' per-message input).
 
-    def update_raw(self, fields, arrival_ns: int, now_stamp_ns: int | None = None,
-                   max_future_ns: int = 0) -> Rejection | None:
-        """:meth:`update` from a serialized JointState read by :func:`robot_dynamics_ros.control.cdr.read_joint_state`.
-
-        ``fields.names`` are raw UTF-8 bytes; their decoding is cached per ordering (one tuple comparison
-        per message in the steady state). Bytes that are not UTF-8 are decoded with replacement characters
+        ``fields.names`` are raw UTF-8 bytes; their decoding is cached per ordering (a dict lookup per
+        message in the steady state). Bytes that are not UTF-8 are decoded with replacement characters
         (such a name matches no model joint and is reported as unknown).
         """
-        raw_names = fields.names
-        if raw_names == self._last_raw_names:
-            names = self._last_decoded
-        else:
-            names = self._decoded.get(raw_names)
-            if names is None:
-                if len(self._decoded) >= self._max_cached:
-                    self._decoded.clear()
-                names = self._decoded[raw_names] = [b.decode("utf-8", "replace") for b in raw_names]
-            self._last_raw_names = raw_names
-            self._last_decoded = names
+        names = self._decoded.get(fields.names)
+        if names is None:
+            if len(self._decoded) >= self._max_cached:
+                self._decoded.clear()
+            names = self._decoded[fields.names] = [b.decode("utf-8", "replace") for b in fields.names]
         return self.update(names, fields.position, fields.velocity, fields.effort,
                            now_stamp_ns=now_stamp_ns, max_future_ns=max_future_ns,
                            stamp_ns=fields.stamp_ns, arrival_ns=arrival_ns)

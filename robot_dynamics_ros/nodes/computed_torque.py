@@ -154,12 +154,11 @@ def _node_params():
 def _make_node_class():
     from rcl_interfaces.msg import SetParametersResult
     from rclpy.node import Node
-    from builtin_interfaces.msg import Time as TimeMsg
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray, MultiArrayDimension
     from trajectory_msgs.msg import JointTrajectory
 
-    from robot_dynamics_ros.control.cdr import JointStateReader, fields_from_message
+    from robot_dynamics_ros.control.cdr import JointStateReader
     from robot_dynamics_ros.control.joint_mapping import JointStateMapper
     from robot_dynamics_ros.nodes import common
 
@@ -287,41 +286,27 @@ def _make_node_class():
         # -------------------------------------------------------------- subscriptions
         def _on_joint_state_raw(self, raw: bytes) -> None:
             """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True``)."""
+            if self.mapper is None:
+                return
             try:
                 fields = common.joint_state_fields(self._reader, raw)
             except Exception as exc:  # noqa: BLE001 - a node never dies on one message
                 self.diagnostics.count("joint_states_rejected")
                 self.log.warning("deserialize", f"joint_states: cannot deserialize {len(raw)} bytes: {exc}")
                 return
-            self._on_fields(fields)
-
-        def _on_joint_state(self, msg) -> None:
-            """The same as :meth:`_on_joint_state_raw` for a deserialized message."""
-            self._on_fields(fields_from_message(msg))
-
-        def _on_fields(self, fields) -> None:
-            if self.mapper is None:
-                return
             arrival = time.monotonic_ns()
             # stamps further ahead of the node clock than state_timeout are rejected (a wrong clock must
             # not block every later message as out of order)
-            self._after_update(self.mapper.update_raw(fields, arrival, now_stamp_ns=self._clock.now().nanoseconds,
-                                                      max_future_ns=int(float(self.params["state_timeout"]) * 1e9)),
-                               arrival, fields.stamp_ns)
-
-        def _after_update(self, rejection, arrival: int, sample_ns: int) -> None:
+            rejection = self.mapper.update_fields(fields, arrival, now_stamp_ns=self._clock.now().nanoseconds,
+                                                  max_future_ns=int(float(self.params["state_timeout"]) * 1e9))
             if rejection is not None:
                 self.diagnostics.count("joint_states_rejected")
                 self.log.warning(f"joint_states:{rejection.code.name}", f"joint_states rejected: {rejection}")
                 return
             self.diagnostics.count("joint_states")
             if self._on_states:
-                now = self._clock.now()
-                if sample_ns:
-                    sec, nanosec = divmod(sample_ns, 1_000_000_000)
-                    self._control(now.nanoseconds, arrival, sample_ns, TimeMsg(sec=sec, nanosec=nanosec))
-                else:
-                    self._control(now.nanoseconds, arrival, now.nanoseconds, now.to_msg())
+                now_ns = self._clock.now().nanoseconds
+                self._control(now_ns, arrival, fields.stamp_ns or now_ns)
 
         def _now_s(self, now_ns: int) -> float:
             return (now_ns - self._epoch_ns) * 1e-9
@@ -358,9 +343,9 @@ def _make_node_class():
             if self.mapper is None:
                 return
             now = self._clock.now()
-            self._control(now.nanoseconds, time.monotonic_ns(), now.nanoseconds, now.to_msg())
+            self._control(now.nanoseconds, time.monotonic_ns(), now.nanoseconds)
 
-        def _control(self, now_ns: int, arrival_ns: int, sample_ns: int, sample_stamp) -> None:
+        def _control(self, now_ns: int, arrival_ns: int, sample_ns: int) -> None:
             """One control tick: sample the desired motion at ``sample_ns``, compute, clamp, publish."""
             mapper = self.mapper
             t0 = time.perf_counter()
@@ -399,7 +384,7 @@ def _make_node_class():
             cmd.data = mapper.to_command_list(tau)
             self.pub_command.publish(cmd)
             ds = self._desired_msg
-            ds.header.stamp = sample_stamp
+            ds.header.stamp.sec, ds.header.stamp.nanosec = divmod(sample_ns, 1_000_000_000)
             idx = mapper.command_index
             ds.position = desired.q[idx].tolist()
             ds.velocity = desired.qd[idx].tolist()

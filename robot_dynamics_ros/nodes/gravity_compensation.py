@@ -24,11 +24,11 @@ import numpy as np
 from rclpy.node import Node
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64MultiArray, MultiArrayDimension
+from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool
 
 from robot_dynamics_ros.control import laws
-from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader, fields_from_message
+from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper
 from robot_dynamics_ros.nodes import common
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
@@ -117,7 +117,6 @@ class GravityCompensationNode(Node):
         topic = f"/{self.p['controller_name'].strip('/')}/commands"
         self.command_topic = topic
         self.pub = self.create_publisher(Float64MultiArray, topic, common.command_qos(qos_depth))
-        self._out = Float64MultiArray()
         self._writer: Float64MultiArrayWriter | None = None
         self._reader = JointStateReader()
         # raw=True: the callback gets the serialized JointState and reads the fields it needs itself
@@ -159,8 +158,6 @@ class GravityCompensationNode(Node):
         self._effort_limit = np.asarray(model.effort_limit, dtype=float)
         self._effort_limit_list = self._effort_limit.tolist()
         self._tau_zero = [0.0] * model.n
-        dim = MultiArrayDimension(label=",".join(joints), size=len(joints), stride=len(joints))
-        self._out.layout.dim = [dim]
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
         if not crossval_ok:
@@ -248,6 +245,12 @@ class GravityCompensationNode(Node):
     def _on_joint_state_raw(self, raw: bytes) -> None:
         """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True`` subscription)."""
         t0 = time.perf_counter()
+        if self._shut:
+            return
+        mapper = self.mapper
+        if mapper is None:
+            self.log.warning("no_model", "joint_states received but no robot model loaded yet")
+            return
         try:
             fields = common.joint_state_fields(self._reader, raw)
         except Exception as exc:  # noqa: BLE001 - a node never dies on one message
@@ -255,26 +258,9 @@ class GravityCompensationNode(Node):
             self.last_error = f"joint_states: cannot deserialize {len(raw)} bytes: {exc}"
             self.log.warning("deserialize", self.last_error)
             return
-        self._on_fields(fields, t0)
-
-    def _on_joint_state(self, msg: JointState) -> None:
-        """The same as :meth:`_on_joint_state_raw` for a deserialized message."""
-        self._on_fields(fields_from_message(msg), time.perf_counter())
-
-    def _on_fields(self, fields, t0: float) -> None:
-        if self._shut:
-            return
-        mapper = self.mapper
-        if mapper is None:
-            self.log.warning("no_model", "joint_states received but no robot model loaded yet")
-            return
         arrival = time.monotonic_ns()
         now_ns = self._clock.now().nanoseconds if self._sim_time else time.time_ns()
-        self._step(mapper, mapper.update_raw(fields, arrival, now_stamp_ns=now_ns,
-                                             max_future_ns=self._timeout_ns), arrival, now_ns, t0)
-
-    def _step(self, mapper: JointStateMapper, rej, arrival: int, now_ns: int, t0: float) -> None:
-        """After the state update: staleness, g(q) [+ friction], clamp, publish (one command)."""
+        rej = mapper.update_fields(fields, arrival, now_stamp_ns=now_ns, max_future_ns=self._timeout_ns)
         if rej is not None:
             self.diag.count("rejected")
             self.last_error = f"joint_states rejected: {rej}"
@@ -349,8 +335,7 @@ class GravityCompensationNode(Node):
             self._shut = True
             if getattr(self, "p", {}).get("publish_zero_on_shutdown") and self.mapper is not None:
                 try:
-                    self._out.data = [0.0] * len(self.mapper.command_joints)
-                    self.pub.publish(self._out)
+                    self.pub.publish(self._writer.write([0.0] * self._writer.n))
                 except Exception:  # noqa: BLE001 - context may already be gone
                     pass
             try:
