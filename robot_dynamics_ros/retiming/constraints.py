@@ -65,7 +65,7 @@ def _lagrange4(tau, nodes, j0, w):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _dynamics_plan(s, knot_index, spacing, is_node, mids, t_idx, t_row, t_w, a_row, a_w):  # pragma: no cover
-    """Fill the evaluation plan (see :func:`dynamics_plan`); returns (n_nodes, n_mids, n_targets)."""
+    """Fill the evaluation plan (see :func:`plan_and_schemes`); returns (n_nodes, n_mids, n_targets)."""
     n_grid = s.shape[0]
     n_int = knot_index.shape[0] - 1
     n_mid = 0
@@ -76,7 +76,7 @@ def _dynamics_plan(s, knot_index, spacing, is_node, mids, t_idx, t_row, t_w, a_r
         ga = knot_index[k]
         gb = knot_index[k + 1]
         length = gb - ga
-        if length == 1:  # a one-stage interval: its midpoint bounds the stage (topp_ra.stage_schemes)
+        if length == 1:  # a one-stage interval: its midpoint bounds the stage (scheme 0)
             mids[n_mid] = ga
             n_mid += 1
         ds = s[ga + 1] - s[ga]
@@ -135,7 +135,7 @@ def _dynamics_plan(s, knot_index, spacing, is_node, mids, t_idx, t_row, t_w, a_r
 
 @njit(cache=True, nogil=True)
 def _plan_and_schemes(s, knot_index, spacing):  # pragma: no cover - compiled
-    """:func:`dynamics_plan` and :func:`~.topp_ra.stage_schemes` in one compiled call."""
+    """The body of :func:`plan_and_schemes`."""
     n_grid = s.shape[0]
     is_node = np.empty(n_grid, dtype=np.bool_)
     mids = np.empty(n_grid, dtype=np.int64)
@@ -163,19 +163,12 @@ def _plan_and_schemes(s, knot_index, spacing):  # pragma: no cover - compiled
 
 
 def plan_and_schemes(s: np.ndarray, knot_index: np.ndarray, spacing: float):
-    """(:func:`dynamics_plan` tuple, :func:`~.topp_ra.stage_schemes` (N-1,) int8, (N,) bool: gridpoints
-    that are dynamics nodes) in one compiled call."""
-    out = _plan_and_schemes(s, knot_index, float(spacing))
-    return out[:6], out[6], out[7]
-
-
-def dynamics_plan(s: np.ndarray, knot_index: np.ndarray, spacing: float):
-    """Where to evaluate the dynamics along the path, and how to fill in the other collocation points.
+    """The dynamics plan (where to evaluate the dynamics along the path, and how to fill in the other
+    collocation points) and the stage schemes, in one compiled call.
 
     Inside a knot interval q(s) is one cubic, so a(s), b(s), c(s) are analytic there. Nodes: the midpoint
-    of every one-stage knot interval (the only midpoints the solver reads, see
-    :func:`~.topp_ra.stage_schemes`); every gridpoint of intervals with at most 4 stages or stages longer
-    than ``spacing``; else about one gridpoint per ``spacing`` (path units, rad), at least 5 per interval.
+    of every one-stage knot interval (the only midpoints the solver reads, see the schemes below); every
+    gridpoint of intervals with at most 4 stages or stages longer than ``spacing``; else about one gridpoint per ``spacing`` (path units, rad), at least 5 per interval.
     The other gridpoints are targets: cubic Lagrange interpolation from the 4 nearest nodes of their
     interval (error about (3/128) h⁴ max|f⁽⁴⁾|, h the node spacing), checked against a shifted 4-node
     stencil; targets whose two estimates differ by more than a tolerance are evaluated exactly
@@ -185,22 +178,15 @@ def dynamics_plan(s: np.ndarray, knot_index: np.ndarray, spacing: float):
         s: (N,) gridpoints; knot_index: (K,) index of every knot in s (first 0, last N-1);
         spacing: node spacing (≤ 0: exact evaluation everywhere).
     Returns:
-        (nodes (E,) collocation indices of the nodes (gridpoint nodes first, in order), targets (T,)
-        collocation indices, rows (T, 4) node rows used (row 0 = -1: exact), weights (T, 4),
-        alt_rows (T, 4), alt_weights (T, 4)).
+        (plan, scheme, is_node): plan = (nodes (E,) collocation indices of the nodes (gridpoint nodes
+        first, in order), targets (T,) collocation indices, rows (T, 4) node rows used (row 0 = -1:
+        exact), weights (T, 4), alt_rows (T, 4), alt_weights (T, 4)); scheme (N-1,) int8, which three
+        points bound each stage's constraints (:func:`~.topp_ra.solve_topp_ra`): a stage alone in its knot
+        interval needs its midpoint (0), any other the neighbouring gridpoint of its interval, left (1)
+        when there is one, else right (2); is_node (N,) bool, the gridpoints that are dynamics nodes.
     """
-    n_grid = s.shape[0]
-    is_node = np.empty(n_grid, dtype=np.bool_)
-    mids = np.empty(n_grid, dtype=np.int64)
-    t_idx = np.empty(n_grid, dtype=np.int64)
-    t_row = np.empty((n_grid, 4), dtype=np.int64)
-    t_w = np.empty((n_grid, 4))
-    a_row = np.empty((n_grid, 4), dtype=np.int64)
-    a_w = np.empty((n_grid, 4))
-    n_nodes, n_mid, n_t = _dynamics_plan(s, np.asarray(knot_index, dtype=np.int64), float(spacing), is_node,
-                                         mids, t_idx, t_row, t_w, a_row, a_w)
-    nodes = np.concatenate((2 * np.flatnonzero(is_node), 2 * mids[:n_mid] + 1))
-    return (nodes, t_idx[:n_t], t_row[:n_t], t_w[:n_t], a_row[:n_t], a_w[:n_t])
+    out = _plan_and_schemes(s, knot_index, float(spacing))
+    return out[:6], out[6], out[7]
 
 
 #: interpolated coefficients are accepted when two stencils agree to this fraction of the joint's
@@ -415,7 +401,7 @@ def _stacked_torques(dynamics, q, dq, ddq, idx):
 
 
 def torque_coefficients_planned(dynamics, q, dq, ddq, plan):
-    """a, b, c (P, n) at all P = 2N-1 collocation points (:func:`dynamics_plan`).
+    """a, b, c (P, n) at all P = 2N-1 collocation points (:func:`plan_and_schemes`).
 
     Dynamics at the nodes — with the in-package :class:`NewtonEulerDynamics`, one fused compiled pass
     (:func:`_abc_batch`: body transforms once per state, the two zero-velocity recursions for a and c

@@ -133,7 +133,7 @@ class RetimeOptions:
             direction reversal: the trajectory stops there (see :func:`~.path.split_at_reversals`).
         dynamics_spacing: path-length spacing (rad) of the exact dynamics evaluations inside a knot
             interval when the gridpoints are denser; the rest is cubic interpolation
-            (:func:`~.constraints.dynamics_plan`). 0 → RNEA at every gridpoint and stage midpoint.
+            (:func:`~.constraints.plan_and_schemes`). 0 → RNEA at every gridpoint and stage midpoint.
     """
 
     velocity_scale: float = 1.0

@@ -476,23 +476,6 @@ _WORK = np.empty(0)
 _WORK_LOCK = threading.Lock()
 
 
-def stage_schemes(n_grid: int, knot_index: np.ndarray | None = None) -> np.ndarray:
-    """Which three points bound each stage's constraints (see :func:`_stage_halfplanes`): (N-1,) int8.
-
-    Stages in a knot interval of one stage need their midpoint (0); otherwise the neighbouring gridpoint
-    of the same interval, left (1) when there is one, else right (2). ``knot_index`` None: every stage
-    uses its midpoint.
-    """
-    stages = np.arange(n_grid - 1)
-    if knot_index is None:
-        return np.zeros(n_grid - 1, dtype=np.int8)
-    k = np.searchsorted(knot_index, stages, side="right") - 1
-    ka = knot_index[k]
-    length = knot_index[k + 1] - ka
-    out = np.where(length == 1, 0, np.where(stages > ka, 1, 2)).astype(np.int8)
-    return out
-
-
 def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 0.0, x_end: float = 0.0,
                   scheme: np.ndarray | None = None, vel_rows: int = 0, xmin: np.ndarray | None = None):
     """Run the backward and forward passes of TOPP-RA.
@@ -504,7 +487,7 @@ def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 
            velocity limit is the row (0, 1) ≤ xmax).
         h: (2N-1, R) right-hand sides; +inf disables a row.
         x_start, x_end: sd² at the first and last gridpoint ((rad/s)² of chord length).
-        scheme: (N-1,) per-stage stencil from :func:`stage_schemes` (default: midpoints everywhere; the
+        scheme: (N-1,) per-stage stencil from :func:`~.constraints.plan_and_schemes` (default: midpoints everywhere; the
             rows at the midpoints of stages with another stencil are not read).
         vel_rows, xmin: rows 1 .. vel_rows are velocity rows and xmin (2N-1,) the tightest velocity bound
             on x at each point (:func:`~.constraints.build_constraints`); rows far from it are skipped.
