@@ -70,6 +70,20 @@ def _push(H, m, a, b, g):  # pragma: no cover - compiled
 
 
 @njit(cache=True, inline="always")
+def _visit_row(c, nfirst, first, second, m):  # pragma: no cover - compiled
+    """The row visited c-th by the 2-variable LP: ``second``, then ``first`` (the ``nfirst`` of them that
+    are rows), then 0 .. m-1 without those two; -1 for a position that repeats one of them (skip it)."""
+    if c < nfirst:
+        if nfirst == 2:
+            return second if c == 0 else first
+        return second if 0 <= second < m else first
+    k = c - nfirst
+    if k == first or k == second:
+        return -1
+    return k
+
+
+@njit(cache=True, inline="always")
 def _box_slack(a, b, g, ulo, uhi, xb):  # pragma: no cover - compiled
     """g − max{a u + b x : ulo ≤ u ≤ uhi, 0 ≤ x ≤ xb} minus a margin (> 0: the half-plane holds on the box)."""
     return g - (max(a * ulo, a * uhi) + max(0.0, b * xb)) - 1e-6 * (1.0 + abs(g))
@@ -236,15 +250,9 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
         nfirst += 1
     for c in range(m + nfirst):
         # order: second, first (so that `first` ends up as the newest), then 0 .. m-1 skipping those
-        if c < nfirst:
-            if nfirst == 2:
-                k = second if c == 0 else first
-            else:
-                k = second if 0 <= second < m else first
-        else:
-            k = c - nfirst
-            if (k == first or k == second):
-                continue
+        k = _visit_row(c, nfirst, first, second, m)
+        if k < 0:
+            continue
         a = H[k, 0]
         b = H[k, 1]
         g = H[k, 2]
@@ -281,15 +289,9 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
             return False
         feasible = True
         for c2 in range(c):
-            if c2 < nfirst:
-                if nfirst == 2:
-                    j = second if c2 == 0 else first
-                else:
-                    j = second if 0 <= second < m else first
-            else:
-                j = c2 - nfirst
-                if j == first or j == second:
-                    continue
+            j = _visit_row(c2, nfirst, first, second, m)
+            if j < 0:
+                continue
             aj = H[j, 0]
             bj = H[j, 1]
             den = aj * du + bj * dx
