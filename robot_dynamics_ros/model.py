@@ -18,6 +18,8 @@ Floating-base robots are rejected (by :mod:`robot_dynamics_ros.description`).
 """
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +30,10 @@ import numpy as np
 
 from robot_dynamics_ros.description import RobotDescription, check_inertia, read_urdf_text
 from robot_dynamics_ros.errors import URDFError, UserError
+
+
+_KEEP = object()
+_VERSIONS = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -260,6 +266,33 @@ class RobotModel:
         if self._payload is not None:
             self._payload = None
             self._version += 1
+
+    def with_settings(self, *, gravity=None, payload=_KEEP) -> RobotModel:
+        """A new model sharing this one's description and limits, with other gravity and/or payload.
+
+        This is how settings change at run time: build the new model (and its engines) beside the old one,
+        then swap one reference, so a reader (a callback, the retiming worker thread) sees either the old
+        model or the new one, never a half-updated one.
+
+        Args:
+            gravity: (3,) m/s² in the root link frame; None keeps this model's.
+            payload: a :class:`Payload`, ``(link, mass, com, inertia)``, or None for no payload; omitted keeps
+                this model's.
+
+        Raises:
+            UserError: as :meth:`set_payload` and the ``gravity`` setter.
+        """
+        new = copy.copy(self)
+        if gravity is not None:
+            new.gravity = gravity
+        if payload is not _KEEP:
+            new._payload = None
+            if isinstance(payload, Payload):
+                new.set_payload(payload.link, payload.mass, payload.com, payload.inertia)
+            elif payload is not None:
+                new.set_payload(*payload)
+        new._version = next(_VERSIONS)
+        return new
 
     # ----------------------------------------------------------------------------------------------
     def neutral(self) -> np.ndarray:
