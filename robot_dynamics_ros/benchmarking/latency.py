@@ -38,7 +38,6 @@ from __future__ import annotations
 import array
 import os
 import platform
-import random
 import signal
 import subprocess
 import sys
@@ -69,17 +68,16 @@ SWEEP_MAX_DROP_FRACTION = 0.01
 
 # --------------------------------------------------------------------------------------------- environment
 def isolate_dds(domain_id: int | None = None) -> int:
-    """Give this process (and its children) its own ROS_DOMAIN_ID and localhost-only discovery.
+    """Give this process (and its children) a private ROS_DOMAIN_ID and localhost-only discovery.
 
-    Must run before ``rclpy.init``. Keeps an already set ``ROS_DOMAIN_ID`` unless ``domain_id`` is given.
-    Also sets ``MALLOC_TOP_PAD_`` (64 MiB) for children when unset (glibc trimming slows numpy code; see
+    Must run before ``rclpy.init``. ``domain_id`` None: a private domain chosen by
+    :func:`robot_dynamics_ros.commands.isolation.private_environment`, never the caller's. Also sets
+    ``MALLOC_TOP_PAD_`` (64 MiB) for children when unset (glibc trimming slows numpy code; see
     shared/NOTES.md, "Benchmarks"). Returns the domain id in use.
     """
-    if domain_id is not None:
-        os.environ["ROS_DOMAIN_ID"] = str(domain_id)
-    elif "ROS_DOMAIN_ID" not in os.environ:
-        os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(101, 200))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    from robot_dynamics_ros.commands import isolation
+
+    os.environ.update(isolation.private_environment(domain_id))
     os.environ.setdefault("MALLOC_TOP_PAD_", "67108864")
     return int(os.environ["ROS_DOMAIN_ID"])
 

@@ -92,7 +92,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="keep-last depth of the joint_states and command endpoints of the publisher, "
                              "the relay and the gravity node (reliable; default 100, the node's default)")
     parser.add_argument("--domain-id", type=int, default=None,
-                        help="ROS_DOMAIN_ID to use (default: $ROS_DOMAIN_ID, else a random one in 101..200)")
+                        help="ROS_DOMAIN_ID to use (default: a private one in 102..201 chosen by the code, never "
+                             "$ROS_DOMAIN_ID); discovery is localhost-only in every case")
     parser.add_argument("--output", type=Path, default=Path("bench_latency.json"),
                         help="result document (JSON), default ./bench_latency.json")
     parser.add_argument("--markdown", type=Path, default=None, metavar="PATH",

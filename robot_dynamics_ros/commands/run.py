@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -157,7 +156,6 @@ def run(args: argparse.Namespace) -> int:
     ros_args = []
     for path in args.params:
         ros_args += ["--params-file", str(check_params_file(path))]
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     ctx = rclpy.Context()
     rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args] if ros_args else None)
     nodes = []
