@@ -55,7 +55,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from trajectory_msgs.msg import JointTrajectoryPoint
 
-from robot_dynamics_ros.nodes import common
+from robot_dynamics_ros.nodes import common, naming
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
 from robot_dynamics_ros.retiming import retimer as _retimer
 
@@ -108,16 +108,6 @@ def _duration(seconds: float) -> Duration:
     return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
 
-def _source_params() -> list[ParamSpec]:
-    """The shared robot-source parameters with a relative description topic (namespaces apply)."""
-    out = []
-    for spec in common.robot_source_params():
-        if spec.name == "robot_description_topic" and str(spec.default).startswith("/"):
-            spec = dataclasses.replace(spec, default=str(spec.default).lstrip("/"))
-        out.append(spec)
-    return out
-
-
 def acceleration_warning(model) -> str:
     """The one-line warning for joints of ``model`` without an acceleration limit, or ''."""
     missing = [j for j, a in zip(model.joint_names, model.acceleration_limit) if not math.isfinite(a)]
@@ -145,9 +135,7 @@ class RetimingServiceNode(Node):
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
-        from robot_dynamics_ros.share import resolve_config_file
-
-        self._specs = {s.name: s for s in [*_source_params(), *PARAMS]}
+        self._specs = {s.name: s for s in [*naming.source_params(), *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="retiming_service", period=self.p["diagnostics_period"])
@@ -183,9 +171,7 @@ class RetimingServiceNode(Node):
         self._worker_executor = MultiThreadedExecutor(num_threads=int(self.p["max_concurrent_requests"]),
                                                       context=self.context)
         self._worker_executor.add_node(self._worker)
-        params = dict(self.p)
-        params["joint_limits_path"] = resolve_config_file(params["joint_limits_path"])
-        self.loader = common.ModelLoader(self, self._on_model, self.log, params)
+        self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
         self._worker_thread = threading.Thread(target=self._spin_worker, name=f"{self.get_name()}_retiming",
                                                daemon=True)
         self._worker_thread.start()
