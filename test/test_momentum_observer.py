@@ -121,7 +121,7 @@ def test_panda_push_in_mujoco_residual_matches_jacobian_transpose_force():
     err = np.abs(R[settled] - E[settled]).max() / peak
     assert err < 0.01, err
     quiet = (T > 0.01) & (T < 0.5)
-    assert np.abs(R[quiet]).max() < 0.02 * peak
+    assert np.abs(R[quiet]).max() < 0.003 * peak  # model = plant: only discretization error
     det = CollisionDetector(7, 0.1 * peak, min_duration=0.002)
     onsets = [t for t, r in zip(T, R) if det.update(t, r).onset]
     assert len(onsets) == 1 and 0.5 <= onsets[0] <= 0.5 + 0.02
