@@ -125,3 +125,16 @@ def test_panda_push_in_mujoco_residual_matches_jacobian_transpose_force():
     det = CollisionDetector(7, 0.1 * peak, min_duration=0.002)
     onsets = [t for t, r in zip(T, R) if det.update(t, r).onset]
     assert len(onsets) == 1 and 0.5 <= onsets[0] <= 0.5 + 0.02
+
+
+def test_push_scenario_detects_within_20_ms_and_estimates_within_10_percent(tmp_path):
+    from robot_dynamics_ros.commands.push import push
+
+    s = push("panda", quiet=3.0, out=str(tmp_path))
+    assert s["peak_velocity_fraction"] >= 0.8
+    assert s["peak_external_torque_Nm"] > 5.0
+    assert s["detection_delay_ms"] is not None and 0.0 <= s["detection_delay_ms"] <= 20.0
+    assert s["estimate_error_ratio"] <= 0.1
+    assert s["filtered_error_ratio"] <= 0.01  # against the observer's own first-order design
+    assert s["false_collisions"] == 0 and s["contact_free_s"] >= 3.0
+    assert s["pass"] and (tmp_path / "push.png").stat().st_size > 10_000
