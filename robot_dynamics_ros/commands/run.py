@@ -87,6 +87,17 @@ def check_params_file(path: str) -> Path:
     return p.resolve()
 
 
+def _flatten(d: dict, prefix: str = "") -> dict:
+    """Nested ``ros__parameters`` mappings -> dotted names (``gains.j1.kp``), as rcl reads them."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def undeclared_parameters(params_files, nodes) -> list[str]:
     """Keys of the parameter files that a started node does not declare (rclpy ignores them silently).
 
@@ -94,8 +105,6 @@ def undeclared_parameters(params_files, nodes) -> list[str]:
     ``/**``. Returns one human-readable line per undeclared key, naming the file, node and key.
     """
     import yaml
-
-    from robot_dynamics_ros.launch_check import _flatten
 
     problems = []
     for path in params_files:
