@@ -28,12 +28,25 @@ from types import MappingProxyType
 
 import numpy as np
 
-from robot_dynamics_ros.description import RobotDescription, check_inertia, read_urdf_text
+from robot_dynamics_ros.description import RobotDescription, check_inertia, is_xml_text, read_urdf_file
 from robot_dynamics_ros.errors import URDFError, UserError
 
 
 _KEEP = object()
 _VERSIONS = itertools.count(1)
+
+#: largest memory the engines of one model may need, bytes (checked before any engine is built)
+MAX_ENGINE_BYTES = 1 << 30
+
+
+def estimated_engine_bytes(nv: int) -> int:
+    """Memory (bytes) of one Pinocchio ``Data`` for ``nv`` moving joints: ``36·nv³ + 8 MB``.
+
+    Pinocchio 4 allocates third-order derivative tensors (nv × nv × nv) in every ``Data``; the formula is
+    fitted to the resident-set growth of ``createData`` on serial chains (5 MB at nv = 25, 42 MB at 100,
+    279 MB at 200). The in-package Newton–Euler engine needs O(nv) per state, far less.
+    """
+    return 36 * nv**3 + 8_000_000
 
 
 @dataclass(frozen=True)
@@ -56,7 +69,7 @@ class Payload:
 class RobotModel:
     """A fixed-base robot loaded from a URDF, with held joints, payload, gravity and limits.
 
-    Build with :meth:`from_urdf`. Attributes (arrays are (n,) in ``joint_names`` order, inf where unknown):
+    Build with :meth:`from_text` (XML text), :meth:`from_file` or :meth:`from_urdf` (either). Attributes (arrays are (n,) in ``joint_names`` order, inf where unknown):
 
     * ``description`` (:class:`RobotDescription`), ``urdf_xml`` (the URDF text it was built from);
     * ``joint_names`` (tuple), ``n``, ``index`` (name -> position);
@@ -71,7 +84,7 @@ class RobotModel:
 
     def __init__(self, description: RobotDescription, urdf_xml: str, *,
                  held_joints: Mapping[str, float] | None = None, gravity=(0.0, 0.0, -9.81),
-                 joint_limits: str | Path | Mapping | None = None):
+                 joint_limits: str | Path | Mapping | None = None, strict: bool = False):
         self.description = description
         self.urdf_xml = urdf_xml
         d = description
@@ -84,6 +97,11 @@ class RobotModel:
         if self.n == 0:
             raise URDFError(f"URDF {d.source}: no actuated joints (every moving joint is held, mimic or "
                             "fixed)")
+        need = estimated_engine_bytes(len(moving))
+        if need > MAX_ENGINE_BYTES:
+            raise UserError(f"URDF {d.source}: {len(moving)} moving joints; the dynamics engine would need about "
+                            f"{need / 2**30:.1f} GiB (36·nv³ bytes), more than the {MAX_ENGINE_BYTES / 2**30:g} GiB "
+                            "accepted (MAX_ENGINE_BYTES); hold joints fixed to reduce the model")
         # mimic map: q_moving = multiplier * q[source] + offset (chains of mimics are composed)
         self.moving_joint_names: tuple[str, ...] = tuple(moving)
         src, mult, off = [], [], []
@@ -112,7 +130,17 @@ class RobotModel:
         self.joint_types: tuple[str, ...] = tuple(j.type for j in joints)
         if joint_limits is not None:
             self._apply_joint_limits(joint_limits)
-        self._check_mass()
+        self.massless_joints: tuple[str, ...] = self._find_massless()
+        warnings = list(description.warnings)
+        if self.massless_joints:
+            msg = (f"URDF {d.source}: joints {', '.join(repr(j) for j in self.massless_joints)} move links that "
+                   "carry no mass or inertia, so M(q) is singular: gravity and inverse dynamics are defined, "
+                   "forward dynamics and operational-space inertia are not (give the links an <inertial> or "
+                   "hold the joints)")
+            if strict:
+                raise URDFError(msg + " [strict]")
+            warnings.append(msg)
+        self.warnings: tuple[str, ...] = tuple(warnings)
         self._gravity = np.zeros(3)
         self._payload: Payload | None = None
         self._version = 0
@@ -121,41 +149,67 @@ class RobotModel:
 
     # ----------------------------------------------------------------------------------------------
     @classmethod
-    def from_urdf(cls, source: str | Path, *, held_joints: Mapping[str, float] | None = None,
-                  gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None) -> RobotModel:
-        """Load a fixed-base robot.
+    def from_text(cls, xml: str, *, label: str = "robot_description", held_joints: Mapping[str, float] | None = None,
+                  gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None,
+                  strict: bool = False) -> RobotModel:
+        """Load a fixed-base robot from URDF XML text (a topic, a parameter). Never opens a file: text that
+        is not XML is refused (``"URDF robot_description: not URDF XML (starts with '...')"``).
 
         Args:
-            source: a URDF file path, or the URDF XML text itself.
+            xml: the URDF document (see :func:`robot_dynamics_ros.description.parse_urdf_xml` for the caps).
+            label: how messages name the source.
             held_joints: joint name -> value (rad or m) to weld (e.g. ``{"panda_finger_joint1": 0.02}``).
             gravity: (3,) m/s² in the root link frame.
             joint_limits: a MoveIt ``joint_limits.yaml`` path or its loaded mapping (with or without the
                 top-level ``joint_limits`` key): ``max_acceleration`` (when ``has_acceleration_limits``)
                 fills ``acceleration_limit``; ``max_velocity``/``max_effort``/``min_position``/
                 ``max_position`` override the URDF when their ``has_*`` flag is true.
+            strict: refuse what the lenient loader accepts with a warning (:attr:`warnings`).
 
         Raises:
-            URDFError: invalid URDF (naming the link/joint), a moving actuated joint whose subtree has no
-                mass or inertia (M(q) would be singular), bad held joint.
-            UserError: bad joint_limits file or values, bad gravity.
+            URDFError: invalid URDF (one line naming the link/joint), bad held joint, with ``strict`` any
+                warning.
+            UserError: bad joint_limits file or values, bad gravity, a model too large for the engines
+                (:data:`MAX_ENGINE_BYTES`).
         """
-        text, _ = read_urdf_text(source)
-        description = RobotDescription.from_urdf(source)
-        return cls(description, text, held_joints=held_joints, gravity=gravity, joint_limits=joint_limits)
+        description = RobotDescription.from_text(xml, label=label, strict=strict)
+        return cls(description, xml, held_joints=held_joints, gravity=gravity, joint_limits=joint_limits,
+                   strict=strict)
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, held_joints: Mapping[str, float] | None = None,
+                  gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None,
+                  strict: bool = False) -> RobotModel:
+        """Load a fixed-base robot from a URDF file: a regular file (no FIFO, device or directory) of at
+        most :data:`robot_dynamics_ros.description.MAX_URDF_BYTES` bytes. Arguments and errors as
+        :meth:`from_text` (messages name the path)."""
+        text, label = read_urdf_file(path)
+        return cls.from_text(text, label=label, held_joints=held_joints, gravity=gravity,
+                             joint_limits=joint_limits, strict=strict)
+
+    @classmethod
+    def from_urdf(cls, source: str | Path, **kwargs) -> RobotModel:
+        """For the CLI and tests: :meth:`from_text` when ``source`` is a str whose first non-blank character
+        is ``<``, else :meth:`from_file` (a ``Path`` or a path string). Keyword arguments as
+        :meth:`from_text` (without ``label``). Descriptions from a topic or a parameter must use
+        :meth:`from_text`, which never opens a file."""
+        if is_xml_text(source):
+            return cls.from_text(source, label="<string>", **kwargs)
+        return cls.from_file(source, **kwargs)
 
     # ----------------------------------------------------------------------------------------------
-    def _check_mass(self) -> None:
-        """Each actuated joint (with its mimic followers) must move some mass or inertia, else M is singular."""
+    def _find_massless(self) -> tuple[str, ...]:
+        """Actuated joints that (with their mimic followers) move no mass and no inertia: M(q) is singular."""
         d = self.description
+        out = []
         for i, jn in enumerate(self.joint_names):
             links: set[str] = set()
             for k, mj in enumerate(self.moving_joint_names):
                 if self.mimic_source[k] == i:
                     links.update(d.subtree_links(mj))
             if all(d.links[ln].inertial.is_empty for ln in links):
-                raise URDFError(f"URDF {d.source}: joint {jn!r} moves links {sorted(links)} that carry no mass "
-                                "or inertia, so the mass matrix M(q) is singular; give them an <inertial> "
-                                "or hold the joint fixed")
+                out.append(jn)
+        return tuple(out)
 
     def _apply_joint_limits(self, joint_limits) -> None:
         where = "joint_limits"
@@ -328,7 +382,7 @@ class RobotModel:
     def reduced_urdf(self) -> str:
         """URDF text with the held joints welded and geometry dropped (what Pinocchio/MuJoCo load)."""
         if self._reduced_urdf is None:
-            self._reduced_urdf = self.description.to_urdf(self._held, drop_geometry=True)
+            self._reduced_urdf = self.description.to_urdf(self._held)
         return self._reduced_urdf
 
     def __repr__(self) -> str:
