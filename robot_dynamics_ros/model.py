@@ -262,7 +262,8 @@ class RobotModel:
     # ----------------------------------------------------------------------------------------------
     @property
     def version(self) -> int:
-        """Bumped on every change of gravity or payload, so engines know to update."""
+        """A new process-wide number on every change of gravity or payload (and for every
+        :meth:`with_settings` copy), so an engine knows to update; two models never share one."""
         return self._version
 
     @property
@@ -276,7 +277,7 @@ class RobotModel:
         if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise UserError(f"gravity: expected 3 finite numbers (m/s²), got {np.asarray(value).tolist()}")
         self._gravity = g.copy()
-        self._version += 1
+        self._version = next(_VERSIONS)
 
     @property
     def payload(self) -> Payload | None:
@@ -313,13 +314,13 @@ class RobotModel:
         except URDFError as exc:
             raise UserError(str(exc)) from None
         self._payload = Payload(link, m, c.copy(), inertia_arr.copy())
-        self._version += 1
+        self._version = next(_VERSIONS)
 
     def clear_payload(self) -> None:
         """Remove the payload (no-op when none)."""
         if self._payload is not None:
             self._payload = None
-            self._version += 1
+            self._version = next(_VERSIONS)
 
     def with_settings(self, *, gravity=None, payload=_KEEP) -> RobotModel:
         """A new model sharing this one's description and limits, with other gravity and/or payload.

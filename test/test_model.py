@@ -94,3 +94,62 @@ def test_held_joint_errors():
         RobotModel.from_urdf(ROBOTS["planar_2r"].path, held_joints={"base_to_plane": 0.0})
     with pytest.raises(UserError, match="no actuated joints"):
         RobotModel.from_urdf(ROBOTS["planar_2r"].path, held_joints={"joint1": 0.0, "joint2": 0.0})
+
+
+def _chain(n: int) -> str:
+    parts = ['<robot name="chain"><link name="l0"/>']
+    for i in range(1, n + 1):
+        parts.append(f'<link name="l{i}"><inertial><origin xyz="0 0 0.05"/><mass value="1"/>'
+                     '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>'
+                     f'<joint name="j{i}" type="revolute"><origin xyz="0 0 0.1"/><parent link="l{i - 1}"/>'
+                     f'<child link="l{i}"/><axis xyz="0 1 0"/><limit lower="-3" upper="3" effort="10" velocity="2"/>'
+                     '</joint>')
+    return "".join(parts) + "</robot>"
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * 4096
+
+
+def test_a_1000_joint_chain_is_refused_before_allocating():
+    import resource
+    import time
+
+    from robot_dynamics_ros.model import MAX_ENGINE_BYTES
+
+    peak0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match=r"1000 moving joints; .* more than the 1 GiB accepted \(MAX_ENGINE_BYTES\)"):
+        RobotModel.from_text(_chain(1000))
+    assert time.perf_counter() - t0 < 5.0
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - peak0
+    assert grown < MAX_ENGINE_BYTES / 10
+
+
+def test_engine_memory_estimate_matches_pinocchio_data():
+    # the cap rests on estimated_engine_bytes: check it against the resident growth of one Data (nv = 120)
+    from robot_dynamics_ros.model import estimated_engine_bytes
+
+    pm = pin.buildModelFromXML(_chain(120))
+    r0 = _rss_bytes()
+    data = pm.createData()
+    grown = _rss_bytes() - r0
+    assert 0.5 * estimated_engine_bytes(120) < grown < 1.5 * estimated_engine_bytes(120)
+    del data
+
+
+def test_the_engine_keeps_one_pinocchio_data(monkeypatch):
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+    created = []
+    create = pin.Model.createData
+    monkeypatch.setattr(pin.Model, "createData", lambda self: created.append(1) or create(self))
+    m = RobotModel.from_text(_chain(30))
+    eng = PinocchioDynamics(m)
+    data = eng.data
+    eng.model = m.with_settings(gravity=(0, 0, -1.62))  # a new version: gravity refreshed, Data kept
+    q = np.zeros(m.n)
+    q[0] = np.pi / 2  # the chain horizontal: the last joint holds its link, 1 kg at 0.05 m, against 1.62 m/s²
+    np.testing.assert_allclose(abs(eng.gravity(q)[-1]), 1.0 * 1.62 * 0.05, rtol=0, atol=1e-12)
+    assert eng.data is data and len(created) == 1
