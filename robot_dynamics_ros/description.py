@@ -14,16 +14,29 @@ Conventions (ROS REP 103 / URDF specification, http://wiki.ros.org/urdf/XML):
 * ``<inertial>`` gives the mass, the centre of mass and the inertia tensor about the centre of mass in
   the frame ``<inertial><origin>``; here it is rotated into the link frame.
 
-Validation raises :class:`robot_dynamics_ros.errors.URDFError` naming the file (when known) and the link
-or joint at fault: negative or non-finite mass, inertia that is not positive semi-definite or whose
-principal moments violate the triangle inequality, zero-length axis, unknown parent or child link, a link
-with two parents, cycles, more than one root link, duplicate names, floating/planar joints (floating-base
-robots are not supported), malformed numbers, DOCTYPE/ENTITY declarations (refused for safety).
-Meshes are never opened: ``<visual>``/``<collision>`` are kept only as XML, for :meth:`to_urdf`.
+Reading (:func:`parse_urdf_xml`): descriptions are data. :meth:`RobotDescription.from_text` never opens a
+file; :meth:`RobotDescription.from_file` reads regular files only (:func:`read_urdf_file`). The parse is
+streaming and bounded (:data:`MAX_URDF_BYTES`, :data:`MAX_URDF_ELEMENTS`, :data:`MAX_ATTRIBUTE_CHARS`);
+``<visual>``, ``<collision>`` and other content are skipped, never stored; meshes are never opened;
+DOCTYPE/ENTITY declarations are refused (entity expansion). Messages quote at most :data:`EXCERPT_CHARS`
+characters of the input.
 
-Point masses (a mass with a zero inertia tensor, as in the planar 2R arm of the reference text) and thin
-rods (one principal moment zero) are accepted: they are the physical limit cases of the triangle
-inequality, not violations of it.
+Validation raises :class:`robot_dynamics_ros.errors.URDFError`, one line naming the source and the link or
+joint at fault: negative or non-finite mass, a principal moment clearly below zero on a moving link,
+values beyond the plausibility bounds (:data:`MAX_LINK_MASS`, :data:`MAX_LINK_INERTIA`,
+:data:`MAX_LENGTH`), zero-length axis, unknown parent or child link, a link with two parents, cycles, more
+than one root link, duplicate names, floating/planar joints (floating-base robots are not supported: the
+root link is the fixed base), malformed numbers, ``lower > upper``, ``<mimic>`` cycles.
+
+Accepted with a warning (:attr:`RobotDescription.warnings`; ``strict=True`` refuses them instead): a
+non-physical inertia on the fixed base (the root link and links welded to it; zeroed, since it cannot
+affect joint torques), principal moments violating the triangle inequality on a moving link (no rigid body
+has them, but M(q) stays positive definite; used as given, as Pinocchio does), a ``<mimic>`` naming an
+unknown or fixed joint (ignored: the joint is actuated on its own, as Pinocchio reads it).
+
+Rounding is not a violation: the inertia checks have the tolerance of :func:`inertia_tolerance`. Point
+masses (a mass with a zero inertia tensor, as in the planar 2R arm of the reference text) and thin rods
+(one principal moment zero) are accepted: they are the physical limit cases of the triangle inequality.
 """
 from __future__ import annotations
 

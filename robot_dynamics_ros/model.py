@@ -11,10 +11,15 @@ and fixes the things every consumer must agree on:
 * **held joints** (e.g. gripper fingers) are welded at a given value; a mimic joint of a held joint is held;
 * limits: position, velocity, effort from the URDF, acceleration (and overrides) from a MoveIt-style
   ``joint_limits.yaml``; ``damping``/``friction`` from URDF ``<dynamics>``;
-* ``gravity`` (m/s², in the root link frame) and a **payload** on a named link, both changeable at run
-  time; each change bumps ``version`` so the engines update their cached models.
+* ``gravity`` (m/s², in the root link frame) and a **payload** on a named link. A model is treated as
+  immutable once shared: run-time changes build a copy with :meth:`RobotModel.with_settings` and swap the
+  reference. Every model state has a process-wide unique ``version``, so an engine knows to update;
+* what the lenient loader accepted (``warnings``) and the actuated joints that move no mass
+  (``massless_joints``: M(q) singular; what needs M⁻¹ refuses them);
+* the engines' size: :data:`MAX_ENGINE_BYTES` is checked before any engine is built.
 
-Floating-base robots are rejected (by :mod:`robot_dynamics_ros.description`).
+Floating/planar joints are rejected (by :mod:`robot_dynamics_ros.description`): the root link is the fixed
+base.
 """
 from __future__ import annotations
 
@@ -76,7 +81,10 @@ class RobotModel:
     * ``lower``, ``upper`` (rad or m), ``velocity_limit`` (rad/s or m/s), ``effort_limit`` (N·m or N),
       ``acceleration_limit`` (rad/s² or m/s²), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
     * ``gravity`` (3,) m/s² in the root link frame (settable); ``held_joints`` (read-only mapping);
-    * ``payload`` (:class:`Payload` or None); ``version`` (int, bumped on every change);
+    * ``payload`` (:class:`Payload` or None); ``version`` (int, process-wide unique per model state);
+    * ``warnings`` (tuple of one-line str): what the lenient loader accepted (description warnings, then
+      massless joints); empty when loaded with ``strict=True``;
+    * ``massless_joints`` (tuple): actuated joints whose moving subtree carries no mass or inertia;
     * ``moving_joint_names``: actuated and mimic joints (everything that moves), tree order, with
       ``mimic_source`` (index into ``joint_names``), ``mimic_multiplier`` and ``mimic_offset`` such that
       ``q_moving = mimic_multiplier * q[mimic_source] + mimic_offset`` (:meth:`expand`).
@@ -310,7 +318,7 @@ class RobotModel:
             a = inertia_arr
             inertia_arr = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
         try:
-            check_inertia(inertia_arr, "payload")
+            check_inertia(inertia_arr, "payload", mass=m)
         except URDFError as exc:
             raise UserError(str(exc)) from None
         self._payload = Payload(link, m, c.copy(), inertia_arr.copy())

@@ -30,8 +30,8 @@ def add_robot_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gravity", metavar="GX,GY,GZ", help="gravity in the root link frame, m/s² "
                         "(default 0,0,-9.81)")
     parser.add_argument("--strict", action="store_true",
-                        help="refuse the URDF instead of loading it with warnings (rounding-level or "
-                             "non-physical inertias, the fixed base's inertia ignored, links without mass, "
+                        help="refuse the URDF instead of loading it with warnings (non-physical inertias, "
+                             "the fixed base's inertia ignored, links without mass, "
                              "broken <mimic>)")
 
 
