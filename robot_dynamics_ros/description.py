@@ -219,6 +219,19 @@ class Joint:
 # --------------------------------------------------------------------------------------------------
 # parsing
 # --------------------------------------------------------------------------------------------------
+def quote_name(name) -> str:
+    """``repr`` of a name from the input for a message, cut to :data:`EXCERPT_CHARS` characters."""
+    text = str(name)
+    return repr(text) if len(text) <= EXCERPT_CHARS else repr(text[:EXCERPT_CHARS]) + "..."
+
+
+def quote_names(names, limit: int = 5) -> str:
+    """``'a', 'b', 'c' and 4 more``: at most ``limit`` names (each :func:`quote_name`), for messages."""
+    names = list(names)
+    shown = ", ".join(quote_name(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
 def _floats(text: str | None, count: int, what: str, default=None) -> np.ndarray:
     if text is None:
         if default is None:
@@ -252,7 +265,7 @@ def _parse_inertial(link_name: str, elem: ET.Element | None, where: str) -> tupl
     (:func:`inertia_problem`); out-of-range values (:data:`MAX_LINK_MASS`, ...) raise at once."""
     if elem is None:
         return Inertial(), None
-    what = f"{where}link {link_name!r} <inertial>"
+    what = f"{where}link {quote_name(link_name)} <inertial>"
     origin = elem.find("origin")
     xyz = _floats(origin.get("xyz") if origin is not None else None, 3, f"{what} origin xyz", (0, 0, 0))
     rpy = _floats(origin.get("rpy") if origin is not None else None, 3, f"{what} origin rpy", (0, 0, 0))
@@ -335,13 +348,13 @@ def _parse_joint(elem: ET.Element, where: str) -> Joint:
     name = elem.get("name")
     if not name:
         raise URDFError(f"{where}a <joint> has no name")
-    what = f"{where}joint {name!r}"
+    what = f"{where}joint {quote_name(name)}"
     jtype = elem.get("type")
     if jtype in ("floating", "planar"):
-        raise URDFError(f"{what} is of type {jtype!r}: floating-base (and planar-base) robots are not "
+        raise URDFError(f"{what} is of type {quote_name(jtype)}: floating-base (and planar-base) robots are not "
                         "supported; give a fixed-base description")
     if jtype not in KNOWN_TYPES:
-        raise URDFError(f"{what}: unknown type {jtype!r} (expected one of {', '.join(KNOWN_TYPES)})")
+        raise URDFError(f"{what}: unknown type {quote_name(jtype)} (expected one of {', '.join(KNOWN_TYPES)})")
     parent_el, child_el = elem.find("parent"), elem.find("child")
     if parent_el is None or not parent_el.get("link"):
         raise URDFError(f"{what}: missing <parent link=...>")
@@ -423,27 +436,27 @@ class RobotDescription:
         by_name: dict[str, Joint] = {}
         for j in joints:
             if j.name in by_name:
-                raise URDFError(f"{where}joint {j.name!r} is defined twice")
+                raise URDFError(f"{where}joint {quote_name(j.name)} is defined twice")
             by_name[j.name] = j
         self.parent_joint: dict[str, str] = {}
         self.child_joints: dict[str, list[str]] = {ln: [] for ln in self.links}
         for j in joints:
             if j.parent not in self.links:
-                raise URDFError(f"{where}joint {j.name!r}: unknown parent link {j.parent!r}")
+                raise URDFError(f"{where}joint {quote_name(j.name)}: unknown parent link {quote_name(j.parent)}")
             if j.child not in self.links:
-                raise URDFError(f"{where}joint {j.name!r}: unknown child link {j.child!r}")
+                raise URDFError(f"{where}joint {quote_name(j.name)}: unknown child link {quote_name(j.child)}")
             if j.child in self.parent_joint:
-                raise URDFError(f"{where}link {j.child!r} has two parent joints: "
-                                f"{self.parent_joint[j.child]!r} and {j.name!r}")
+                raise URDFError(f"{where}link {quote_name(j.child)} has two parent joints: "
+                                f"{self.parent_joint[j.child]!r} and {quote_name(j.name)}")
             self.parent_joint[j.child] = j.name
             self.child_joints[j.parent].append(j.name)
         roots = [ln for ln in self.links if ln not in self.parent_joint]
         if not roots:
             raise URDFError(f"{where}the joints form a cycle: every link has a parent "
-                            f"(e.g. link {next(iter(self.links))!r})")
+                            f"(e.g. link {quote_name(next(iter(self.links)))})")
         if len(roots) > 1:
             raise URDFError(f"{where}more than one root link (links without a parent joint): "
-                            f"{', '.join(repr(r) for r in roots)}; connect them with joints")
+                            f"{', '.join(quote_name(r) for r in roots)}; connect them with joints")
         self.root = roots[0]
         # depth-first tree order; any link not reached lies on a cycle
         order: list[str] = []
@@ -454,19 +467,19 @@ class RobotDescription:
             stack.extend(reversed(self.child_joints[by_name[jn].child]))
         if len(order) != len(by_name):
             on_cycle = sorted(set(by_name) - set(order))
-            raise URDFError(f"{where}the joints {', '.join(repr(j) for j in on_cycle)} form a cycle "
+            raise URDFError(f"{where}the joints {', '.join(quote_name(j) for j in on_cycle)} form a cycle "
                             "(not reachable from the root link)")
         self.joints: dict[str, Joint] = {jn: by_name[jn] for jn in order}
         for j in list(self.joints.values()):
             if j.mimic is not None:
                 if j.mimic.joint not in self.joints:
-                    problem = f"unknown joint {j.mimic.joint!r}"
+                    problem = f"unknown joint {quote_name(j.mimic.joint)}"
                 elif not self.joints[j.mimic.joint].moving:
-                    problem = f"joint {j.mimic.joint!r} does not move"
+                    problem = f"joint {quote_name(j.mimic.joint)} does not move"
                 else:
                     continue
                 # as Pinocchio's URDF reader does by default: the joint moves on its own
-                self._warn(f"{where}joint {j.name!r} <mimic>: {problem}; ignored, the joint is actuated on its own")
+                self._warn(f"{where}joint {quote_name(j.name)} <mimic>: {problem}; ignored, the joint is actuated on its own")
                 self.joints[j.name] = dataclasses.replace(j, mimic=None)
         self._judge_inertias(dict(inertia_problems or {}))
         for j in self.joints.values():  # mimic cycles
@@ -474,8 +487,8 @@ class RobotDescription:
             m = j.mimic
             while m is not None:
                 if m.joint in seen:
-                    raise URDFError(f"{where}joint {j.name!r}: <mimic> joints form a cycle through "
-                                    f"{m.joint!r}")
+                    raise URDFError(f"{where}joint {quote_name(j.name)}: <mimic> joints form a cycle through "
+                                    f"{quote_name(m.joint)}")
                 seen.add(m.joint)
                 m = self.joints[m.joint].mimic
 
@@ -506,7 +519,7 @@ class RobotDescription:
         accepted with a warning (M(q) stays positive definite; Pinocchio and MuJoCo compute with it)."""
         base = set(self.base_links())
         for ln, (kind, text) in problems.items():
-            what = f"{self._where}link {ln!r} <inertial>"
+            what = f"{self._where}link {quote_name(ln)} <inertial>"
             if ln in base:
                 self._warn(f"{what}: {text}; ignored: the link is welded to the fixed base, so its inertia "
                            "cannot affect joint torques")
@@ -542,7 +555,7 @@ class RobotDescription:
             if not name:
                 raise URDFError(f"{prefix}a <link> has no name")
             if name in links:
-                raise URDFError(f"{prefix}link {name!r} is defined twice")
+                raise URDFError(f"{prefix}link {quote_name(name)} is defined twice")
             inertial, problem = _parse_inertial(name, el.find("inertial"), prefix)
             links[name] = Link(name, inertial)
             if problem is not None:
@@ -601,16 +614,16 @@ class RobotDescription:
         held = {}
         for jn, v in held_joints.items():
             if jn not in self.joints:
-                raise URDFError(f"{self._where}held joint {jn!r} is not a joint of this robot")
+                raise URDFError(f"{self._where}held joint {quote_name(jn)} is not a joint of this robot")
             j = self.joints[jn]
             if not j.moving:
-                raise URDFError(f"{self._where}held joint {jn!r} is of type {j.type!r}, not a moving joint")
+                raise URDFError(f"{self._where}held joint {quote_name(jn)} is of type {quote_name(j.type)}, not a moving joint")
             v = float(v)
             if not math.isfinite(v):
-                raise URDFError(f"{self._where}held joint {jn!r}: value {v} is not finite")
+                raise URDFError(f"{self._where}held joint {quote_name(jn)}: value {v} is not finite")
             tol = 1e-9
             if v < j.lower - tol or v > j.upper + tol:
-                raise URDFError(f"{self._where}held joint {jn!r}: value {v:g} outside its limits "
+                raise URDFError(f"{self._where}held joint {quote_name(jn)}: value {v:g} outside its limits "
                                 f"[{j.lower:g}, {j.upper:g}]")
             held[jn] = v
         changed = True
@@ -799,7 +812,7 @@ def parse_urdf_xml(xml: str, label: str) -> ET.Element:
             el = ET.SubElement(parent, tag)
         for k, v in attrib.items():
             if len(v) > MAX_ATTRIBUTE_CHARS:
-                raise URDFError(f"{prefix}<{tag}> attribute {k!r} has {len(v)} characters, more than the "
+                raise URDFError(f"{prefix}<{tag}> attribute {quote_name(k)} has {len(v)} characters, more than the "
                                 f"{MAX_ATTRIBUTE_CHARS} accepted ('{_excerpt(v)}')")
             el.set(k, v)
         stack.append((tag, el, path))

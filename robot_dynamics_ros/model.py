@@ -33,7 +33,14 @@ from types import MappingProxyType
 
 import numpy as np
 
-from robot_dynamics_ros.description import RobotDescription, check_inertia, is_xml_text, read_urdf_file
+from robot_dynamics_ros.description import (
+    RobotDescription,
+    check_inertia,
+    is_xml_text,
+    quote_name,
+    quote_names,
+    read_urdf_file,
+)
 from robot_dynamics_ros.errors import URDFError, UserError
 
 
@@ -141,7 +148,7 @@ class RobotModel:
         self.massless_joints: tuple[str, ...] = self._find_massless()
         warnings = list(description.warnings)
         if self.massless_joints:
-            msg = (f"URDF {d.source}: joints {', '.join(repr(j) for j in self.massless_joints)} move links that "
+            msg = (f"URDF {d.source}: joints {quote_names(self.massless_joints)} move links that "
                    "carry no mass or inertia, so M(q) is singular: gravity and inverse dynamics are defined, "
                    "forward dynamics and operational-space inertia are not (give the links an <inertial> or "
                    "hold the joints)")
@@ -247,11 +254,11 @@ class RobotModel:
                   "max_position": ("has_position_limits", self.upper)}
         for jn, entry in data.items():
             if jn not in self.description.joints:
-                raise UserError(f"{where}: joint {jn!r} is not a joint of {self.description.name}")
+                raise UserError(f"{where}: joint {quote_name(jn)} is not a joint of {quote_name(self.description.name)}")
             if jn not in self.index:  # held, mimic or fixed: nothing to limit
                 continue
             if not isinstance(entry, Mapping):
-                raise UserError(f"{where}: joint {jn!r}: expected a mapping, got {entry!r}")
+                raise UserError(f"{where}: joint {quote_name(jn)}: expected a mapping, got {entry!r}")
             i = self.index[jn]
             for key, (flag, arr) in fields.items():
                 if key not in entry or not entry.get(flag, False):
@@ -259,12 +266,12 @@ class RobotModel:
                 try:
                     v = float(entry[key])
                 except (TypeError, ValueError):
-                    raise UserError(f"{where}: joint {jn!r} {key}={entry[key]!r} is not a number") from None
+                    raise UserError(f"{where}: joint {quote_name(jn)} {key}={entry[key]!r} is not a number") from None
                 if math.isnan(v) or (key.startswith("max_") and key != "max_position" and v <= 0):
-                    raise UserError(f"{where}: joint {jn!r} {key}={v} must be a positive number")
+                    raise UserError(f"{where}: joint {quote_name(jn)} {key}={v} must be a positive number")
                 arr[i] = v
             if self.lower[i] > self.upper[i]:
-                raise UserError(f"{where}: joint {jn!r} min_position {self.lower[i]} > max_position "
+                raise UserError(f"{where}: joint {quote_name(jn)} min_position {self.lower[i]} > max_position "
                                 f"{self.upper[i]}")
 
     # ----------------------------------------------------------------------------------------------
@@ -306,7 +313,7 @@ class RobotModel:
             UserError: unknown link, negative/non-finite mass, bad com, non-physical inertia.
         """
         if link not in self.description.links:
-            raise UserError(f"payload link {link!r} is not a link of {self.description.name}")
+            raise UserError(f"payload link {quote_name(link)} is not a link of {quote_name(self.description.name)}")
         m = float(mass)
         if not math.isfinite(m) or m < 0:
             raise UserError(f"payload mass {mass} kg must be finite and ≥ 0")

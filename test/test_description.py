@@ -324,6 +324,11 @@ def test_error_messages_quote_a_short_excerpt_only():
     with pytest.raises(URDFError) as exc:
         RobotModel.from_text(bad)
     assert "'l1'" in str(exc.value) and "x" * 61 not in str(exc.value)
+    long_name = "n" * 200  # within MAX_ATTRIBUTE_CHARS, but a message quotes 60 characters of it
+    bad = robot('<link name="base"/>', link(long_name, mass="-1"), joint("j1", "base", long_name))
+    with pytest.raises(URDFError) as exc:
+        RobotModel.from_text(bad)
+    assert "'" + "n" * 60 + "'..." in str(exc.value) and "n" * 61 not in str(exc.value)
 
 
 def test_doctype_is_refused_before_any_expansion():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
+from robot_dynamics_ros.description import quote_name, quote_names
 from robot_dynamics_ros.dynamics import inputs
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.model import RobotModel
@@ -146,10 +147,9 @@ class PinocchioDynamics:
     def _need_minverse(self, what: str) -> None:
         """Refuse what needs M(q)⁻¹ when some actuated joint moves no mass (M singular)."""
         if self.model.massless_joints:
-            raise UserError(f"{what} needs M(q) > 0, but joints "
-                            f"{', '.join(repr(j) for j in self.model.massless_joints)} of "
-                            f"{self.model.description.name} move no mass or inertia (M(q) is singular); give "
-                            "their links an <inertial> or hold the joints")
+            raise UserError(f"{what} needs M(q) > 0, but joints {quote_names(self.model.massless_joints)} of "
+                            f"{quote_name(self.model.description.name)} move no mass or inertia (M(q) is "
+                            "singular); give their links an <inertial> or hold the joints")
 
     # ----------------------------------------------------------------------------------------------
     def rnea(self, q, qd, qdd) -> np.ndarray:
