@@ -718,6 +718,9 @@ def read_urdf_file(path: str | Path) -> tuple[str, str]:
     Raises:
         URDFError: ``"URDF <path>: <reason>"`` on one line.
     """
+    raw = str(path)
+    if len(raw) > 4096 or "\x00" in raw:  # PATH_MAX; and no echo of a long or binary "path"
+        raise URDFError(f"URDF path '{_excerpt(raw)}': not a file path ({len(raw)} characters)")
     p = Path(path).expanduser()
     label = str(p)
     try:

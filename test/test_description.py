@@ -272,6 +272,10 @@ def test_from_file_refuses_what_is_not_a_regular_file(tmp_path):
         RobotModel.from_file(tmp_path)
     with pytest.raises(URDFError, match=r"nope.urdf: no such file"):
         RobotModel.from_file(tmp_path / "nope.urdf")
+    for junk in ("/tmp/" + "x" * 100_000, "a\x00b"):
+        with pytest.raises(URDFError) as exc:
+            RobotModel.from_file(junk)
+        assert "not a file path" in str(exc.value) and len(str(exc.value)) < 140
     big = tmp_path / "big.urdf"
     with open(big, "wb") as fh:  # sparse: no disk used
         fh.truncate(MAX_URDF_BYTES + 1)
