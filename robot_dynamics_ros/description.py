@@ -25,14 +25,14 @@ Validation raises :class:`robot_dynamics_ros.errors.URDFError`, one line naming 
 joint at fault: negative or non-finite mass, a principal moment clearly below zero on a moving link,
 values beyond the plausibility bounds (:data:`MAX_LINK_MASS`, :data:`MAX_LINK_INERTIA`,
 :data:`MAX_LENGTH`), zero-length axis, unknown parent or child link, a link with two parents, cycles, more
-than one root link, duplicate names, floating/planar joints (floating-base robots are not supported: the
-root link is the fixed base), malformed numbers, ``lower > upper``, ``<mimic>`` cycles.
+than one root link, duplicate names, malformed numbers, ``lower > upper``, ``<mimic>`` cycles.
 
 Accepted with a warning (:attr:`RobotDescription.warnings`; ``strict=True`` refuses them instead): a
 non-physical inertia on the fixed base (the root link and links welded to it; zeroed, since it cannot
 affect joint torques), principal moments violating the triangle inequality on a moving link (no rigid body
 has them, but M(q) stays positive definite; used as given, as Pinocchio does), a ``<mimic>`` naming an
-unknown or fixed joint (ignored: the joint is actuated on its own, as Pinocchio reads it).
+unknown or fixed joint (ignored: the joint is actuated on its own, as Pinocchio reads it), a ``floating``
+or ``planar`` joint (welded at its origin: the fixed-base view; Pinocchio would make it a free-flyer).
 
 Rounding is not a violation: the inertia checks have the tolerance of :func:`inertia_tolerance`. Point
 masses (a mass with a zero inertia tensor, as in the planar 2R arm of the reference text) and thin rods
@@ -58,6 +58,8 @@ from robot_dynamics_ros.errors import URDFError
 MOVING_TYPES = ("revolute", "continuous", "prismatic")
 #: joint types accepted in a URDF read here
 KNOWN_TYPES = (*MOVING_TYPES, "fixed")
+#: joint types of floating and planar bases: welded at their origin (the fixed-base view), with a warning
+WELDED_TYPES = ("floating", "planar")
 
 #: relative tolerance of the inertia checks (eigenvalues, triangle inequality), times the largest moment
 INERTIA_RTOL = 1e-9
@@ -350,9 +352,8 @@ def _parse_joint(elem: ET.Element, where: str) -> Joint:
         raise URDFError(f"{where}a <joint> has no name")
     what = f"{where}joint {quote_name(name)}"
     jtype = elem.get("type")
-    if jtype in ("floating", "planar"):
-        raise URDFError(f"{what} is of type {quote_name(jtype)}: floating-base (and planar-base) robots are not "
-                        "supported; give a fixed-base description")
+    if jtype in WELDED_TYPES:  # the fixed-base view; RobotDescription records the warning
+        jtype = "fixed"
     if jtype not in KNOWN_TYPES:
         raise URDFError(f"{what}: unknown type {quote_name(jtype)} (expected one of {', '.join(KNOWN_TYPES)})")
     parent_el, child_el = elem.find("parent"), elem.find("child")
@@ -425,7 +426,8 @@ class RobotDescription:
     """
 
     def __init__(self, name: str, links: dict[str, Link], joints: list[Joint], source: str = "<string>", *,
-                 inertia_problems: Mapping[str, tuple[str, str]] | None = None, strict: bool = False):
+                 inertia_problems: Mapping[str, tuple[str, str]] | None = None,
+                 welded_joints: Mapping[str, str] | None = None, strict: bool = False):
         self.name = name
         self.source = source
         self.links = dict(links)
@@ -481,6 +483,10 @@ class RobotDescription:
                 # as Pinocchio's URDF reader does by default: the joint moves on its own
                 self._warn(f"{where}joint {quote_name(j.name)} <mimic>: {problem}; ignored, the joint is actuated on its own")
                 self.joints[j.name] = dataclasses.replace(j, mimic=None)
+        for jn, jtype in (welded_joints or {}).items():
+            j = self.joints[jn]
+            self._warn(f"{where}joint {quote_name(jn)} is of type {quote_name(jtype)}: welded at its origin, "
+                       f"link {quote_name(j.child)} bolted to {quote_name(j.parent)} (the fixed-base view)")
         self._judge_inertias(dict(inertia_problems or {}))
         for j in self.joints.values():  # mimic cycles
             seen = {j.name}
@@ -563,8 +569,9 @@ class RobotDescription:
         if not links:
             raise URDFError(f"{prefix}no <link> elements")
         joints = [_parse_joint(el, prefix) for el in root.findall("joint")]
+        welded = {el.get("name"): el.get("type") for el in root.findall("joint") if el.get("type") in WELDED_TYPES}
         return cls(root.get("name", "robot"), links, joints, source=label, inertia_problems=problems,
-                   strict=strict)
+                   welded_joints=welded, strict=strict)
 
     @classmethod
     def from_file(cls, path: str | Path, *, strict: bool = False) -> RobotDescription:

@@ -18,8 +18,8 @@ and fixes the things every consumer must agree on:
   (``massless_joints``: M(q) singular; what needs M⁻¹ refuses them);
 * the engines' size: :data:`MAX_ENGINE_BYTES` is checked before any engine is built.
 
-Floating/planar joints are rejected (by :mod:`robot_dynamics_ros.description`): the root link is the fixed
-base.
+The root link is the fixed base; ``floating``/``planar`` joints are welded at their origin with a warning
+(by :mod:`robot_dynamics_ros.description`).
 """
 from __future__ import annotations
 

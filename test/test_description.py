@@ -68,8 +68,6 @@ def test_good_urdf_reads():
     ("unknown parent", robot('<link name="base"/>', link("l1"), joint("j1", "nowhere", "l1")),
      ["'j1'", "'nowhere'"]),
     ("unknown child", robot('<link name="base"/>', joint("j1", "base", "ghost")), ["'j1'", "'ghost'"]),
-    ("floating base", robot('<link name="world"/>', link("l1"), joint("j1", "world", "l1", jtype="floating")),
-     ["'j1'", "floating"]),
     ("bad number", robot('<link name="base"/>', link("l1", mass="heavy"), joint("j1", "base", "l1")),
      ["'l1'", "heavy"]),
     ("duplicate link", robot('<link name="base"/>', link("l1"), link("l1"), joint("j1", "base", "l1")),
@@ -192,6 +190,22 @@ def test_massless_moving_links_load_with_a_warning_and_only_minverse_refuses():
     # holding the massless joint leaves a regular model
     held = RobotModel.from_urdf(text, held_joints={"j2": 0.5})
     assert held.joint_names == ("j1",) and held.massless_joints == () and held.warnings == ()
+
+
+def test_floating_joint_is_welded_at_its_origin_with_a_warning():
+    text = robot('<link name="world"/>', link("base"), link("l1"), joint("float", "world", "base", jtype="floating"),
+                 joint("j1", "base", "l1", axis="0 1 0"))
+    m = RobotModel.from_urdf(text)
+    assert m.joint_names == ("j1",)
+    assert len(m.warnings) == 1 and "joint 'float' is of type 'floating'" in m.warnings[0]
+    # the fixed-base view: Pinocchio's parser on the same text with the joint fixed
+    welded = text.replace('type="floating"', 'type="fixed"')
+    q, qd, qdd = np.array([0.6]), np.array([-1.4]), np.array([0.3])
+    tau_ref, _ = _pin_reference(welded, q, qd, qdd)
+    np.testing.assert_allclose(PinocchioDynamics(m).rnea(q, qd, qdd), tau_ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(NewtonEulerDynamics(m).rnea(q, qd, qdd), tau_ref, rtol=0, atol=1e-12)
+    with pytest.raises(URDFError, match=r"joint 'float' is of type 'floating'.*\[strict\]"):
+        RobotModel.from_urdf(text, strict=True)
 
 
 def test_mimic_of_an_unknown_joint_is_ignored_with_a_warning():
