@@ -309,7 +309,7 @@ def _nested(depth: int) -> str:
 
 
 def test_deeply_nested_visual_content_is_skipped_without_recursion():
-    # 150 000 nested elements inside <visual> used to overflow the C stack (recursive deep copy)
+    # 150 000 nested elements inside <visual>: a recursive reader or a deep copy would overflow the C stack
     deep = f"<visual><geometry>{_nested(150_000)}</geometry></visual>"
     text = robot('<link name="base"/>', link("l1", geometry=deep), joint("j1", "base", "l1"))
     m = RobotModel.from_text(text)
