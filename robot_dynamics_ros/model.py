@@ -54,7 +54,7 @@ MAX_ENGINE_BYTES = 1 << 30
 def estimated_engine_bytes(nv: int) -> int:
     """Memory (bytes) of one Pinocchio ``Data`` for ``nv`` moving joints: ``36·nv³ + 8 MB``.
 
-    Pinocchio 4 allocates third-order derivative tensors (nv × nv × nv) in every ``Data``; the formula is
+    Pinocchio 4 allocates nv × nv × nv tensors (second derivatives of the RNEA) in every ``Data``; the formula is
     fitted to the resident-set growth of ``createData`` on serial chains (5 MB at nv = 25, 42 MB at 100,
     279 MB at 200). The in-package Newton–Euler engine needs O(nv) per state, far less.
     """
