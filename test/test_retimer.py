@@ -387,3 +387,203 @@ def test_cli_missing_joints_same_file_and_atomic_write(tmp_path, capsys, monkeyp
     assert code == 1 and "cannot write" in err and "No space left on device" in err
     assert out_csv.read_text() == previous
     assert sorted(p.name for p in tmp_path.iterdir()) == ["traj.csv", "wp.csv"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# real inputs: short segments between reversals, recorded paths, RRT-like paths, continuous joints
+# ---------------------------------------------------------------------------------------------------
+TWO_AXIS_URDF = """<robot name="two_axis">
+  <link name="base"/>
+  <link name="l1"><inertial><mass value="2"/><origin xyz="0.2 0 0"/>
+    <inertia ixx="0.01" iyy="0.02" izz="0.02" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <link name="l2"><inertial><mass value="1"/><origin xyz="0.15 0 0"/>
+    <inertia ixx="0.005" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
+  <joint name="a" type="{a_type}"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
+    <limit lower="-3" upper="3" effort="50" velocity="1.5"/></joint>
+  <joint name="b" type="revolute"><parent link="l1"/><child link="l2"/><origin xyz="0.4 0 0"/>
+    <axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="20" velocity="1.5"/></joint>
+</robot>"""
+
+
+def _two_axis(a_type="revolute"):
+    from robot_dynamics_ros.model import RobotModel
+
+    model = RobotModel.from_urdf(TWO_AXIS_URDF.replace("{a_type}", a_type))
+    return model, pin.buildModelFromXML(TWO_AXIS_URDF.replace("{a_type}", a_type))
+
+
+def _dense_check(pm, res, vlim, alim, tlim):
+    """Peaks of |qd|/V, |qdd|/A, |tau|/T of an output sampled at 1 ms, tau from Pinocchio's RNEA."""
+    return dense_peaks(pm, res.q, res.qd, res.qdd, vlim, alim, tlim)
+
+
+def test_short_segment_between_reversals_minimal_form(tmp_path, capsys):
+    """a, b: 0,0 -> 0.01,0 -> 0,0 -> 0,1 at 2 rad/s²: a 10 mrad move out and back, then a 90° turn.
+    The short rest-to-rest segment has the closed-form bang-bang time 2 sqrt(d / A) = 0.1414 s; the rest
+    (1.01 rad with a corner) is bounded below by the straight 1 rad bang-bang/trapezoid time."""
+    model, pm = _two_axis()
+    model.acceleration_limit = np.full(2, 2.0)
+    wp = np.array([[0.0, 0.0], [0.01, 0.0], [0.0, 0.0], [0.0, 1.0]])
+    res = Retimer(model).retime(wp, joint_names=["a", "b"], options=RetimeOptions(sample_period=0.001))
+    assert res.success, res.message
+    assert "stops at direction reversals at waypoint(s) [1]" in res.message
+    first = res.segments[1].t_offset
+    assert first == pytest.approx(2 * math.sqrt(0.01 / 2.0), rel=2e-3)
+    vmax, amax = 1.5, 2.0  # straight 1 rad: accelerate to 1.0 rad/s (1 = v²/A, v < vmax) and brake
+    assert res.duration - first >= 2 * math.sqrt(1.0 / amax) - 1e-9
+    v, a, t = _dense_check(pm, res, np.full(2, vmax), np.full(2, amax), pm.effortLimit)
+    assert max(v, a, t) <= 1 + 1e-4
+    assert res.max_path_deviation <= 1e-3
+    np.testing.assert_allclose(res.q[-1], wp[-1], atol=1e-12)
+    # the command line form of the same request
+    _write_csv(tmp_path / "wp.csv", ["a", "b"], wp)
+    (tmp_path / "two_axis.urdf").write_text(TWO_AXIS_URDF.replace("{a_type}", "revolute"))
+    code, out, err = _cli(capsys, "--urdf", str(tmp_path / "two_axis.urdf"), "--waypoints", str(tmp_path / "wp.csv"),
+                          "--out", str(tmp_path / "traj.csv"), "--acceleration-limit", "2")
+    assert code == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["success"] is True
+
+
+def test_continuous_joint_takes_the_short_way():
+    """+3.1 -> -3.1 rad on a continuous joint is a +0.0832 rad move (2π - 6.2), not a 6.2 rad sweep: the
+    output ends at 3.1 + 0.0832 = 3.1832 (the same angle as -3.1) after the time of a straight 0.0832 rad
+    bang-bang move at 2 rad/s² (2 sqrt(0.0832 / 2)); a revolute joint sweeps the 6.2 rad."""
+    model, pm = _two_axis("continuous")
+    model.acceleration_limit = np.full(2, 2.0)
+    wp = np.array([[3.1, 0.0], [-3.1, 0.0]])
+    res = Retimer(model).retime(wp, joint_names=["a", "b"], options=RetimeOptions(sample_period=0.001))
+    assert res.success, res.message
+    step = 2 * math.pi - 6.2
+    assert res.q[-1, 0] == pytest.approx(3.1 + step, abs=1e-12)
+    assert np.all(np.diff(res.q[:, 0]) >= 0) and res.q[:, 0].min() == 3.1
+    assert res.duration == pytest.approx(2 * math.sqrt(step / 2.0), rel=1e-3)
+    # revolute joint a (limits ±3 rad would refuse 3.1: widen them here): the long way
+    model2, _ = _two_axis("revolute")
+    model2.lower[:] = -3.2
+    model2.upper[:] = 3.2
+    model2.acceleration_limit = np.full(2, 2.0)
+    res2 = Retimer(model2).retime(wp, joint_names=["a", "b"])
+    assert res2.success and res2.q[-1, 0] == -3.1 and res2.duration > 3.0
+
+
+def _recorded_path(model, seed=0, rate=100.0):
+    """A synthetic hand-guided recording at ``rate`` Hz: still phases with encoder jitter (0.3 µrad rms) and
+    small back-and-forth moves (50 µrad, within the merge distance; one of 3 mrad, beyond it), joined
+    by minimum-jerk moves of 0.4-0.8 rad at up to ~0.5 rad/s."""
+    rng = np.random.default_rng(seed)
+    lo, hi = model.lower, model.upper
+    q = model.neutral() + 0.3 * (hi - lo) * 0.5 * (rng.uniform(-1, 1, model.n) * 0.2)
+    q = np.clip((lo + hi) / 2 + rng.uniform(-0.1, 0.1, model.n) * (hi - lo), lo + 0.3, hi - 0.3)
+    rows = []
+
+    def still(seconds, wiggle):
+        for k in range(int(seconds * rate)):
+            rows.append(q + wiggle * math.sin(2 * math.pi * 0.7 * k / rate) * np.eye(model.n)[0]
+                        + rng.normal(0.0, 3e-7, model.n))
+
+    for leg in range(4):
+        still(1.0, 5e-5 if leg % 2 else 0.0)
+        if leg == 2:
+            still(1.0, 3e-3)  # an audible back-and-forth while holding
+        target = np.clip(q + rng.uniform(-0.8, 0.8, model.n) * (hi - lo) / (hi - lo).max(), lo + 0.2, hi - 0.2)
+        duration = 2.5
+        for k in range(int(duration * rate)):
+            s = k / (duration * rate)
+            blend = 10 * s**3 - 15 * s**4 + 6 * s**5
+            rows.append(q + blend * (target - q) + rng.normal(0.0, 3e-7, model.n))
+        q = target
+    still(0.5, 0.0)
+    return np.array(rows)
+
+
+def test_recorded_hand_guided_path():
+    """Sub-µrad jitter and back-and-forth moves: retimed (no 'infeasible'), within the limits on a 1 ms
+    Pinocchio check (10x the 10 ms output), within path_tolerance of the recording's polyline (exact
+    distance at every 1 ms sample), and as fast (within 2 %) as the recording pre-filtered at the tolerance
+    by hand and retimed at 5000 gridpoints."""
+    model = load_model("panda", payload=False)
+    pm = pinocchio_reference("panda", payload=False)
+    path = _recorded_path(model)
+    retimer = Retimer(model)
+    opts = RetimeOptions(torque_margin=MARGIN, sample_period=0.001)
+    res = retimer.retime(path, options=opts)
+    assert res.success, res.message
+    assert "merged" in res.message and "stops at direction reversals" in res.message
+    v, a, t = dense_peaks(pm, res.q, res.qd, res.qdd, *_limits(model, pm, opts))
+    assert max(v, a, t) <= 1 + 1e-4
+    assert res.max_path_deviation <= opts.path_tolerance
+    from test_path import _polyline_distance
+    kept = [0]  # the polyline of the recording: consecutive duplicates do not change it
+    for k in range(1, path.shape[0]):
+        if np.abs(path[k] - path[kept[-1]]).max() > 0:
+            kept.append(k)
+    dist = np.concatenate([_polyline_distance(chunk, path[kept]) for chunk in np.array_split(res.q[::7], 8)])
+    assert dist.max() <= opts.path_tolerance
+    # the recording filtered by hand (points closer than the tolerance to the last kept one dropped)
+    filtered = [path[0]]
+    for q in path[1:-1]:
+        if np.abs(q - filtered[-1]).max() >= opts.path_tolerance:
+            filtered.append(q)
+    filtered.append(path[-1])
+    ref = retimer.retime(np.array(filtered), options=RetimeOptions(torque_margin=MARGIN, gridpoints=5000))
+    assert ref.success, ref.message
+    assert res.duration == pytest.approx(ref.duration, rel=0.02)
+
+
+def _segment_distance_inf(q, a, b, iterations=60):
+    """Infinity-norm distance of the rows of q (M, n) from the segment a -> b: max_j |q_j - a_j - t d_j| is
+    convex in t, minimized by golden-section search on [0, 1] (the value found is ≥ the minimum, so the
+    distance is never underestimated; 60 iterations shrink the bracket to 1e-12 of the segment)."""
+    d = b - a
+    r = q - a
+    lo = np.zeros(q.shape[0])
+    hi = np.ones(q.shape[0])
+    g = (math.sqrt(5) - 1) / 2
+
+    def f(t):
+        return np.abs(r - t[:, None] * d).max(axis=1)
+
+    x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+    f1, f2 = f(x1), f(x2)
+    for _ in range(iterations):
+        left = f1 < f2
+        hi = np.where(left, x2, hi)
+        lo = np.where(left, lo, x1)
+        x2n = np.where(left, x1, lo + g * (hi - lo))
+        x1n = np.where(left, hi - g * (hi - lo), x2)
+        f1, f2 = np.where(left, f(x1n), f2), np.where(left, f1, f(x2n))
+        x1, x2 = x1n, x2n
+    t = 0.5 * (lo + hi)
+    return np.minimum(np.minimum(f(t), f(np.zeros_like(t))), f(np.ones_like(t)))
+
+
+@pytest.mark.parametrize("robot", ["panda", "ur5"])
+def test_random_rrt_like_paths_stay_within_the_tolerance(robot):
+    """100 random 5-waypoint paths (uniform in the position limits, like an RRT's): the output sampled at
+    1 kHz stays within path_tolerance of the polyline (infinity-norm distance computed here, per sample, to
+    every segment), and the solver's max_path_deviation bounds that distance."""
+    model = load_model(robot, payload=False)
+    retimer = Retimer(model)
+    rng = np.random.default_rng(11)
+    lo = np.maximum(model.lower, -math.pi)
+    hi = np.minimum(model.upper, math.pi)
+    tol = 1e-3
+    worst = 0.0
+    for k in range(100):
+        wp = rng.uniform(lo, hi, (5, model.n))
+        res = retimer.retime(wp, options=RetimeOptions(sample_period=0.001, gridpoints=100))
+        assert res.success, (k, res.message)
+        assert res.max_path_deviation <= tol
+        # distance at the Euclidean projection onto each segment: an upper bound of the infinity-norm
+        # distance; where it is above the solver's figure, the exact minimum over the segment
+        dist = np.full(res.q.shape[0], np.inf)
+        for a, b in zip(wp[:-1], wp[1:]):
+            d = b - a
+            t = np.clip((res.q - a) @ d / (d @ d), 0.0, 1.0)
+            dist = np.minimum(dist, np.abs(res.q - a - t[:, None] * d).max(axis=1))
+        far = dist > res.max_path_deviation + 1e-12
+        if far.any():
+            dist[far] = np.min([_segment_distance_inf(res.q[far], a, b) for a, b in zip(wp[:-1], wp[1:])], axis=0)
+        assert dist.max() <= res.max_path_deviation + 1e-12, k
+        worst = max(worst, dist.max())
+    assert worst > 0.3 * tol  # the paths do use the tolerance (corners are rounded, not stopped at)
