@@ -25,7 +25,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "retime": ("robot_dynamics_ros.commands.retime", "time-optimal retiming (TOPP-RA) of a CSV path"),
     "track": ("robot_dynamics_ros.commands.track", "end-to-end tracking: retime, computed torque, MuJoCo"),
     "replay": ("robot_dynamics_ros.commands.replay", "replay a rosbag2 file through the nodes and record"),
-    "bench": ("robot_dynamics_ros.commands.bench", "latency benchmarks of the control path"),
 }
 
 
