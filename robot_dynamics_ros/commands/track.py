@@ -5,14 +5,17 @@ The scenario (issue 5), for a real 6/7-DoF arm (Panda by default):
 
 1. a path through waypoints around the robot's demo pose (a wide swing of every joint and back);
 2. timing: TOPP-RA (:mod:`robot_dynamics_ros.retiming`, velocity limits × ``velocity_scale`` and torque
-   limits × ``torque_margin``), or, with ``--timing quintic`` (or when the retimer is unavailable or fails),
-   rest-to-rest quintic segments (Lynch & Park 2017, §9.2.2) each as short as the velocity limits ×
+   limits × ``torque_margin``; a retiming failure is an error, never a silent change of timing), or, with
+   ``--timing quintic``, rest-to-rest quintic segments (Lynch & Park 2017, §9.2.2) each as short as the velocity limits ×
    ``velocity_scale`` and the torque limits × ``torque_margin`` allow;
 3. per control mode, a fresh computed-torque node (:mod:`robot_dynamics_ros.nodes.computed_torque`,
    ``tick_source=joint_states``, ``use_sim_time``) and a lockstep MuJoCo simulator
    (:class:`~robot_dynamics_ros.sim.mujoco_sim.MujocoSim`) exchange ``/joint_states``,
    ``/effort_controller/commands`` and ``/clock`` over DDS in one process: each command is applied for one
    control period, then the simulator publishes the next state (deterministic whatever the machine load).
+   All modes run on one private DDS domain with localhost-only discovery
+   (:mod:`robot_dynamics_ros.commands.isolation`), never the caller's ``ROS_DOMAIN_ID``: the commands use
+   the standard topic names a real effort controller listens on.
    The trajectory goes to the node as a ``trajectory_msgs/JointTrajectory`` on
    ``/computed_torque/joint_trajectory``;
 4. the modes, all with the same joint PD gains P, D (N·m/rad, N·m·s/rad; P = ω² M_jj(q0), D = 2ω M_jj(q0),
@@ -44,12 +47,25 @@ import numpy as np
 
 from robot_dynamics_ros.errors import UserError
 
-__all__ = ["MODES", "configure_parser", "run", "track", "plan_trajectory", "Plan"]
+__all__ = ["MODES", "TIMINGS", "configure_parser", "parse_modes", "run", "track", "plan_trajectory", "Plan"]
 
 #: control modes compared, in report order, with their report labels
 MODES = ("gravity", "feedforward", "computed_torque")
 MODE_LABELS = {"gravity": "gravity + PD", "feedforward": "feedforward + PD",
                "computed_torque": "computed torque"}
+#: trajectory timings
+TIMINGS = ("topp-ra", "quintic")
+
+
+def parse_modes(text) -> tuple[str, ...]:
+    """Comma-separated control modes → a tuple of :data:`MODES` (UserError naming an unknown one)."""
+    modes = tuple(m.strip() for m in str(text).split(",") if m.strip())
+    for mname in modes:
+        if mname not in MODES:
+            raise UserError(f"mode '{mname}': must be one of {list(MODES)}")
+    if not modes:
+        raise UserError(f"modes '{text}': name at least one of {list(MODES)}")
+    return modes
 
 #: sim-time epoch of the first mode (s): a non-zero, small time base (a zero stamp means "now" in ROS)
 _EPOCH_S = 1000
@@ -67,7 +83,7 @@ class Plan:
 
     Attributes:
         waypoints: (W, n) rad.
-        timing: ``"topp-ra"`` or ``"quintic"``; ``timing_note``: why the fallback was used, if it was.
+        timing: ``"topp-ra"`` or ``"quintic"``.
         t, q, qd, qdd: the points sent in the JointTrajectory: (K,) s from its start; (K, n) rad, rad/s,
             rad/s². For quintic timing these are the waypoints at rest (the node's quintic interpolation
             between rest points *is* the timing law).
@@ -81,7 +97,6 @@ class Plan:
     qd: np.ndarray
     qdd: np.ndarray
     duration: float
-    timing_note: str = ""
     extra: dict = field(default_factory=dict)
 
 
@@ -157,33 +172,28 @@ def _toppra_timing(model, W, velocity_scale, torque_margin, period) -> Plan:
                 float(res.duration), extra={"retime": res.summary()})
 
 
-def plan_trajectory(model, engine, W, *, timing="auto", velocity_scale=0.9, torque_margin=0.7,
+def plan_trajectory(model, engine, W, *, timing="topp-ra", velocity_scale=0.9, torque_margin=0.7,
                     period=0.01) -> Plan:
     """Time the path through waypoints ``W`` ((W, n) rad) with TOPP-RA or quintic segments.
 
     Args:
-        timing: ``"topp-ra"``, ``"quintic"`` or ``"auto"`` (TOPP-RA, quintic if it is unavailable or fails).
+        timing: ``"topp-ra"`` or ``"quintic"`` (:data:`TIMINGS`).
         velocity_scale: fraction of the URDF velocity limits the trajectory may use.
         torque_margin: fraction of the URDF effort limits the feedforward torque may use.
         period: TOPP-RA output sample period (s); the node interpolates between samples.
 
     Raises:
-        UserError: ``timing="topp-ra"`` and the retiming fails, or the quintic timing cannot meet the
-            torque limits.
+        UserError: unknown timing, the retiming fails (its message), or the quintic timing cannot meet
+            the torque limits.
     """
-    if timing not in ("auto", "topp-ra", "quintic"):
-        raise UserError(f"--timing '{timing}': must be auto, topp-ra or quintic")
-    note = ""
-    if timing in ("auto", "topp-ra"):
+    if timing not in TIMINGS:
+        raise UserError(f"--timing '{timing}': must be one of {', '.join(TIMINGS)}")
+    if timing == "topp-ra":
         try:
             return _toppra_timing(model, W, velocity_scale, torque_margin, period)
-        except Exception as exc:  # noqa: BLE001 - auto falls back to the simple timing, saying why
-            if timing == "topp-ra":
-                raise UserError(str(exc)) from None
-            note = f"TOPP-RA unavailable ({type(exc).__name__}: {exc}); used quintic timing"
-    plan = _quintic_timing(model, engine, W, velocity_scale, torque_margin)
-    plan.timing_note = note
-    return plan
+        except RuntimeError as exc:
+            raise UserError(str(exc)) from None
+    return _quintic_timing(model, engine, W, velocity_scale, torque_margin)
 
 
 def _trajectory_msg(joint_names, plan: Plan, start_ns: int):
@@ -256,6 +266,8 @@ def _make_sim_driver_class():
             self.done = False
             #: states sent again after 5 s without a command (a lost message; 0 in a healthy run)
             self.republished = 0
+            #: desired-state messages ignored because they do not describe this model's joints
+            self.foreign_messages = 0
             self.last_publish = time.monotonic()
             self._held = list(model.held_joints.items())
             self.msg = JointState()
@@ -310,8 +322,15 @@ def _make_sim_driver_class():
         def _on_desired(self, msg) -> None:
             st = msg.header.stamp
             t_ns = st.sec * 1_000_000_000 + st.nanosec
+            # another publisher of this topic (another run, a tool) may send any names or sizes: only a
+            # message naming exactly this model's joints, each once, with full arrays, is a desired state
+            n = self.model.n
+            if (len(msg.name) != n or set(msg.name) != set(self.model.joint_names)
+                    or not len(msg.position) == len(msg.velocity) == len(msg.effort) == n):
+                self.foreign_messages += 1
+                return
             self.record("/computed_torque/desired_state", msg, t_ns)
-            idx = [self.model.index[n] for n in msg.name]
+            idx = [self.model.index[j] for j in msg.name]
             q_d = np.empty(self.model.n)
             qd_d = np.empty(self.model.n)
             ff = np.empty(self.model.n)
@@ -333,11 +352,14 @@ class _Run:
     tau_ff: np.ndarray        # (T, n) feedforward of the desired motion
     wall_s: float
     republished: int = 0
+    foreign: int = 0
 
 
 def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, ct_gains, epoch_ns,
-              bag, timestep, wall_timeout, executor_kind="events"):
+              bag, timestep, wall_timeout, domain_id, localhost, executor_kind="events"):
     import rclpy
+
+    from robot_dynamics_ros.commands import isolation
     from robot_dynamics_ros.nodes import common
     from rclpy.parameter import Parameter
     from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
@@ -347,8 +369,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
     sim = MujocoSim(model, timestep=1.0 / rate / steps)
     sim.reset(plan.q[0])
     stop_s = _LEAD_S + plan.duration + _TAIL_S
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    ctx, _ = isolation.init_context(domain_id, localhost=localhost)
     node = driver = executor = None
     try:
         params = [Parameter("urdf_path", value=source), Parameter("mode", value=mode),
@@ -420,7 +441,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         for n in (node, driver):
             if n is not None:
                 n.destroy_node()
-        rclpy.shutdown(context=ctx)
+        rclpy.try_shutdown(context=ctx)
     keep = [k for k, t in enumerate(driver.t) if t in driver.desired]
     t_ns = np.array([driver.t[k] for k in keep])
     des = [driver.desired[t] for t in t_ns]
@@ -428,7 +449,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
     tau = np.array([driver.tau[k] if k < n_tau else np.full(model.n, np.nan) for k in keep])
     return _Run(mode, t_ns, np.array([driver.q[k] for k in keep]), np.array([d[0] for d in des]),
                 np.array([driver.qd[k] for k in keep]), np.array([d[1] for d in des]), tau,
-                np.array([d[2] for d in des]), wall, driver.republished)
+                np.array([d[2] for d in des]), wall, driver.republished, driver.foreign_messages)
 
 
 def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) -> dict:
@@ -454,6 +475,7 @@ def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) ->
         "samples": int(sel.sum()),
         "wall_s": round(run.wall_s, 3),
         "republished_states": run.republished,
+        "foreign_desired_states_ignored": run.foreign,
         "_tool_err": tool_err,
         "_sel": sel,
     }
@@ -519,9 +541,10 @@ def _plot(path: Path, runs: dict, metrics: dict, model, robot: str, plan: Plan) 
 
 
 def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate: float = 1000.0,
-          timing: str = "auto", velocity_scale: float = 0.9, torque_margin: float = 0.7,
+          timing: str = "topp-ra", velocity_scale: float = 0.9, torque_margin: float = 0.7,
           pd_bandwidth: float = 10.0, ct_bandwidth: float = 30.0, tool: str | None = None,
-          bag: bool = True, plot: bool = True, timestep: float = 0.00025, wall_timeout: float = 120.0) -> dict:
+          bag: bool = True, plot: bool = True, timestep: float = 0.00025, wall_timeout: float = 120.0,
+          domain_id: int | None = None, localhost: bool | None = None) -> dict:
     """Run the tracking scenario and return its summary (see the module docstring).
 
     Args:
@@ -535,6 +558,8 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         tool: tool frame for the Cartesian error (default :func:`default_tool_frame`).
         bag, plot: write the rosbag2 / the PNG.
         timestep: MuJoCo step (s), at most 1/rate (rounded so that an integer number of steps fits).
+        domain_id, localhost: DDS domain of every mode; default a private domain with localhost-only
+            discovery (:func:`robot_dynamics_ros.commands.isolation.init_context`).
 
     Returns:
         ``{"robot", "joints", "tool_frame", "timing", "duration_s", "trajectory_peak_torque_fraction",
@@ -553,10 +578,11 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
                             ("ct_bandwidth", ct_bandwidth, 0.0, 1e4), ("timestep", timestep, 1e-5, 0.1)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi):
             raise UserError(f"{name} = {v!r}: must be a number in [{lo}, {hi}]")
-    modes = tuple(modes)
-    for mname in modes:
-        if mname not in MODES:
-            raise UserError(f"mode '{mname}': must be one of {list(MODES)}")
+    modes = parse_modes(",".join(modes))
+    from robot_dynamics_ros.commands import isolation
+
+    domain_id, private = isolation.resolve(domain_id)
+    localhost = private if localhost is None else bool(localhost)
     entry = robots.resolve(urdf)
     source = str(Path(entry.path).resolve())
     held = dict(entry.held_joints)
@@ -607,7 +633,8 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
             epoch_ns = (_EPOCH_S + k * _MODE_SPACING_S) * 1_000_000_000
             run_ = _run_mode(mname, model, engine, plan, source=source, held=held, rate=rate,
                              pd_gains=pd_gains, ct_gains=ct_gains, epoch_ns=epoch_ns, bag=writer,
-                             timestep=timestep, wall_timeout=wall_timeout)
+                             timestep=timestep, wall_timeout=wall_timeout, domain_id=domain_id,
+                             localhost=localhost)
             start_ns = epoch_ns + int(_LEAD_S * 1e9)
             end_ns = start_ns + int((plan.duration + _TAIL_S) * 1e9)
             runs[mname] = run_
@@ -637,7 +664,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         "joints": list(model.joint_names),
         "tool_frame": tool,
         "timing": plan.timing,
-        "timing_note": plan.timing_note,
+        "domain_id": domain_id,
         "duration_s": round(plan.duration, 4),
         "control_rate_hz": rate,
         "pd_gains": {"p": [round(x, 4) for x in pd_gains[0]], "d": [round(x, 4) for x in pd_gains[1]]},
@@ -662,8 +689,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated subset of {','.join(MODES)} (default: all)")
     parser.add_argument("--rate", type=float, default=1000.0, help="control rate, Hz (default: 1000)")
-    parser.add_argument("--timing", default="auto", choices=("auto", "topp-ra", "quintic"),
-                        help="trajectory timing (default: auto = TOPP-RA, quintic if unavailable)")
+    parser.add_argument("--timing", default="topp-ra", choices=TIMINGS,
+                        help="trajectory timing (default: topp-ra; a retiming failure is an error)")
+    parser.add_argument("--domain-id", type=int, default=None,
+                        help="DDS domain (default: a private one chosen by the code, never $ROS_DOMAIN_ID, "
+                             "localhost-only discovery; an explicit id keeps the environment's discovery)")
     parser.add_argument("--velocity-scale", type=float, default=0.9,
                         help="fraction of the velocity limits the trajectory may use (default: 0.9)")
     parser.add_argument("--torque-margin", type=float, default=0.7,
@@ -682,8 +712,6 @@ def print_report(summary: dict, log=print) -> None:
     """Print the human-readable tracking report of a :func:`track` summary (one call of ``log`` per line)."""
     log(f"robot {summary['robot']} ({len(summary['joints'])} joints), tool frame {summary['tool_frame']}, "
         f"{summary['timing']} timing, {summary['duration_s']} s at {summary['control_rate_hz']:.0f} Hz")
-    if summary["timing_note"]:
-        log(f"  note: {summary['timing_note']}")
     log(f"  trajectory uses {summary['trajectory_peak_velocity_fraction']:.0%} of the velocity limit "
         f"({summary['trajectory_peak_velocity_joint']}) and {summary['trajectory_peak_torque_fraction']:.0%} "
         f"of the effort limit ({summary['trajectory_peak_torque_joint']})")
@@ -702,11 +730,10 @@ def print_report(summary: dict, log=print) -> None:
 
 
 def run(args) -> int:
-    modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
-    summary = track(args.urdf, out_dir=args.out, modes=modes, rate=args.rate, timing=args.timing,
-                    velocity_scale=args.velocity_scale, torque_margin=args.torque_margin,
+    summary = track(args.urdf, out_dir=args.out, modes=parse_modes(args.modes), rate=args.rate,
+                    timing=args.timing, velocity_scale=args.velocity_scale, torque_margin=args.torque_margin,
                     pd_bandwidth=args.pd_bandwidth, ct_bandwidth=args.ct_bandwidth, tool=args.tool,
-                    bag=not args.no_bag, plot=not args.no_plot)
+                    bag=not args.no_bag, plot=not args.no_plot, domain_id=args.domain_id)
     if not args.json:
         print_report(summary)
     print(json.dumps(summary))
