@@ -27,6 +27,7 @@ from numba import njit
 
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
+from robot_dynamics_ros.retiming import path as _path
 from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
@@ -594,7 +595,8 @@ class Retimer:
                            f"(waypoints, knots to meet path_tolerance {tol:g}, and {MIN_SEGMENT_GRIDPOINTS} per "
                            f"segment between direction reversals)")
         budget[0] -= count
-        s, knot_index, s_eval, q, dq, ddq, outside = collocation(path, count, tol_lo, tol_hi)
+        s, knot_index, s_eval, q, dq, ddq, outside = collocation(path, count, tol_lo, tol_hi,
+                                                                 _path.TURN_PER_STAGE)
         timings["path"] = timings.get("path", 0.0) + (time.perf_counter() - t0) * 1e3
         if outside is not None:
             p, j = outside
