@@ -589,3 +589,32 @@ def test_random_rrt_like_paths_stay_within_the_tolerance(robot):
         assert dist.max() <= res.max_path_deviation + 1e-12, k
         worst = max(worst, dist.max())
     assert worst > 0.3 * tol  # the paths do use the tolerance (corners are rounded, not stopped at)
+
+
+def test_request_caps_are_checked_before_allocating(panda):
+    """Caps name themselves and the requested value, and refuse quickly (no GB-sized allocation first)."""
+    from robot_dynamics_ros.retiming import retimer as rt
+
+    model, retimer, _ = panda
+    wp = smooth_waypoints(model, 5)
+    t0 = time.perf_counter()
+    res = retimer.retime(wp, options=RetimeOptions(gridpoints=1_000_000))
+    assert res.status == RetimeStatus.INVALID_REQUEST
+    assert res.message == f"options: gridpoints=1000000: above MAX_GRIDPOINTS = {rt.MAX_GRIDPOINTS}"
+    # 60 000 distinct waypoints (up to 1.3 mrad apart, most beyond the 0.5 mrad merge distance)
+    k = np.arange(60_000)[:, None]
+    many = model.neutral() + 0.4 * np.sin(2 * np.pi * k / 2_000.0 + np.arange(model.n))
+    many = np.clip(many, model.lower + 0.01, model.upper - 0.01)
+    res = retimer.retime(many)
+    kept = int(res.message.split(" waypoints")[0])
+    assert res.status == RetimeStatus.INVALID_REQUEST and kept > 50_000
+    assert res.message == (f"{kept} waypoints × {kept} gridpoints × 7 joints = {kept * kept * 7:.4g} is above "
+                           f"MAX_WORK = {rt.MAX_WORK:.4g}; send fewer waypoints or gridpoints")
+    res = retimer.retime(wp, options=RetimeOptions(sample_period=1e-8))
+    assert res.status == RetimeStatus.INVALID_REQUEST and "above MAX_OUTPUT_SAMPLES = 1000000" in res.message
+    assert time.perf_counter() - t0 < 2.0
+    # a path tolerance that is not a positive distance
+    for bad in (0.0, -1e-3, math.nan, math.inf):
+        res = retimer.retime(wp, options=RetimeOptions(path_tolerance=bad))
+        assert res.status == RetimeStatus.INVALID_REQUEST
+        assert res.message == f"options: path_tolerance={bad!r}: must be a positive distance (rad / m)"
