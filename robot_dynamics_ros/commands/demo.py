@@ -170,7 +170,7 @@ class DemoRunner:
         t_end = time.monotonic() + wall_timeout
         next_status = status_every
         if self.sim_node._lockstep:
-            self.sim_node._publish()  # start the loop now (the 0.1 s re-publish timer covers a lost message)
+            self.sim_node.publish_state()  # start the loop now (the 0.1 s re-publish timer covers a lost message)
         while not self.sim_node.done:
             self.executor.spin_once(timeout_sec=0.05)
             if time.monotonic() > t_end:

@@ -10,7 +10,8 @@ The scenario (issue 5), for a real 6/7-DoF arm (Panda by default):
    ``velocity_scale`` and the torque limits × ``torque_margin`` allow;
 3. per control mode, a fresh computed-torque node (:mod:`robot_dynamics_ros.nodes.computed_torque`,
    ``tick_source=joint_states``, ``use_sim_time``) and a lockstep MuJoCo simulator
-   (:class:`~robot_dynamics_ros.sim.mujoco_sim.MujocoSim`) exchange ``/joint_states``,
+   (:class:`~robot_dynamics_ros.nodes.simulator.SimulatorNode` with ``lockstep`` and ``publish_clock``)
+   exchange ``/joint_states``,
    ``/effort_controller/commands`` and ``/clock`` over DDS in one process: each command is applied for one
    control period, then the simulator publishes the next state (deterministic whatever the machine load).
    All modes run on one private DDS domain with localhost-only discovery
@@ -236,90 +237,56 @@ def default_tool_frame(model) -> str:
 
 
 # --------------------------------------------------------------------------------------------- one run
-def _make_sim_driver_class():
+def _make_recorder_class():
     from rclpy.node import Node
-    from rclpy.serialization import serialize_message
-    from rosgraph_msgs.msg import Clock
+    from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
     from robot_dynamics_ros.nodes import common
 
-    class LockstepSim(Node):
-        """MuJoCo in lockstep over DDS: publish /clock + /joint_states, wait for a command, apply it for
-        one control period, repeat. Records what it sees (arrays and, optionally, a rosbag2)."""
+    class Recorder(Node):
+        """Sends the trajectory and records what the loop exchanges: the desired states the node publishes
+        (by stamp) and, optionally, every message of the run in a rosbag2 (raw bytes, bag time = the
+        simulated time of the state a message belongs to)."""
 
-        def __init__(self, sim, model, joints, period_steps, epoch_ns, stop_s, bag=None, context=None):
-            super().__init__("track_simulator", context=context)
-            self.sim, self.model = sim, model
-            self.cmd_index = np.array([model.index[j] for j in joints])
-            self.period_steps = int(period_steps)
-            self.epoch_ns = int(epoch_ns)
-            self.stop_s = float(stop_s)
+        def __init__(self, model, bag=None, context=None):
+            super().__init__("track_recorder", context=context)
+            self.model = model
             self.bag = bag
-            self.pub_clock = self.create_publisher(Clock, "/clock", 10)
-            self.pub_state = self.create_publisher(JointState, "/joint_states", common.joint_state_qos())
-            self.sub_cmd = self.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                                    self._on_command, common.command_qos())
-            self.sub_desired = self.create_subscription(JointState, "/computed_torque/desired_state",
-                                                        self._on_desired, 100)
-            self.done = False
-            #: states sent again after 5 s without a command (a lost message; 0 in a healthy run)
-            self.republished = 0
+            self.desired: dict[int, tuple] = {}
             #: desired-state messages ignored because they do not describe this model's joints
             self.foreign_messages = 0
-            self.last_publish = time.monotonic()
-            self._held = list(model.held_joints.items())
-            self.msg = JointState()
-            self.msg.name = [*model.joint_names, *(h for h, _ in self._held)]
-            self.t, self.q, self.qd, self.tau = [], [], [], []
-            self.desired: dict[int, tuple] = {}
-            self._tau = np.zeros(model.n)
-            self._serialize = serialize_message
+            self.last_state_ns = 0
+            self._deserialize = deserialize_message
+            self._JointState = JointState
+            from trajectory_msgs.msg import JointTrajectory
 
-        def now_ns(self) -> int:
-            return self.epoch_ns + int(round(self.sim.time * 1e9))
+            self.pub_traj = self.create_publisher(JointTrajectory, "computed_torque/joint_trajectory", 10)
+            self.sub_desired = self.create_subscription(JointState, "computed_torque/desired_state",
+                                                        self._on_desired, 100, raw=True)
+            self.create_subscription(JointState, "joint_states", self._on_state, common.joint_state_qos(), raw=True)
+            self.create_subscription(Float64MultiArray, "effort_controller/commands", self._on_command,
+                                     common.command_qos(), raw=True)
 
-        def record(self, topic, msg, t_ns):
+        def record(self, topic, msgtype, raw: bytes, t_ns: int) -> None:
             if self.bag is not None:
-                self.bag.write_serialized(topic, type(msg), self._serialize(msg), t_ns)
+                self.bag.write_serialized(topic, msgtype, raw, t_ns)
 
-        def publish_state(self) -> None:
-            t_ns = self.now_ns()
-            clock = Clock()
-            clock.clock.sec, clock.clock.nanosec = divmod(t_ns, 1_000_000_000)
-            self.pub_clock.publish(clock)
-            m = self.msg
-            m.header.stamp = clock.clock
-            q, qd = self.sim.q, self.sim.qd
-            m.position = [*q.tolist(), *(float(v) for _, v in self._held)]
-            m.velocity = [*qd.tolist(), *(0.0 for _ in self._held)]
-            m.effort = [*self.sim.effort.tolist(), *(0.0 for _ in self._held)]
-            self.pub_state.publish(m)
-            self.record("/joint_states", m, t_ns)
-            self.t.append(t_ns)
-            self.q.append(q)
-            self.qd.append(qd)
-            self.last_publish = time.monotonic()
+        def _on_state(self, raw) -> None:
+            msg = self._deserialize(raw, self._JointState)
+            st = msg.header.stamp
+            self.last_state_ns = st.sec * 1_000_000_000 + st.nanosec
+            self.record("/joint_states", self._JointState, raw, self.last_state_ns)
 
-        def _on_command(self, msg) -> None:
-            if self.done:
-                return
-            data = np.asarray(msg.data, dtype=float)
-            if data.shape != self.cmd_index.shape or not np.isfinite(data).all():
-                self.get_logger().error(f"command rejected: {data.tolist()}")
-                return
-            self.record("/effort_controller/commands", msg, self.now_ns())
-            self._tau[self.cmd_index] = data
-            self.sim.set_effort(self._tau)
-            self.tau.append(self.sim.effort)
-            self.sim.step(self.period_steps)
-            if self.sim.time >= self.stop_s - 1e-9:
-                self.done = True
-                return
-            self.publish_state()
+        def _on_command(self, raw) -> None:
+            from std_msgs.msg import Float64MultiArray
 
-        def _on_desired(self, msg) -> None:
+            # lockstep: a command answers the last state (the next one is published after it is applied)
+            self.record("/effort_controller/commands", Float64MultiArray, raw, self.last_state_ns)
+
+        def _on_desired(self, raw) -> None:
+            msg = self._deserialize(raw, self._JointState)
             st = msg.header.stamp
             t_ns = st.sec * 1_000_000_000 + st.nanosec
             # another publisher of this topic (another run, a tool) may send any names or sizes: only a
@@ -329,15 +296,15 @@ def _make_sim_driver_class():
                     or not len(msg.position) == len(msg.velocity) == len(msg.effort) == n):
                 self.foreign_messages += 1
                 return
-            self.record("/computed_torque/desired_state", msg, t_ns)
+            self.record("/computed_torque/desired_state", self._JointState, raw, t_ns)
             idx = [self.model.index[j] for j in msg.name]
-            q_d = np.empty(self.model.n)
-            qd_d = np.empty(self.model.n)
-            ff = np.empty(self.model.n)
+            q_d = np.empty(n)
+            qd_d = np.empty(n)
+            ff = np.empty(n)
             q_d[idx], qd_d[idx], ff[idx] = msg.position, msg.velocity, msg.effort
             self.desired[t_ns] = (q_d, qd_d, ff)
 
-    return LockstepSim
+    return Recorder
 
 
 @dataclass
@@ -351,32 +318,33 @@ class _Run:
     tau: np.ndarray           # (T, n) applied command
     tau_ff: np.ndarray        # (T, n) feedforward of the desired motion
     wall_s: float
-    republished: int = 0
     foreign: int = 0
 
 
 def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, ct_gains, epoch_ns,
               bag, timestep, wall_timeout, domain_id, localhost, executor_kind="events"):
+    """One mode: the simulator node (lockstep, /clock from ``epoch_ns``) and a fresh computed-torque node
+    (``tick_source=joint_states``, ``use_sim_time``) on a private context; returns the recorded run."""
     import rclpy
+    from rclpy.parameter import Parameter
 
     from robot_dynamics_ros.commands import isolation
     from robot_dynamics_ros.nodes import common
-    from rclpy.parameter import Parameter
     from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
-    from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
+    from robot_dynamics_ros.nodes.simulator import SimulatorNode
 
     steps = max(1, int(round(1.0 / rate / timestep)))
-    sim = MujocoSim(model, timestep=1.0 / rate / steps)
-    sim.reset(plan.q[0])
     stop_s = _LEAD_S + plan.duration + _TAIL_S
     ctx, _ = isolation.init_context(domain_id, localhost=localhost)
-    node = driver = executor = None
+    node = sim = recorder = executor = None
+    states: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
     try:
-        params = [Parameter("urdf_path", value=source), Parameter("mode", value=mode),
-                  Parameter("tick_source", value="joint_states"), Parameter("use_sim_time", value=True)]
+        source_params = [Parameter("urdf_path", value=source)]
         if held:  # (an empty list would be typed BYTE_ARRAY by rclpy)
-            params += [Parameter("held_joint_names", value=list(held)),
-                       Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
+            source_params += [Parameter("held_joint_names", value=list(held)),
+                              Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
+        params = [*source_params, Parameter("mode", value=mode), Parameter("tick_source", value="joint_states"),
+                  Parameter("use_sim_time", value=True)]
         for i, j in enumerate(model.joint_names):
             params += [Parameter(f"gains.{j}.p", value=float(pd_gains[0][i])),
                        Parameter(f"gains.{j}.d", value=float(pd_gains[1][i])),
@@ -385,14 +353,19 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         node = ComputedTorqueNode("computed_torque", context=ctx, parameter_overrides=params)
         if node.model is not model:
             raise UserError("internal: the node loaded another model object than the scenario's")
-        driver = _make_sim_driver_class()(sim, model, node.mapper.command_joints, steps, epoch_ns, stop_s,
-                                          bag=bag, context=ctx)
-        from trajectory_msgs.msg import JointTrajectory
-
-        pub_traj = driver.create_publisher(JointTrajectory, "/computed_torque/joint_trajectory", 10)
+        sim = SimulatorNode(context=ctx, parameter_overrides=[
+            *source_params, Parameter("lockstep", value=True), Parameter("publish_clock", value=True),
+            Parameter("clock_start", value=epoch_ns * 1e-9), Parameter("publish_rate", value=float(rate)),
+            Parameter("timestep", value=1.0 / rate / steps),
+            Parameter("joints", Parameter.Type.STRING_ARRAY, list(node.mapper.command_joints)),
+            Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, list(model.joint_names)),
+            Parameter("initial_positions", Parameter.Type.DOUBLE_ARRAY, [float(v) for v in plan.q[0]])])
+        sim.stop_time = stop_s
+        sim.on_publish.append(lambda t, q, qd, eff: states.append((t, q, qd, eff)))
+        recorder = _make_recorder_class()(model, bag=bag, context=ctx)
         executor = common.make_executor(executor_kind, context=ctx)
         executor.add_node(node)
-        executor.add_node(driver)
+        executor.add_node(recorder)  # the simulator joins when the trajectory is in place
 
         def spin_until(cond, timeout, what):
             end = time.monotonic() + timeout
@@ -401,55 +374,49 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
                     raise UserError(f"track ({mode}): timed out after {timeout:.0f} s waiting for {what}")
                 executor.spin_once(timeout_sec=0.01)
 
-        spin_until(lambda: (pub_traj.get_subscription_count() > 0 and driver.pub_state.get_subscription_count() > 0
-                            and driver.sub_cmd.get_publisher_count() > 0
-                            and driver.sub_desired.get_publisher_count() > 0
-                            and driver.pub_clock.get_subscription_count() > 0), 10.0, "DDS discovery")
+        spin_until(lambda: (recorder.pub_traj.get_subscription_count() > 0
+                            and sim.state_pub.get_subscription_count() > 1
+                            and sim.cmd_sub.get_publisher_count() > 0
+                            and recorder.sub_desired.get_publisher_count() > 0
+                            and sim._clock_pub.get_subscription_count() > 0), 10.0, "DDS discovery")
         # the node's clock must read sim time before the first state (else that state is "from the future")
-        from rosgraph_msgs.msg import Clock
-
-        clock = Clock()
-        clock.clock.sec, clock.clock.nanosec = divmod(driver.now_ns(), 1_000_000_000)
-        driver.pub_clock.publish(clock)
-        spin_until(lambda: node.get_clock().now().nanoseconds == driver.now_ns(), 5.0, "/clock")
+        sim.publish_clock()
+        spin_until(lambda: node.get_clock().now().nanoseconds == sim.now_ns(), 5.0, "/clock")
         start_ns = epoch_ns + int(_LEAD_S * 1e9)
         traj = _trajectory_msg(model.joint_names, plan, start_ns)
-        pub_traj.publish(traj)
-        driver.record("/computed_torque/joint_trajectory", traj, driver.now_ns())
+        recorder.pub_traj.publish(traj)
+        from rclpy.serialization import serialize_message
+        from trajectory_msgs.msg import JointTrajectory
+
+        recorder.record("/computed_torque/joint_trajectory", JointTrajectory, serialize_message(traj), sim.now_ns())
         spin_until(lambda: node.trajectories_accepted + node.trajectories_rejected > 0, 5.0,
                    "the trajectory to reach the node")
         if node.trajectories_rejected:
             raise UserError(f"track ({mode}): the node rejected the trajectory: {node.last_rejection}")
+        executor.add_node(sim)
         t_wall = time.monotonic()
-        driver.publish_state()
-
-        def finished():
-            if driver.done:
-                return True
-            if time.monotonic() - driver.last_publish > 5.0:  # a lost message: publish the state again
-                driver.republished += 1
-                driver.publish_state()
-            return False
-
-        spin_until(finished, wall_timeout, f"the simulation to reach {stop_s:.2f} s")
+        sim.publish_state()
+        spin_until(lambda: sim.done, wall_timeout, f"the simulation to reach {stop_s:.2f} s")
         wall = time.monotonic() - t_wall
+        last_ns = epoch_ns + int(round(states[-1][0] * 1e9))
         # the last desired_state may still be in flight
-        spin_until(lambda: driver.t[-1] in driver.desired, 2.0, "the last desired state")
+        spin_until(lambda: last_ns in recorder.desired, 2.0, "the last desired state")
     finally:
         if executor is not None:
             executor.shutdown()
-        for n in (node, driver):
+        for n in (node, sim, recorder):
             if n is not None:
                 n.destroy_node()
         rclpy.try_shutdown(context=ctx)
-    keep = [k for k, t in enumerate(driver.t) if t in driver.desired]
-    t_ns = np.array([driver.t[k] for k in keep])
-    des = [driver.desired[t] for t in t_ns]
-    n_tau = len(driver.tau)
-    tau = np.array([driver.tau[k] if k < n_tau else np.full(model.n, np.nan) for k in keep])
-    return _Run(mode, t_ns, np.array([driver.q[k] for k in keep]), np.array([d[0] for d in des]),
-                np.array([driver.qd[k] for k in keep]), np.array([d[1] for d in des]), tau,
-                np.array([d[2] for d in des]), wall, driver.republished, driver.foreign_messages)
+    # state k's command is the effort applied while stepping to state k + 1 (reported with state k + 1)
+    t_ns = [epoch_ns + int(round(t * 1e9)) for t, *_ in states]
+    applied = [eff for *_, eff in states[1:]] + [np.full(model.n, np.nan)]
+    keep = [k for k, t in enumerate(t_ns) if t in recorder.desired]
+    des = [recorder.desired[t_ns[k]] for k in keep]
+    return _Run(mode, np.array([t_ns[k] for k in keep]), np.array([states[k][1] for k in keep]),
+                np.array([d[0] for d in des]), np.array([states[k][2] for k in keep]),
+                np.array([d[1] for d in des]), np.array([applied[k] for k in keep]),
+                np.array([d[2] for d in des]), wall, recorder.foreign_messages)
 
 
 def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) -> dict:
@@ -474,7 +441,6 @@ def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) ->
         "peak_velocity_joint": model.joint_names[int(np.argmax(vel_frac))],
         "samples": int(sel.sum()),
         "wall_s": round(run.wall_s, 3),
-        "republished_states": run.republished,
         "foreign_desired_states_ignored": run.foreign,
         "_tool_err": tool_err,
         "_sel": sel,

@@ -61,6 +61,8 @@ PARAMS = [
     ParamSpec("publish_clock", False, "Publish the simulated time on /clock (rosgraph_msgs/Clock) and stamp "
               "JointState with it, as Gazebo does; run the other nodes with use_sim_time: true. The clock "
               "never goes back (reset() continues from the last time).", read_only=True),
+    ParamSpec("clock_start", 0.0, "publish_clock: the published time (s) at the start of the simulation (a "
+              "zero stamp means 'now' to many ROS tools; e.g. 1000).", range=(0.0, 1e9), read_only=True),
     ParamSpec("real_time_factor", 1.0, "Free running: simulated seconds per wall second.",
               range=(0.01, 100.0)),
     ParamSpec("initial_joint_names", [], "Joints given an initial position (others start at 0 clipped to "
@@ -114,7 +116,7 @@ class SimulatorNode(Node):
         depth = int(self.p["qos_depth"])
         self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], depth)
         self._clock_pub = None
-        self._time_base_ns = 0
+        self._time_base_ns = int(round(float(self.p["clock_start"]) * 1e9))
         if self.p["publish_clock"]:
             from rosgraph_msgs.msg import Clock
 
@@ -287,14 +289,29 @@ class SimulatorNode(Node):
         self._check_stop()
         self._publish()
 
+    def now_ns(self) -> int:
+        """The simulated time as published on /clock (ns): ``clock_start`` + the physics time."""
+        return self._time_base_ns + int(round(self.sim.time * 1e9))
+
+    def publish_clock(self) -> None:
+        """Publish the current simulated time on /clock only (``publish_clock``), e.g. so that the other
+        nodes' clocks read simulated time before the first state."""
+        if self._clock_pub is not None and self.sim is not None:
+            st = self._clock_msg.clock
+            st.sec, st.nanosec = divmod(self.now_ns(), 1_000_000_000)
+            self._clock_pub.publish(self._clock_msg)
+
+    def publish_state(self) -> None:
+        """Publish the current state now (and the clock): lockstep, this starts the loop."""
+        if self.sim is not None and not self._shut:
+            self._publish()
+
     def _publish(self) -> None:
         sim, msg = self.sim, self._msg
         sim.read(self._q, self._qd, self._eff)
         if self._clock_pub is not None:
-            t_ns = self._time_base_ns + int(round(sim.time * 1e9))
+            self.publish_clock()
             st = self._clock_msg.clock
-            st.sec, st.nanosec = divmod(t_ns, 1_000_000_000)
-            self._clock_pub.publish(self._clock_msg)
             msg.header.stamp.sec, msg.header.stamp.nanosec = st.sec, st.nanosec
         else:
             msg.header.stamp = self.get_clock().now().to_msg()
