@@ -18,6 +18,7 @@ import io
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 
@@ -68,7 +69,10 @@ def check(path: Path, samples: int = 5, mujoco: bool = True, seed: int = 0) -> d
         return row
     row["joints"] = model.n
     row["warnings"] = list(model.warnings)
-    with contextlib.redirect_stderr(io.StringIO()):
+    # MuJoCo appends its compiler warnings to MUJOCO_LOG.TXT in the working directory: keep them out of the
+    # checkout
+    with tempfile.TemporaryDirectory() as scratch, contextlib.chdir(scratch), \
+            contextlib.redirect_stderr(io.StringIO()):
         report = crossvalidate(model, samples=samples, seed=seed, mujoco=mujoco)
     row["result"] = "pass" if report.passed else "FAIL"
     row["max_error"] = report.worst("newton-euler")

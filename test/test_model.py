@@ -124,8 +124,12 @@ def _in_fresh_process(code: str) -> dict:
     prelude = ("import json, resource, time\n"
                "def rss():\n    return int(open('/proc/self/statm').read().split()[1]) * 4096\n"
                "def peak():\n    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024\n")
+    import os
+
+    # glibc's top pad (the Makefile sets MALLOC_TOP_PAD_ for benchmarks) would add up to 64 MB to any growth
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TOP_PAD_"}
     out = subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=120,
-                         check=True)
+                         check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

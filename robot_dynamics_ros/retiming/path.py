@@ -26,6 +26,9 @@ from numba import njit
 
 #: consecutive waypoints closer than this (joint-space norm, rad) are duplicates
 DUPLICATE_TOL = 1e-9
+#: largest change of the path tangent q' (infinity norm) over one stage: the stage-interior bound of the
+#: velocity and torque rows is exact only up to a residual that grows with the square of this turn
+TURN_PER_STAGE = 0.02
 
 
 @njit(cache=True, nogil=True)
@@ -498,7 +501,27 @@ def _refine(wp, knots, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_round
 
 
 @njit(cache=True, nogil=True)
-def _gridpoints(knots, count):  # pragma: no cover - compiled
+def _min_stages(knots, coeffs, turn):  # pragma: no cover - compiled
+    """(K-1,) stages each knot interval needs so that no stage turns by more than ``turn``: the tangent
+    q' of a stage of length Δ changes by at most Δ max|q''| (q'' is linear in an interval: its largest
+    magnitude is at an end)."""
+    nint = knots.shape[0] - 1
+    out = np.ones(nint, dtype=np.int64)
+    if not turn > 0.0:
+        return out
+    for k in range(nint):
+        h = knots[k + 1] - knots[k]
+        peak = 0.0
+        for j in range(coeffs.shape[2]):
+            a = abs(2.0 * coeffs[1, k, j])
+            b = abs(6.0 * coeffs[0, k, j] * h + 2.0 * coeffs[1, k, j])
+            peak = max(peak, max(a, b))
+        out[k] = max(1, int(np.ceil(h * peak / turn)))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _gridpoints(knots, count, min_per):  # pragma: no cover - compiled
     n_int = knots.shape[0] - 1
     stages = max(count - 1, n_int)
     total = knots[n_int] - knots[0]
@@ -508,23 +531,25 @@ def _gridpoints(knots, count):  # pragma: no cover - compiled
     for k in range(n_int):
         share = (knots[k + 1] - knots[k]) * (stages / total)
         f = np.floor(share)
-        per[k] = max(int(f), 1)
-        frac[k] = share - f
+        per[k] = max(int(f), min_per[k])
+        frac[k] = share - f if per[k] == int(f) else 0.0
         used += per[k]
     short = stages - used
     if short > 0:  # largest remainders first
         order = np.argsort(-frac)
         for k in range(short):
             per[order[k % n_int]] += 1
-    while short < 0:  # too many from the max(., 1): take from the intervals with most stages per length
+    while short < 0:  # too many from the minima: take from the intervals with most stages per length
         best = -1
         ratio = -1.0
         for k in range(n_int):
-            if per[k] > 1:
+            if per[k] > min_per[k]:
                 r = per[k] / (knots[k + 1] - knots[k])
                 if r > ratio:
                     ratio = r
                     best = k
+        if best < 0:  # every interval at its minimum: more stages than requested
+            break
         per[best] -= 1
         short += 1
     n_grid = 1
@@ -555,14 +580,15 @@ def gridpoints_for(knots: np.ndarray, count: int, return_knot_index: bool = Fals
     Returns:
         s (N,) gridpoints; with ``return_knot_index`` also (K,) the index in s of every knot.
     """
-    s, knot_index = _gridpoints(np.ascontiguousarray(knots, dtype=float), int(count))
+    knots = np.ascontiguousarray(knots, dtype=float)
+    s, knot_index = _gridpoints(knots, int(count), np.ones(knots.shape[0] - 1, dtype=np.int64))
     return (s, knot_index) if return_knot_index else s
 
 
 @njit(cache=True, nogil=True)
-def _collocation(knots, coeffs, count, lower, upper):  # pragma: no cover - compiled
+def _collocation(knots, coeffs, count, lower, upper, turn):  # pragma: no cover - compiled
     """Gridpoints, collocation points and the spline at them in one pass (see :func:`collocation`)."""
-    s, knot_index = _gridpoints(knots, count)
+    s, knot_index = _gridpoints(knots, count, _min_stages(knots, coeffs, turn))
     n_grid = s.shape[0]
     n = coeffs.shape[2]
     s_eval = np.empty(2 * n_grid - 1)
@@ -586,11 +612,14 @@ def _collocation(knots, coeffs, count, lower, upper):  # pragma: no cover - comp
     return s, knot_index, s_eval, q, dq, ddq, bad
 
 
-def collocation(path: "JointPath", count: int, lower: np.ndarray, upper: np.ndarray):
+def collocation(path: "JointPath", count: int, lower: np.ndarray, upper: np.ndarray,
+                turn: float = 0.0):
     """Gridpoints of :func:`gridpoints_for` and the spline on the collocation grid, in one compiled call.
 
     Args:
         path: the :class:`JointPath`; count: requested number of gridpoints;
+        turn: if > 0, enough stages in every knot interval that none turns the tangent by more than this
+            (rad, infinity norm of the change of q'; see :data:`TURN_PER_STAGE`), beyond ``count`` if need be;
         lower, upper: (n,) position bounds (rad / m) checked at every collocation point.
     Returns:
         s (N,), knot_index (K,), s_eval (2N-1,) (gridpoints at even, stage midpoints at odd indices),
@@ -598,6 +627,6 @@ def collocation(path: "JointPath", count: int, lower: np.ndarray, upper: np.ndar
     """
     s, ki, s_eval, q, dq, ddq, bad = _collocation(path.knots, path.coefficients, int(count),
                                                   np.ascontiguousarray(lower, dtype=float),
-                                                  np.ascontiguousarray(upper, dtype=float))
+                                                  np.ascontiguousarray(upper, dtype=float), float(turn))
     where = None if bad < 0 else divmod(int(bad), path.n)
     return s, ki, s_eval, q, dq, ddq, where

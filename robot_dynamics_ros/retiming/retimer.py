@@ -27,6 +27,7 @@ from numba import njit
 
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
+from robot_dynamics_ros.retiming import path as _path
 from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
@@ -594,7 +595,8 @@ class Retimer:
                            f"(waypoints, knots to meet path_tolerance {tol:g}, and {MIN_SEGMENT_GRIDPOINTS} per "
                            f"segment between direction reversals)")
         budget[0] -= count
-        s, knot_index, s_eval, q, dq, ddq, outside = collocation(path, count, tol_lo, tol_hi)
+        s, knot_index, s_eval, q, dq, ddq, outside = collocation(path, count, tol_lo, tol_hi,
+                                                                 _path.TURN_PER_STAGE)
         timings["path"] = timings.get("path", 0.0) + (time.perf_counter() - t0) * 1e3
         if outside is not None:
             p, j = outside
@@ -609,8 +611,10 @@ class Retimer:
         abc = torque_coefficients_planned(self.dynamics, q, dq, ddq, plan) if use_torque else None
         if use_torque:  # gravity alone at the waypoints (knots are exact dynamics nodes)
             if not _gravity_within(abc[2], knot_index, tlim):
-                g_knots = abc[2][2 * knot_index]
-                self._check_request(seg_wp, None, None, options, gravity=g_knots, first=first, kept_idx=kept_idx)
+                is_wp = np.isin(path.knots, path.knots if path.waypoint_knots is None else path.waypoint_knots)
+                g_wp = abc[2][2 * knot_index[is_wp]]
+                self._check_request(seg_wp, None, None, options, gravity=g_wp, first=first, kept_idx=kept_idx)
+                raise self._gravity_failure(abc[2][2 * knot_index], s[knot_index], path, first, kept_idx, tlim)
         x_start = float(np.linalg.norm(v0)) ** 2 if sp0 is not None else 0.0
         x_end = float(np.linalg.norm(v1)) ** 2 if sp1 is not None else 0.0
         friction = options.friction and use_torque and (np.any(m.damping) or np.any(m.friction))
@@ -688,8 +692,28 @@ class Retimer:
         return (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
                 "torque limits, and not at all where a joint has no torque limit",)
 
+    def _gravity_failure(self, c, s_points, path, first, kept_idx, tlim):
+        """GRAVITY_EXCEEDS_TORQUE at the first point (s_points (P,), gravity c (P, n)) where gravity alone
+        is above the torque limit, or None if there is none."""
+        ratio = np.abs(c) / tlim
+        over = np.flatnonzero((ratio > 1.0).any(axis=1))
+        if not over.size:
+            return None
+        p = int(over[0])
+        j = int(np.argmax(ratio[p]))
+        w = self._waypoint_at(path, s_points[p], first, kept_idx)
+        return _Failure(RetimeStatus.GRAVITY_EXCEEDS_TORQUE,
+                        f"between waypoints {w} and {w + 1} (s = {s_points[p]:.6g}): gravity alone needs "
+                        f"{c[p, j]:.6g} N·m at joint '{self.model.joint_names[j]}', above its torque limit "
+                        f"{tlim[j]:.6g} N·m")
+
     def _explain(self, status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc):
-        names = self.model.joint_names
+        if status == SolveStatus.START_NOT_CONTROLLABLE and x_start == 0.0 and abc is not None:
+            # from rest the limits cannot be met further on: a place where the arm cannot stand still
+            # (the solver would have to rush through it); say where
+            found = self._gravity_failure(abc[2], s_eval, path, first, kept_idx, tlim)
+            if found is not None:
+                return found
         if status == SolveStatus.START_NOT_CONTROLLABLE:
             return _Failure(RetimeStatus.START_NOT_CONTROLLABLE,
                             f"start_velocity: path speed {math.sqrt(x_start):.6g} rad/s at waypoint "
@@ -698,14 +722,10 @@ class Retimer:
         i = max(int(idx), 0)
         w = self._waypoint_at(path, s[i], first, kept_idx)
         if abc is not None:
-            c = abc[2][2 * i:2 * i + 3]
-            ratio = np.abs(c) / tlim
-            p, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-            if ratio[p, j] > 1.0:
-                return _Failure(RetimeStatus.GRAVITY_EXCEEDS_TORQUE,
-                                f"between waypoints {w} and {w + 1} (s = {s_eval[2 * i + p]:.6g}): gravity alone "
-                                f"needs {c[p, j]:.6g} N·m at joint '{names[j]}', above its torque limit "
-                                f"{tlim[j]:.6g} N·m")
+            found = self._gravity_failure(abc[2][2 * i:2 * i + 3], s_eval[2 * i:2 * i + 3], path, first, kept_idx,
+                                          tlim)
+            if found is not None:
+                return found
         return _Failure(RetimeStatus.INFEASIBLE,
                         f"no velocity profile satisfies the limits between waypoints {w} and {w + 1} "
                         f"(s = {s[i]:.6g} of {path.length:.6g}, gridpoint {i}); the torque or acceleration "
