@@ -125,7 +125,11 @@ def simulator_bags(tmp_path_factory):
                signal_handler_options=SignalHandlerOptions.NO)
     records = []
     try:
-        sim = SimulatorNode(context=ctx)
+        from rclpy.parameter import Parameter
+
+        # slowed down (no controller here): the arm falls, but in the recorded 0.6 s of wall time never faster
+        # than the control cores' plausible velocity (2 x the limit), whose states would rightly get no command
+        sim = SimulatorNode(context=ctx, parameter_overrides=[Parameter("real_time_factor", value=0.2)])
         rec = rclpy.create_node("recorder", context=ctx)
         rec.create_subscription(JointState, "/joint_states",
                                 lambda raw: records.append((time.time_ns(), bytes(raw))), 1000, raw=True)
