@@ -23,9 +23,9 @@ every message the node publishes (commands, ``/diagnostics``, ...), stamped with
 being replayed. OUT_BAG is checked before any work (it and ``OUT_BAG.partial`` must not exist, its folder
 must be writable, it must not be IN_BAG or inside it) and IN_BAG is size-capped (``--max-input-mb``;
 devices and FIFOs refused): the records are held in memory. OUT_BAG is written when the replay ends,
-atomically (a temporary sibling folder renamed when complete: a failure leaves nothing). Ctrl-C during the
-replay keeps what was recorded and writes it to ``OUT_BAG.partial``, saying so; a Ctrl-C during that write
-is held until the bag is complete.
+atomically (a temporary sibling folder renamed when complete: a failure leaves nothing). Ctrl-C (or SIGTERM)
+during the replay keeps what was recorded and writes it to ``OUT_BAG.partial``, saying so; a Ctrl-C during
+that write is held until the bag is complete.
 
 DDS: the node under test and the replayer run on a private domain chosen by the code (never
 ``$ROS_DOMAIN_ID``) with localhost-only discovery, as ``demo`` and ``track`` do: the replayed effort commands
@@ -618,7 +618,14 @@ def percentiles_us(latencies: list[float]) -> dict[str, float | None]:
             "max": round(float(a.max()), 1)}
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM (a supervisor, `kill`) takes Ctrl-C's path: what was recorded is kept
+
+
 def run(args: argparse.Namespace) -> int:
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, _terminate) if threading_is_main() else None
     try:
         return _run(args)
     except KeyboardInterrupt:  # before the replay loop (which keeps what it has) or after the write
@@ -627,6 +634,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"interrupted before the replay started: nothing was written to '{args.out}'", flush=True)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _run(args: argparse.Namespace) -> int:
