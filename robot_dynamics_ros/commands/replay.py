@@ -528,7 +528,14 @@ class Replayer:
             clock.clock.sec, clock.clock.nanosec = divmod(t_ns, 1_000_000_000)
             pub_clock.publish(clock)
 
-        spin = self.executor.spin_once
+        spin_once = self.executor.spin_once
+        _Interrupt.in_loop = True  # from here on a signal is noted and raised from Python code (spin)
+
+        def spin(timeout_sec: float) -> None:
+            spin_once(timeout_sec=timeout_sec)
+            if _Interrupt.hit:
+                raise KeyboardInterrupt
+
         # discovery, and the node's clock at the first record's time before anything is published
         deadline = time.monotonic() + 10.0
         while True:
@@ -585,6 +592,8 @@ class Replayer:
                 spin(timeout_sec=0.01)
         except KeyboardInterrupt:
             res.interrupted = True
+        finally:
+            _Interrupt.in_loop = False
         res.dropped += len(pending)
         pending.clear()
         res.wall_s = time.perf_counter() - t_wall0
@@ -618,14 +627,31 @@ def percentiles_us(latencies: list[float]) -> dict[str, float | None]:
             "max": round(float(a.max()), 1)}
 
 
-def _terminate(signum, frame):
-    raise KeyboardInterrupt  # SIGTERM (a supervisor, `kill`) takes Ctrl-C's path: what was recorded is kept
+class _Interrupt:
+    """SIGINT and SIGTERM during ``replay``. Inside the replay loop the handler only takes note (an
+    exception raised while the executor runs native code would surface as a RuntimeError); the loop checks
+    after every spin and stops as on Ctrl-C, keeping what was recorded. Outside the loop it raises
+    KeyboardInterrupt."""
+
+    in_loop = False
+    hit = False
+
+    @classmethod
+    def handler(cls, signum, frame):
+        if cls.in_loop:
+            cls.hit = True
+            return
+        raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace) -> int:
     import signal
 
-    previous = signal.signal(signal.SIGTERM, _terminate) if threading_is_main() else None
+    previous = {}
+    if threading_is_main():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, _Interrupt.handler)
+    _Interrupt.in_loop = _Interrupt.hit = False
     try:
         return _run(args)
     except KeyboardInterrupt:  # before the replay loop (which keeps what it has) or after the write
@@ -635,8 +661,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"interrupted before the replay started: nothing was written to '{args.out}'", flush=True)
         return 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        _Interrupt.in_loop = False
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run(args: argparse.Namespace) -> int:
