@@ -23,8 +23,7 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from robot_dynamics_ros.benchmarking.latency import ProbeRobot
-from robot_dynamics_ros.benchmarking.retiming_load import request_path
+from reference import ProbeRobot, request_path
 
 PANDA = ProbeRobot.panda()
 NAMES = list(PANDA.joint_names)

@@ -217,7 +217,7 @@ def test_benchmark_paths_where_the_arm_can_stand_still_are_feasible(k):
     0.9 × effort), so success is the right answer; and the returned trajectory, sampled 10× denser than
     the request's 0.01 s, stays within the velocity and margin-scaled torque limits to 1e-3.
     """
-    from robot_dynamics_ros.benchmarking.retiming_load import request_path
+    from reference import request_path
     from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.robots import ROBOTS
 
