@@ -589,6 +589,7 @@ class Retimer:
             raise _Failure(RetimeStatus.INVALID_REQUEST,
                            f"path_tolerance={tol:g}: the path between waypoints {w} and {w + 1} cannot be kept "
                            f"within it ({why}); raise path_tolerance")
+        path = path.split_for_turn(_path.TURN_PER_STAGE)
         # a segment that is short next to the whole path still needs stages to start and stop
         count = requested if path.length >= total else max(MIN_SEGMENT_GRIDPOINTS,
                                                            int(round(requested * path.length / total)))
