@@ -217,7 +217,8 @@ def differentiate(x: np.ndarray, dt: float, window: int, deriv: int) -> np.ndarr
 @dataclass
 class Prepared:
     """Data ready for identification, model order. t (N,), q, qd, qdd (N, n) (filtered), tau (N, n)
-    filtered, tau_raw (N, n) as recorded (scaled); window (samples), dt (s); notes (what was done)."""
+    filtered, tau_raw (N, n) as recorded (scaled); window (samples), dt (s); notes (what was done).
+    ``correlation`` = 1/Σh² of the smoothing filter h: consecutive samples per independent one."""
 
     t: np.ndarray
     q: np.ndarray
@@ -228,6 +229,12 @@ class Prepared:
     dt: float
     window: int
     notes: list[str]
+
+    @property
+    def correlation(self) -> float:
+        from scipy.signal import savgol_coeffs
+
+        return float(1.0 / np.sum(savgol_coeffs(self.window, 3) ** 2))
 
 
 def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window: int | None = None) -> Prepared:

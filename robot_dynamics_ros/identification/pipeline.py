@@ -41,7 +41,8 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
     """Identify on the fit block, validate on the held-out block. Raises ValueError (bad split, data)."""
     sp = split(data, holdout)
     q, qd, qdd, tau, _ = sp.take(data, "fit")
-    res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity)
+    res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
+                   sample_correlation=data.correlation)
     names = model.joint_names
     report: dict = {
         "robot": model.description.name, "joints": list(names),
