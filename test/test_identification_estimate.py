@@ -43,6 +43,14 @@ def test_planar_2r_has_six_base_inertial_parameters():
     assert base.rank == 6 + 6  # 6 inertial (closed form) + Coulomb, viscous, offset of 2 joints
 
 
+def test_panda_has_43_base_inertial_parameters():
+    """Gaz, Cognetti, Oliva, Robuffo Giordano & De Luca, "Dynamic identification of the Franka Emika Panda
+    robot with retrieval of feasible parameters using penalty-based optimization", IEEE RA-L 4(4), 2019:
+    43 base dynamic parameters (our count adds Coulomb, viscous and offset of 7 joints)."""
+    base = structural_base(Regressor(_model("panda")))
+    assert base.rank == 43 + 21
+
+
 def _plant(prior):
     text = perturbed_urdf(prior, mass_scale={"panda_link3": 1.2, "panda_link5": 0.8, "panda_link6": 1.2},
                           com_shift={"panda_link4": (0.02, -0.01, 0.0), "panda_link7": (0.0, 0.01, 0.01)})
