@@ -3,6 +3,7 @@
     robot-dynamics identify --urdf URDF --data FILE --out IDENTIFIED.urdf
                             [--effort-scale S | J=S,...] [--joint-map FROM=TO,...] [--topic TOPIC]
                             [--payload LINK] [--holdout F] [--armature] [--prior-weight W] [--window N]
+                            [--static] [--min-velocity V]
                             [--held J=V ...] [--gravity GX,GY,GZ] [--friction-yaml PATH] [--report PATH]
                             [--plot PATH] [--json]
 
@@ -44,6 +45,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prior-weight", type=float, default=1.0,
                         help="weight of the URDF prior (larger stays closer to the URDF; default 1)")
     parser.add_argument("--window", type=int, help="Savitzky-Golay window, samples (odd; default ~0.1 s)")
+    parser.add_argument("--static", action="store_true",
+                        help="the samples are poses at rest (static-pose log): qd = qdd = 0, no filtering")
+    parser.add_argument("--min-velocity", type=float, default=0.05,
+                        help="|qd| below which a joint's sample is left out of the fit, rad/s (default 0.05)")
     parser.add_argument("--held", action="append", default=None, metavar="JOINT=VALUE",
                         help="hold a joint fixed (as in the other commands); --held none holds nothing")
     parser.add_argument("--gravity", metavar="GX,GY,GZ", help="gravity in the root link frame (0,0,-9.81)")
@@ -95,11 +100,13 @@ def run(args) -> int:
 
     if not args.prior_weight > 0:
         raise UserError(f"--prior-weight: {args.prior_weight} must be > 0")
+    if not args.min_velocity >= 0:
+        raise UserError(f"--min-velocity: {args.min_velocity} must be ≥ 0")
     model = _model(args)
     rec = data_mod.read_recording(args.data, args.topic)
     scale = data_mod.parse_effort_scale(args.effort_scale, model.joint_names)
     prepared = data_mod.prepare(rec, model, joint_map=data_mod.parse_joint_map(args.joint_map),
-                                effort_scale=scale, window=args.window)
+                                effort_scale=scale, window=args.window, static=args.static)
     out = Path(args.out)
     stem = out.with_suffix("")
     files: list[tuple[str, str, str]] = []  # (what, path, text)
@@ -108,11 +115,11 @@ def run(args) -> int:
             from robot_dynamics_ros.identification.payload import run_payload
 
             outcome = run_payload(model, args.payload, prepared, holdout=args.holdout,
-                                  prior_weight=args.prior_weight)
+                                  prior_weight=args.prior_weight, min_velocity=args.min_velocity)
             files.append(("--out", str(out), outputs.json_text(outcome.report["payload"])))
         else:
             outcome = pipeline.run(model, prepared, holdout=args.holdout, armature=args.armature,
-                                   prior_weight=args.prior_weight)
+                                   prior_weight=args.prior_weight, min_velocity=args.min_velocity)
             urdf_text, notes = outputs.identified_urdf(model, outcome.result)
             outcome.report["notes"] += notes
             files.append(("--out", str(out), urdf_text))

@@ -369,8 +369,10 @@ def _map_solve(model, W, tau, qd, names, x0, s0, n_bodies, armature, min_velocit
         Jp[nin:, nin:] = np.diag(1.0 / s0[nin:])
         return np.vstack([Jd, Jp])
 
-    sol = least_squares(fun, theta0, jac=jac, bounds=(lower, np.full(P, np.inf)), method="trf",
-                        xtol=1e-10, ftol=1e-9, gtol=1e-10, max_nfev=max_nfev, x_scale=1.0)
+    # a trial step may overflow exp(θ): trf sees the non-finite cost and shrinks the step
+    with np.errstate(over="ignore", invalid="ignore"):
+        sol = least_squares(fun, theta0, jac=jac, bounds=(lower, np.full(P, np.inf)), method="trf",
+                            xtol=1e-10, ftol=1e-9, gtol=1e-10, max_nfev=max_nfev, x_scale=1.0)
     x, _ = unpack(sol.x)
     H = R.T @ R + np.diag(1.0 / s0 ** 2)
     post = np.sqrt(np.clip(np.diag(np.linalg.inv(H)), 0.0, None))
