@@ -102,6 +102,12 @@ def test_identified_urdf_and_friction_yaml_predict_another_trajectory(setup, ide
     tmp, _, _ = identified
     model = RobotModel.from_urdf(tmp / "id.urdf", held_joints=HELD)
     assert model.joint_names == prior.joint_names
+    # the file carries exactly the identified bodies (welded links and held fingers included)
+    report = json.loads((tmp / "id.json").read_text())
+    reg = Regressor(model)
+    written = reg.parameters()
+    ident = np.array([report["parameters"][nm]["identified"] for nm in reg.parameter_names])
+    assert np.allclose(written, ident, rtol=1e-9, atol=1e-12)
     fr = yaml.safe_load((tmp / "id.friction.yaml").read_text())["robot_dynamics_friction"]["joints"]
     assert np.allclose(model.friction, [fr[j]["coulomb"] for j in model.joint_names])
     assert np.allclose(model.damping, [fr[j]["viscous"] for j in model.joint_names])
