@@ -106,7 +106,8 @@ class ExcitationResult:
 
 
 def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 200, q0=None,
-             qd_max=None, qdd_max=None, seed: int = 0, max_evaluations: int = 400) -> ExcitationResult:
+             qd_max=None, qdd_max=None, seed: int = 0, max_evaluations: int = 400,
+             restarts: int = 16) -> ExcitationResult:
     """Minimize cond(W_base) over the Fourier coefficients, within the limits (see the module docstring).
 
     The series is kept at rest at t = 0 and t = T (:meth:`FourierTrajectory.at_rest`), so cycles repeat
@@ -117,6 +118,8 @@ def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 
             limit and give the acceleration limit, default ``model.acceleration_limit`` or 3 rad/s²).
         period: T s; harmonics: L; samples: points of the condition number's regressor per period.
         q0: centre pose (n,), default the middle of the position limits (0 when unlimited).
+        max_evaluations: cost evaluations in all; restarts: random starts tried first (at most a quarter
+            of the evaluations), the best seeds Powell's search. ``start_condition`` is the first start's.
     """
     from scipy.optimize import minimize
 
@@ -158,9 +161,19 @@ def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 
             pen += np.sum(np.maximum(x - hi_, 0) ** 2 + np.maximum(lo_ - x, 0) ** 2)
         return np.log(c) + 1e3 * pen
 
+    # a few random starts first (one evaluation each), the best one seeds Powell's local search
     z0 = np.concatenate([start.a.ravel(), start.b.ravel()])
+    c0 = cost(z0)
+    first = start
+    for _ in range(min(restarts, max(max_evaluations // 4, 0))):
+        tr = FourierTrajectory.random(n, harmonics, period, rng, q0, amplitude=0.5 * float(np.min(vlim))).at_rest()
+        tr = tr.scaled_into(lower, upper, vlim, alim, t)
+        z = np.concatenate([tr.a.ravel(), tr.b.ravel()])
+        c = cost(z)
+        if c < c0:
+            z0, c0 = z, c
     res = minimize(cost, z0, method="Nelder-Mead" if z0.size <= 8 else "Powell",
-                   options={"maxfev": max_evaluations, "xtol": 1e-4, "ftol": 1e-4})
+                   options={"maxfev": max(max_evaluations - count[0], 1), "xtol": 1e-4, "ftol": 1e-4})
     best = unpack(res.x).scaled_into(lower, upper, vlim, alim, t)
     tt = np.linspace(0.0, period, max(samples, int(period * 100)) + 1)
 
@@ -171,4 +184,4 @@ def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 
     q, qd, qdd = best.sample(tt)
     tau = NewtonEulerDynamics(model).rnea(q, qd, qdd)
     ok = bool(np.all(np.abs(tau) <= np.asarray(model.effort_limit)[None, :]))
-    return ExcitationResult(best, cond_of(best), cond_of(start), tt, q, qd, qdd, tau, ok, count[0])
+    return ExcitationResult(best, cond_of(best), cond_of(first), tt, q, qd, qdd, tau, ok, count[0])
