@@ -188,3 +188,18 @@ def test_bad_input_is_one_clear_error_and_writes_nothing(setup, tmp_path):
         _identify(["--urdf", "panda", "--data", str(tmp_path / "nan.csv"), "--out", str(tmp_path / "o.urdf"),
                    "--joint-map", "panda_joint1=elsewhere"])
     assert not any(p.name.startswith("o.") for p in tmp_path.iterdir())
+
+
+def test_bag_without_efforts_is_refused(tmp_path):
+    from sensor_msgs.msg import JointState
+
+    from robot_dynamics_ros.bags import write_bag
+
+    names = [f"panda_joint{j}" for j in range(1, 8)]
+    write_bag(tmp_path / "bag", [("/joint_states", 1_000_000 * k, JointState(name=names, position=[0.0] * 7,
+                                                                             velocity=[0.0] * 7))
+                                 for k in range(1, 50)])
+    with pytest.raises(UserError, match="/joint_states: messages carry no efforts"):
+        _identify(["--urdf", "panda", "--data", str(tmp_path / "bag"), "--out", str(tmp_path / "o.urdf")])
+    assert not (tmp_path / "o.urdf").exists()
+

@@ -257,7 +257,7 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
             parameters the data can identify.
     """
     reg = Regressor(model)
-    tau = reg._check(tau, "tau")
+    tau = reg.check_array(tau, "tau")
     W = _stack(reg, q, qd, qdd, armature)
     N, n, P = W.shape
     if tau.shape[0] != N:
