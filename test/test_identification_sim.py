@@ -118,7 +118,8 @@ def test_identified_urdf_and_friction_yaml_predict_another_trajectory(setup, ide
     moving = np.abs(p.qd) >= 0.05
 
     def rms(m, off):
-        e = NewtonEulerDynamics(m).rnea(p.q, p.qd, p.qdd) + m.friction * np.sign(p.qd) + m.damping * p.qd + off - p.tau_raw
+        e = (NewtonEulerDynamics(m).rnea(p.q, p.qd, p.qdd) + m.friction * np.sign(p.qd) + m.damping * p.qd + off
+             - p.tau_raw)
         return np.array([np.sqrt(np.mean(e[moving[:, j], j] ** 2)) for j in range(7)])
 
     e_id, e_urdf = rms(model, offset), rms(prior, 0.0)

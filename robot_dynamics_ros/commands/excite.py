@@ -50,7 +50,8 @@ def run(args) -> int:
     from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.robots import resolve
 
-    for name, v, ok in (("--period", args.period, args.period > 0), ("--harmonics", args.harmonics, args.harmonics >= 1),
+    for name, v, ok in (("--period", args.period, args.period > 0),
+                        ("--harmonics", args.harmonics, args.harmonics >= 1),
                         ("--cycles", args.cycles, args.cycles >= 1), ("--rate", args.rate, args.rate > 0),
                         ("--velocity-scale", args.velocity_scale, 0 < args.velocity_scale <= 1),
                         ("--acceleration-limit", args.acceleration_limit, args.acceleration_limit > 0),

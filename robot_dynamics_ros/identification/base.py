@@ -51,7 +51,8 @@ def base_parameters(W: np.ndarray, names, tol: float = RANK_TOL) -> BaseParamete
     """Base parameters of the stacked regressor W (rows, P) with column names (P,).
 
     Columns are normalized before pivoting (units differ: kg, kg·m, kg·m², N·m); zero columns (norm
-    below ZERO_COLUMN × the largest: parameters no torque depends on) are dependent with K = 0. Raises ValueError when W has no rows.
+    below ZERO_COLUMN × the largest: parameters no torque depends on) are dependent with K = 0.
+    Raises ValueError when W has no rows.
     """
     W = np.asarray(W, dtype=float)
     if W.ndim != 2 or W.shape[0] == 0:
