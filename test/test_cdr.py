@@ -131,7 +131,7 @@ def test_mapper_fields_path_equals_update_with_rclpy_fields(msgs):
         assert ra == rb
         for f in ("q", "qd", "effort", "stamp_ns", "arrival_ns"):
             np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
-        assert a.ready == b.ready and a.unknown_names == b.unknown_names
+        assert a.ready == b.ready and a.unknown_name_count == b.unknown_name_count
 
 
 def _same_fields(a, b) -> bool:

@@ -132,11 +132,13 @@ def test_non_finite_is_rejected_naming_the_field_and_joint(order, field, k, bad)
 
 
 def test_stale_then_fresh_by_stamp_and_by_arrival():
-    """Age by header stamp when stamped, by arrival time when the stamp is zero; fresh data resets it."""
+    """Age by the larger of stamp age and arrival age when stamped, by arrival time when the stamp is zero;
+    fresh data resets it."""
     m = JointStateMapper(PANDA)
     assert m.age(0, 0) == math.inf  # nothing yet: infinitely stale
     assert m.update(list(PANDA), [0.0] * 7, [0.0] * 7, stamp_ns=5_000_000_000, arrival_ns=0) is None
-    assert m.age(5_250_000_000, 10**12) == pytest.approx(0.25)
+    assert m.age(5_250_000_000, 10_000_000) == pytest.approx(0.25)
+    assert m.age(5_000_000_000, 10**12) == pytest.approx(1000.0)   # fresh stamp, but it waited 1000 s
     # out-of-order stamp: rejected, the age still counts from the newest stamp
     r = m.update(list(PANDA), [1.0] * 7, [0.0] * 7, stamp_ns=4_000_000_000, arrival_ns=0)
     assert r is not None and r.code is RejectCode.OUT_OF_ORDER and m.q[0] == 0.0

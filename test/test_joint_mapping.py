@@ -63,7 +63,72 @@ def test_unknown_names_ignored_and_reported():
     m = JointStateMapper(MODEL)
     assert m.update(["x", "j1", "j2", "j3", "j4", "finger"], [9, 1, 2, 3, 4, 9], [0.0] * 6) is None
     np.testing.assert_array_equal(m.q, [1, 2, 3, 4])
-    assert m.unknown_names == {"x", "finger"}
+    assert m.unknown_name_count == 2 and m.last_unknown == ("x", "finger")
+    m.update(["x", "j1", "j2", "j3", "j4", "finger"], [9, 1, 2, 3, 4, 9], [0.0] * 6)
+    assert m.unknown_name_count == 4   # counted per message, never collected into a growing set
+
+
+def test_caches_are_lru_bounded_and_unknown_names_not_stored():
+    """100 000 messages whose names change every time: the caches stay at their bound and the good
+    ordering, used every other message, is never evicted."""
+    from robot_dynamics_ros.control.cdr import JointStateFields
+
+    m = JointStateMapper(MODEL, max_cached_orderings=8)
+    good = JointStateFields(0, tuple(n.encode() for n in MODEL), (1.0, 2.0, 3.0, 4.0), (0.0,) * 4, ())
+    first = None
+    for k in range(50_000):
+        junk = JointStateFields(0, tuple(f"u{k}_{i}".encode() for i in range(5)) + (b"j1",), (0.0,) * 6, (), ())
+        assert m.update_fields(junk, arrival_ns=k) is None
+        assert m.update_fields(good, arrival_ns=k) is None
+        if first is None:
+            first = m._orderings[MODEL]
+    assert len(m._orderings) <= 8 and len(m._decoded) <= 8
+    assert m._orderings[MODEL] is first
+    assert m.unknown_name_count == 5 * 50_000
+    assert not hasattr(m, "unknown_names")
+
+
+def test_too_many_names_rejected_before_any_per_name_work():
+    from robot_dynamics_ros.control.joint_mapping import MAX_NAMES
+
+    m = JointStateMapper(MODEL)
+    names = [f"n{i}" for i in range(MAX_NAMES + 1)]
+    r = m.update(names, [0.0] * len(names))
+    assert r.code is RejectCode.LENGTH and f"at most {MAX_NAMES}" in r.detail
+    assert len(m._orderings) == 0
+
+
+def test_plausibility_gates_reject_whole_message_and_count_per_joint():
+    inf = math.inf
+    m = JointStateMapper(MODEL, q_min=[-1, -1, -inf, -1], q_max=[1, 1, inf, 1], qd_max=[2, inf, 2, 2])
+    assert m.update(MODEL, [0.5, -0.5, 100.0, 1.0], [1.0, 50.0, -2.0, 0.0]) is None  # on the bounds: in
+    r = m.update(MODEL, [0.5, 1.0001, 0.0, 0.0], [0.0] * 4)
+    assert r.code is RejectCode.IMPLAUSIBLE and "position['j2'] = 1.0001" in r.detail
+    r = m.update(["j4", "j1", "j2", "j3"], [0.0] * 4, [0.0, -2.5, 0.0, 0.0])      # reordered: j1's speed
+    assert r.code is RejectCode.IMPLAUSIBLE and "velocity['j1'] = -2.5" in r.detail
+    r = m.update(["j3"], [1e300], [0.0])          # partial message, slow path: j3 is not gated in position
+    assert r is None
+    r = m.update(["j4"], [-1e300], [0.0])
+    assert r.code is RejectCode.IMPLAUSIBLE and "'j4'" in r.detail
+    assert m.update(MODEL, [0.0] * 4, [math.nan, 0.0, 0.0, 0.0]) is None    # NaN velocity = unknown
+    r = m.update(MODEL, [0.0, math.nan, 0.0, 0.0], [0.0] * 4)
+    assert r.code is RejectCode.NONFINITE
+    assert m.rejected_joints == {"j2": 2, "j1": 1, "j4": 1}
+    # j1's NaN velocity made it "missing" in that message (require_velocity): it keeps 0.5
+    np.testing.assert_array_equal(m.q, [0.5, 0.0, 0.0, 0.0])
+
+
+def test_backward_clock_jump_restarts_ordering_keeps_positions_and_is_stale():
+    m = JointStateMapper(MODEL)
+    assert not m.check_clock(5_000_000_000)
+    m.update(MODEL, [1.0] * 4, [0.0] * 4, stamp_ns=5_000_000_000, arrival_ns=100, now_stamp_ns=5_000_000_000)
+    assert not m.check_clock(5_000_500_000) and not m.check_clock(5_000_000_000)   # within the tolerance
+    assert m.check_clock(1_000_000_000) and m.clock_jumps == 1
+    assert m.ready and m.q[0] == 1.0
+    assert m.age(1_000_000_000, 200) > 1e9        # stale until a new message
+    assert m.update(MODEL, [2.0] * 4, [0.0] * 4, stamp_ns=1_000_000_000, arrival_ns=300,
+                    now_stamp_ns=1_000_000_000) is None
+    assert m.age(1_000_000_000, 300) == 0.0
 
 
 def test_missing_joints_until_they_arrive_then_last_value_kept():
@@ -100,7 +165,9 @@ def test_nan_velocity_allowed_when_positions_suffice():
 def test_staleness_by_stamp_and_by_arrival_when_unstamped():
     m = JointStateMapper(MODEL)
     m.update(MODEL, [0.0] * 4, [0.0] * 4, stamp_ns=5_000_000_000, arrival_ns=100)
-    assert m.age(now_stamp_ns=5_250_000_000, now_arrival_ns=10**12) == pytest.approx(0.25)
+    assert m.age(now_stamp_ns=5_250_000_000, now_arrival_ns=100 + 10_000_000) == pytest.approx(0.25)
+    # a fresh stamp does not hide a message that waited: the larger of the two ages counts
+    assert m.age(now_stamp_ns=5_000_000_000, now_arrival_ns=100 + 300_000_000) == pytest.approx(0.3)
     m.update(MODEL, [0.0] * 4, [0.0] * 4, stamp_ns=0, arrival_ns=2_000_000_000)
     assert m.age(now_stamp_ns=10**15, now_arrival_ns=2_100_000_000) == pytest.approx(0.1)
     # the oldest joint decides
@@ -115,6 +182,27 @@ def test_out_of_order_stamp_rejected():
     assert r.code is RejectCode.OUT_OF_ORDER and "'j1'" in r.detail
     np.testing.assert_array_equal(m.q, [1.0] * 4)
     assert m.update(MODEL, [5.0] * 4, [0.0] * 4, stamp_ns=3000) is None
+
+
+def test_future_stamp_within_skew_does_not_block_correct_messages():
+    m = JointStateMapper(MODEL)
+    now = 10_000_000_000
+    # 50 ms ahead (within the tolerated skew): accepted
+    assert m.update(MODEL, [1.0] * 4, [0.0] * 4, stamp_ns=now + 50_000_000, now_stamp_ns=now,
+                    max_future_ns=100_000_000) is None
+    # the next correct message, stamped 1 ms later than now: in order (the future stamp counts as "now")
+    assert m.update(MODEL, [2.0] * 4, [0.0] * 4, stamp_ns=now + 1_000_000, now_stamp_ns=now + 1_000_000,
+                    max_future_ns=100_000_000) is None
+    assert m.q[0] == 2.0
+    # partial messages (slow path) alike
+    assert m.update(["j1"], [3.0], [0.0], stamp_ns=now + 90_000_000, now_stamp_ns=now + 2_000_000,
+                    max_future_ns=100_000_000) is None
+    assert m.update(["j1"], [4.0], [0.0], stamp_ns=now + 3_000_000, now_stamp_ns=now + 3_000_000,
+                    max_future_ns=100_000_000) is None
+    assert m.q[0] == 4.0
+    # but an old stamp is still out of order
+    r = m.update(["j1"], [5.0], [0.0], stamp_ns=now, now_stamp_ns=now + 4_000_000, max_future_ns=100_000_000)
+    assert r.code is RejectCode.OUT_OF_ORDER
 
 
 def test_command_joint_errors_name_the_joint():
@@ -174,7 +262,8 @@ class ReferenceMapper:
             return RejectCode.NONFINITE
         if stamp and now is not None and stamp > now + max_future:
             return RejectCode.FUTURE
-        if stamp and any(self.stamp[names[k]] > stamp for k in known):
+        if stamp and any(min(self.stamp[names[k]], now if now is not None else math.inf) > stamp
+                         for k in known):
             return RejectCode.OUT_OF_ORDER
         for k in known:
             n = names[k]
@@ -201,8 +290,8 @@ class ReferenceMapper:
     def age(self, now, now_arrival):
         if not self.ready:
             return math.inf
-        return max((now - self.stamp[n]) if self.stamp[n] else (now_arrival - self.arrival[n])
-                   for n in self.j) * 1e-9
+        return max(max(now - self.stamp[n], now_arrival - self.arrival[n]) if self.stamp[n]
+                   else (now_arrival - self.arrival[n]) for n in self.j) * 1e-9
 
 
 _msg = st.fixed_dictionaries({

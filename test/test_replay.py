@@ -280,3 +280,76 @@ def test_computed_torque_with_a_trajectory(tmp_path, capfd, panda, mode):
         d = np.array([50.0, 50, 50, 20, 20, 20, 10])
         want = NewtonEulerDynamics(panda).gravity(q) + p * (q_d - q) + d * (qd_d - qd)
         np.testing.assert_allclose(tau, np.clip(want, -panda.effort_limit, panda.effort_limit), rtol=0, atol=1e-9)
+
+
+def test_output_and_input_checked_before_any_work(tmp_path, capfd):
+    import os
+
+    src = tmp_path / "in"
+    write_with_rosbags(src, "sqlite3", 20)
+    cases = [
+        (["--out", str(src / "inner")], "is IN_BAG"),
+        (["--out", str(tmp_path / "no_folder" / "out")], "does not exist"),
+        (["--out", str(tmp_path / "out"), "--max-input-mb", "0.001"], "above --max-input-mb 0.001"),
+    ]
+    (tmp_path / "taken.partial").mkdir()
+    cases.append((["--out", str(tmp_path / "taken")], "taken.partial' exists already"))
+    for extra, expect in cases:
+        t0 = time.monotonic()
+        status, _, err = replay(capfd, src, "--urdf", "panda", *extra)
+        assert status == 1 and expect in err, err
+        assert len(err.strip().splitlines()) == 1 and time.monotonic() - t0 < 5  # refused before the work
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    status, _, err = replay(capfd, fifo, "--urdf", "panda", "--out", tmp_path / "o2")
+    assert status == 1 and "not a regular file or a bag folder" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "o2").exists()
+
+
+def _records(n):
+    from rclpy.serialization import serialize_message
+    from std_msgs.msg import Float64MultiArray
+
+    return [("/effort_controller/commands", bags.FLOAT64_MULTI_ARRAY, T0 + k,
+             bytes(serialize_message(Float64MultiArray(data=[float(k)])))) for k in range(n)]
+
+
+def test_recording_is_written_atomically(tmp_path, monkeypatch):
+    from robot_dynamics_ros.commands.replay import write_recording
+
+    real = bags.BagWriter.write_serialized
+    calls = []
+
+    def failing(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 5:
+            raise OSError(28, "No space left on device")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(bags.BagWriter, "write_serialized", failing)
+    with pytest.raises(OSError):
+        write_recording(tmp_path / "out", _records(10), "sqlite3")
+    assert list(tmp_path.iterdir()) == []  # neither a half bag nor a temporary folder left
+
+
+def test_a_ctrl_c_during_the_write_is_held_until_the_bag_is_complete(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from robot_dynamics_ros.commands.replay import write_recording
+
+    real = bags.BagWriter.write_serialized
+    calls = []
+
+    def interrupting(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(bags.BagWriter, "write_serialized", interrupting)
+    n, interrupted = write_recording(tmp_path / "out", _records(10), "sqlite3")
+    assert (n, interrupted) == (10, True)
+    msgs = bags.read_messages(tmp_path / "out", {"/effort_controller/commands": bags.FLOAT64_MULTI_ARRAY})
+    assert [m.msg.data[0] for m in msgs] == [float(k) for k in range(10)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

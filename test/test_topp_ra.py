@@ -76,7 +76,10 @@ def dense_peaks(pm, q, qd, qdd, vlim, alim, tlim, damping=None, coulomb=None):
     data = pm.createData()
     tau = np.array([pin.rnea(pm, data, q[k], qd[k], qdd[k]) for k in range(q.shape[0])])
     if damping is not None:
-        tau = tau + damping * qd + coulomb * np.sign(qd)
+        moving = qd != 0.0
+        tau = np.where(moving, tau + damping * qd + coulomb * np.sign(qd),
+                       # at rest static friction holds anything in [-F, F]: the motor needs |tau| - F at least
+                       np.sign(tau) * np.maximum(np.abs(tau) - coulomb, 0.0))
     return ((np.abs(qd) / vlim).max(), (np.abs(qdd) / alim).max(), (np.abs(tau) / tlim).max())
 
 
@@ -248,9 +251,10 @@ def _toppra_duration(knots, waypoints, gridpoints, pm, vlim, alim, tlim):
     return traj.duration
 
 
-@pytest.mark.parametrize("robot, count, gridpoints", [("panda", 10, 100), ("panda", 100, 400),
-                                                      ("ur5", 10, 300), ("ur5", 30, 100)])
-def test_duration_vs_toppra_and_dense_pinocchio_check(robot, count, gridpoints):
+# path tolerances at which the interpolating spline through the smooth waypoints needs no added knots
+@pytest.mark.parametrize("robot, count, gridpoints, tol", [("panda", 10, 100, 0.1), ("panda", 100, 400, 1e-3),
+                                                           ("ur5", 10, 300, 0.3), ("ur5", 30, 100, 0.03)])
+def test_duration_vs_toppra_and_dense_pinocchio_check(robot, count, gridpoints, tol):
     from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
 
     model = load_model(robot)
@@ -259,18 +263,22 @@ def test_duration_vs_toppra_and_dense_pinocchio_check(robot, count, gridpoints):
     wp = smooth_waypoints(model, count)
     retimer = Retimer(model)
     dt = 0.01
-    res = retimer.retime(wp, options=RetimeOptions(gridpoints=gridpoints, torque_margin=MARGIN, sample_period=dt))
+    res = retimer.retime(wp, options=RetimeOptions(gridpoints=gridpoints, torque_margin=MARGIN, sample_period=dt,
+                                                   path_tolerance=tol))
     assert res.success, res.message
     seg = res.segments[0]
+    assert seg.path.knots.shape[0] == count and res.max_path_deviation <= tol
     vlim, alim = pm.velocityLimit, np.full(model.n, ACC)
     tlim = pm.effortLimit * MARGIN
-    t_toppra = _toppra_duration(seg.path.knots, wp, seg.s, pm, vlim, alim, tlim)
+    # the same path: the not-a-knot spline through our knots (the waypoints and the points added on
+    # their chords to stay within path_tolerance)
+    t_toppra = _toppra_duration(seg.path.knots, seg.path(seg.path.knots), seg.s, pm, vlim, alim, tlim)
     # within 0.5 % of toppra at the same gridpoints (shorter is fine when the dense check below holds)
     assert res.duration <= t_toppra * 1.005
     assert res.duration >= t_toppra * 0.99
     # the same trajectory sampled 10x denser
     dense = retimer.retime(wp, options=RetimeOptions(gridpoints=gridpoints, torque_margin=MARGIN,
-                                                     sample_period=dt / 10))
+                                                     sample_period=dt / 10, path_tolerance=tol))
     assert dense.duration == res.duration
     np.testing.assert_allclose(dense.q[::10][:-1], res.q[:-1][:dense.q[::10][:-1].shape[0]], atol=1e-12)
     v, a, t = dense_peaks(pm, dense.q, dense.qd, dense.qdd, vlim, alim, tlim)

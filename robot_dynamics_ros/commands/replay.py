@@ -20,8 +20,17 @@ controlled: the next joint state is published when the command for the previous 
 
 OUT_BAG (a new rosbag2 directory, ``--storage`` as IN_BAG's unless given) receives the replayed inputs and
 every message the node publishes (commands, ``/diagnostics``, ...), stamped with the bag time of the input
-being replayed. It is written only when the replay finishes (a failure leaves nothing; Ctrl-C writes what
-was recorded to ``OUT_BAG.partial`` and says so).
+being replayed. OUT_BAG is checked before any work (it and ``OUT_BAG.partial`` must not exist, its folder
+must be writable, it must not be IN_BAG or inside it) and IN_BAG is size-capped (``--max-input-mb``;
+devices and FIFOs refused): the records are held in memory. OUT_BAG is written when the replay ends,
+atomically (a temporary sibling folder renamed when complete: a failure leaves nothing). Ctrl-C during the
+replay keeps what was recorded and writes it to ``OUT_BAG.partial``, saying so; a Ctrl-C during that write
+is held until the bag is complete.
+
+DDS: the node under test and the replayer run on a private domain chosen by the code (never
+``$ROS_DOMAIN_ID``) with localhost-only discovery, as ``demo`` and ``track`` do: the replayed effort commands
+use the standard topic names a robot listens on. ``--domain-id N`` runs on domain N with the environment's
+discovery range, to watch the replay with other tools.
 
 The summary gives messages in/out, dropped inputs (a command was expected and none came), latency
 percentiles (publish of the joint state to receipt of its command, wall clock) and the max difference
@@ -57,6 +66,8 @@ from robot_dynamics_ros.errors import UserError
 REPLAY_NODES = ("gravity_compensation", "computed_torque")
 #: topics a node has that are not its output
 _INFRA_TOPICS = {"/rosout", "/parameter_events"}
+#: default cap on the size of IN_BAG (bytes, all its files): the records are held in memory
+MAX_INPUT_BYTES = 1 << 30
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +94,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="s to wait for a command before an input counts as dropped (default 1)")
     parser.add_argument("--tolerance", type=float, default=1e-9,
                         help="max |command - recomputation|, N·m, for exit status 0 (default 1e-9)")
+    parser.add_argument("--max-input-mb", type=float, default=MAX_INPUT_BYTES / 2**20, metavar="MB",
+                        help=f"refuse an IN_BAG larger than this (default {MAX_INPUT_BYTES // 2**20} MiB): the "
+                             "replay holds every input record in memory")
+    parser.add_argument("--domain-id", type=int, default=None,
+                        help="DDS domain (default: a private one chosen by the code, never $ROS_DOMAIN_ID, "
+                             "localhost-only discovery: the replayed commands never reach a robot; an explicit "
+                             "id keeps the environment's discovery range, to watch the replay from other tools)")
 
 
 # ----------------------------------------------------------------------------------------- parameters
@@ -114,6 +132,95 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{k}"] = v
     return out
+
+
+# ----------------------------------------------------------------------------------------- files
+def check_output(out: Path, in_bag: str | Path) -> None:
+    """Refuse, before any work, an OUT_BAG that cannot be created: it (or its ``.partial``) exists, its
+    folder is missing or not writable, or it is IN_BAG or inside it.
+
+    Raises:
+        UserError: naming ``--out`` and the reason.
+    """
+    partial = out.with_name(out.name + ".partial")
+    for p in (out, partial):
+        if p.exists() or p.is_symlink():
+            raise UserError(f"--out '{out}': '{p}' exists already; not overwriting")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise UserError(f"--out '{out}': folder '{parent}' does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"--out '{out}': folder '{parent}' is not writable")
+    src = Path(in_bag).resolve()
+    dst = out.resolve()
+    if dst == src or src in dst.parents:
+        raise UserError(f"--out '{out}': is IN_BAG '{in_bag}' or inside it")
+
+
+def check_input_size(in_bag: str | Path, limit_bytes: float) -> int:
+    """Bytes of IN_BAG (a regular file, or every regular file of a bag folder); refuses devices, FIFOs and
+    anything above ``limit_bytes`` before reading.
+
+    Raises:
+        UserError: naming IN_BAG, its size and the cap.
+    """
+    import stat
+
+    path = Path(in_bag)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise UserError(f"IN_BAG '{in_bag}': {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        files = [p for p in path.iterdir() if p.is_file()]
+        size = sum(p.stat().st_size for p in files)
+    elif stat.S_ISREG(st.st_mode):
+        size = st.st_size
+    else:
+        raise UserError(f"IN_BAG '{in_bag}': not a regular file or a bag folder")
+    if size > limit_bytes:
+        raise UserError(f"IN_BAG '{in_bag}': {size / 2**20:.1f} MiB is above --max-input-mb "
+                        f"{limit_bytes / 2**20:g} (the replay holds every record in memory)")
+    return size
+
+
+def write_recording(path: Path, recorded: list, storage: str) -> tuple[int, bool]:
+    """Write ``(topic, msgtype, t_ns, raw)`` records, in time order (stable), as a new bag at ``path``.
+
+    Atomic: the bag is written in a temporary sibling folder and renamed to ``path`` when complete, so
+    ``path`` is either absent or a whole bag. A Ctrl-C during the write is held until the bag is complete
+    (then reported as the second value, True).
+
+    Returns:
+        ``(messages written, interrupted during the write)``.
+    """
+    import shutil
+    import signal
+    import tempfile
+
+    recorded = sorted(recorded, key=lambda r: r[2])
+    late = []
+    previous = signal.getsignal(signal.SIGINT)
+    in_main = threading_is_main()
+    if in_main:
+        signal.signal(signal.SIGINT, lambda *_: late.append(True))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else "."))
+    try:
+        with bags.BagWriter(tmp / path.name, storage=storage) as bag:
+            for topic, mtype, t_ns, raw in recorded:
+                bag.write_serialized(topic, mtype, raw, t_ns)
+        os.rename(tmp / path.name, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if in_main:
+            signal.signal(signal.SIGINT, previous)
+    return len(recorded), bool(late)
+
+
+def threading_is_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 # ----------------------------------------------------------------------------------------- inputs
@@ -381,20 +488,22 @@ class Replayer:
     fastest measured here (60 s of 500 Hz: 11.2 s at 1, 15.8 s at 2, 16.9 s at 4, 17.5 s at 8).
     """
 
-    def __init__(self, node_name: str, urdf: str, params_files: list[str], *, timeout: float, window: int = 1):
+    def __init__(self, node_name: str, urdf: str, params_files: list[str], *, timeout: float, window: int = 1,
+                 domain_id: int | None = None):
         import rclpy
         from rclpy.signals import SignalHandlerOptions
 
+        from robot_dynamics_ros.commands import isolation
         from robot_dynamics_ros.commands.run import check_params_file
         from robot_dynamics_ros.nodes import common
 
-        os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         ros_args = []
         for path in params_files:
             ros_args += ["--params-file", str(check_params_file(path))]
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx, args=["robot-dynamics-replay", "--ros-args", *ros_args],
-                   signal_handler_options=SignalHandlerOptions.NO)
+        self.ctx = None
+        self.ctx, self.domain_id = isolation.init_context(
+            domain_id, args=["robot-dynamics-replay", "--ros-args", *ros_args],
+            signal_handler_options=SignalHandlerOptions.NO)
         self.timeout = timeout
         self.window = int(window)
         self.node = None
@@ -421,8 +530,8 @@ class Replayer:
                     pass
         if self.executor is not None:
             self.executor.shutdown()
-        if self.ctx.ok():
-            rclpy.shutdown(context=self.ctx)
+        if self.ctx is not None:
+            rclpy.try_shutdown(context=self.ctx)
 
     def run(self, records: list[Record], expected: list, *, rate: float | None) -> ReplayResult:
         """Publish ``records``; ``expected[i]`` is the recomputed command of joint state i (None: no command
@@ -572,15 +681,6 @@ def _start_node(name: str, ctx, urdf: str):
         raise UserError(f"node '{name}': {exc}") from None
 
 
-def write_recording(path: Path, recorded: list, storage: str) -> int:
-    """Write ``(topic, msgtype, t_ns, raw)`` records to a new bag, in time order (stable); returns the count."""
-    recorded = sorted(recorded, key=lambda r: r[2])
-    with bags.BagWriter(path, storage=storage) as bag:
-        for topic, mtype, t_ns, raw in recorded:
-            bag.write_serialized(topic, mtype, raw, t_ns)
-    return len(recorded)
-
-
 def percentiles_us(latencies: list[float]) -> dict[str, float | None]:
     if not latencies:
         return {"p50": None, "p90": None, "p99": None, "max": None}
@@ -593,8 +693,11 @@ def percentiles_us(latencies: list[float]) -> dict[str, float | None]:
 def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
-    except KeyboardInterrupt:  # before the replay started (the replay loop handles its own)
-        print(f"interrupted before the replay started: nothing was written to '{args.out}'", flush=True)
+    except KeyboardInterrupt:  # before the replay loop (which keeps what it has) or after the write
+        if Path(args.out).exists() or Path(args.out + ".partial").exists():
+            print("interrupted after the recording was written", flush=True)
+        else:
+            print(f"interrupted before the replay started: nothing was written to '{args.out}'", flush=True)
         return 130
 
 
@@ -609,10 +712,12 @@ def _run(args: argparse.Namespace) -> int:
         raise UserError(f"--timeout {args.timeout}: must be > 0 s")
     rate = None if args.as_fast_as_possible else (args.rate if args.rate is not None else 1.0)
     out = Path(args.out)
-    if out.exists():
-        raise UserError(f"--out '{out}' exists already; not overwriting")
     if not Path(args.in_bag).exists():
         raise UserError(f"IN_BAG '{args.in_bag}': no such file or directory")
+    check_output(out, args.in_bag)
+    if not args.max_input_mb > 0:
+        raise UserError(f"--max-input-mb {args.max_input_mb}: must be > 0")
+    check_input_size(args.in_bag, args.max_input_mb * 2**20)
     robots.resolve(args.urdf)  # UserError naming the file
 
     params = node_parameters(args.params, args.node)
@@ -628,7 +733,7 @@ def _run(args: argparse.Namespace) -> int:
     source, held, _ = common.resolve_robot_source(params)
     model = RobotModel.from_urdf(source, held_joints=held, joint_limits=params.get("joint_limits_path") or None)
     check_joint_names(records, model, args.joint_states_topic)
-    replayer = Replayer(args.node, args.urdf, args.params, timeout=args.timeout)
+    replayer = Replayer(args.node, args.urdf, args.params, timeout=args.timeout, domain_id=args.domain_id)
     try:
         if args.node == "gravity_compensation":
             expected = GravityRecomputation(model, params).expected(records)
@@ -642,7 +747,8 @@ def _run(args: argparse.Namespace) -> int:
         replayer.close()
 
     target = out.with_name(out.name + ".partial") if res.interrupted else out
-    n_written = write_recording(target, res.recorded, storage)
+    n_written, interrupted_writing = write_recording(target, res.recorded, storage)
+    res.interrupted = res.interrupted or interrupted_writing
     outputs = sum(1 for r in res.recorded if r[0] not in (args.joint_states_topic, traj_topic))
     summary = {
         "in_bag": str(args.in_bag), "out_bag": str(target), "storage": storage, "node": args.node,
@@ -654,6 +760,7 @@ def _run(args: argparse.Namespace) -> int:
         "max_abs_diff_nm": res.max_abs_diff if res.matched else None,
         "bag_duration_s": round((records[-1].t_ns - records[0].t_ns) * 1e-9, 6),
         "wall_s": round(res.wall_s, 3), "node_counters": counters, "interrupted": res.interrupted,
+        "domain_id": replayer.domain_id,
         "recorded": n_written,
     }
     ok = res.dropped == 0 and (summary["max_abs_diff_nm"] is None or summary["max_abs_diff_nm"] <= args.tolerance)
@@ -666,7 +773,10 @@ def _run(args: argparse.Namespace) -> int:
     if lat["p50"] is not None:
         print(f"  latency p50 {lat['p50']} us, p90 {lat['p90']} us, p99 {lat['p99']} us, max {lat['max']} us")
     print(f"  max |command - offline recomputation| = {summary['max_abs_diff_nm']} N·m (tolerance {args.tolerance:g})")
-    if res.interrupted:
+    if interrupted_writing:
+        print(f"  interrupted while writing: the write was completed first; all {n_written} messages are in "
+              f"'{target}'")
+    elif res.interrupted:
         print(f"  interrupted: the {n_written} messages recorded so far are in '{target}' (not '{out}')")
     else:
         print(f"  recorded {n_written} messages to {target} ({storage})")

@@ -22,6 +22,13 @@ Timing semantics (``joint_trajectory_controller``, ros2_control):
   it had at the start time (that state becomes an implicit first point, with its velocity and acceleration).
 * Before a trajectory starts and after its last point the desired position is held (qd = qdd = 0).
 * A message with no points cancels: the controller holds the desired position it has at that moment.
+
+Continuous joints (URDF ``type="continuous"``, passed as a ``continuous`` mask) take the short way, as
+``joint_trajectory_controller`` does with ``angle_wraparound``: each point's angle is moved by whole turns
+to within π of the previous point's (:func:`validate_joint_trajectory`), and the whole trajectory by
+whole turns so that its first point is within π of the desired position it starts from
+(:class:`TrajectoryExecutor`). +3.1 → −3.1 rad is thus a 0.083 rad move, not a 6.2 rad sweep; a
+deliberate move of more than π between two points of a continuous joint needs intermediate points.
 """
 from __future__ import annotations
 
@@ -98,8 +105,20 @@ def _check_finite(name: str, values: np.ndarray, msg_names: Sequence[str]) -> No
         raise TrajectoryRejected(f"{name}[{j}] (joint '{msg_names[j]}') = {float(values[j])!r} is not finite")
 
 
+def _unwrap_short_way(pos: np.ndarray, continuous) -> None:
+    """Make consecutive rows of ``pos`` (K, n) differ by less than π in the ``continuous`` columns, in place."""
+    if continuous is None:
+        return
+    c = np.asarray(continuous, dtype=bool)
+    if not c.any() or len(pos) < 2:
+        return
+    d = np.diff(pos[:, c], axis=0)
+    d = (d + np.pi) % (2 * np.pi) - np.pi
+    pos[1:, c] = pos[0, c] + np.cumsum(d, axis=0)
+
+
 def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndarray | None = None,
-                              upper: np.ndarray | None = None) -> JointTrajectorySpec:
+                              upper: np.ndarray | None = None, continuous=None) -> JointTrajectorySpec:
     """Check a ``trajectory_msgs/JointTrajectory`` and reorder it into ``joint_names`` order.
 
     Args:
@@ -108,6 +127,8 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
         joint_names: (n,) the controller's joints; the message must name each exactly once, in any order.
         lower, upper: (n,) optional position limits (rad) in ``joint_names`` order; points outside are
             rejected. ``inf`` where unbounded.
+        continuous: (n,) optional bool mask of continuous joints (``joint_names`` order): their angles
+            are unwrapped the short way between consecutive points (module docstring).
 
     Returns:
         The :class:`JointTrajectorySpec` (empty ``times`` when the message has no points).
@@ -188,6 +209,7 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
                 if not has_v[k]:
                     raise TrajectoryRejected(f"points[{k}].accelerations given without velocities")
                 has_a[k] = True
+    _unwrap_short_way(pos, continuous)
     for bound, name, cmp in ((lower, "lower", np.less), (upper, "upper", np.greater)):
         if bound is None:
             continue
@@ -364,6 +386,8 @@ class TrajectoryExecutor:
             "not known yet" (see :meth:`set_hold_position`; :meth:`sample` returns ``None`` until then).
         epoch_ns: the clock reading (ns) that times passed to :meth:`submit` / :meth:`sample` count from,
             e.g. the node's start time: keeping the float seconds small keeps them exact to ~1e-15 s.
+        continuous: (n,) optional bool mask of continuous joints: a trajectory starting from a desired
+            state is moved by whole turns of these joints so that its first point is within π of it.
 
     Usage: :meth:`submit` each validated :class:`JointTrajectorySpec` with the receive time, and call
     :meth:`sample` once per control tick with the current time (both in seconds since ``epoch_ns``).
@@ -373,8 +397,12 @@ class TrajectoryExecutor:
     Of several pending trajectories, the latest submitted one wins from its own start time.
     """
 
-    def __init__(self, n: int, hold_position=None, epoch_ns: int = 0):
+    def __init__(self, n: int, hold_position=None, epoch_ns: int = 0, continuous=None):
         self.n = int(n)
+        c = np.zeros(self.n, bool) if continuous is None else np.asarray(continuous, dtype=bool).reshape(-1)
+        if c.shape != (self.n,):
+            raise ValueError(f"continuous: expected {self.n} flags, got {c.size}")
+        self._continuous = c
         self.epoch_ns = int(epoch_ns)
         self._hold = None if hold_position is None else np.asarray(hold_position, float).copy()
         self._active: _Active | None = None
@@ -421,6 +449,13 @@ class TrajectoryExecutor:
             return
         times, pos, vel, acc = spec.times, spec.positions, spec.velocities, spec.accelerations
         hv, ha = spec.has_velocity, spec.has_acceleration
+        c = self._continuous
+        if prev is not None and c.any():
+            # whole turns so that the first point is within π of where the controller is
+            turns = np.round((prev.q[c] - pos[0, c]) / (2 * np.pi))
+            if turns.any():
+                pos = pos.copy()
+                pos[:, c] += 2 * np.pi * turns
         if times[0] > 0 and prev is not None:
             # implicit first point: where the controller wants to be at the start time
             times = np.concatenate([[0.0], times])

@@ -26,23 +26,46 @@ Semantics, following ``sensor_msgs/JointState`` and ros2_control's ``joint_state
 * A message may carry a subset of the joints (several publishers); each joint keeps its last reported
   value. The mapper is :attr:`~JointStateMapper.ready` only once every model joint has been reported;
   until then :meth:`~JointStateMapper.missing` names the absent joints.
+* Plausibility gates (optional, ``q_min`` / ``q_max`` / ``qd_max``): a position outside
+  ``[q_min, q_max]`` or a finite velocity with ``|qd| > qd_max`` rejects the whole message
+  (:attr:`RejectCode.IMPLAUSIBLE`); the control cores derive the bounds from the model's limits and a
+  documented margin (docs/nodes.md, "Plausibility gates"). Rejections that blame a joint are counted
+  per joint name in :attr:`~JointStateMapper.rejected_joints` (model joints only: bounded).
 * A non-zero header stamp older than the stamp already stored for one of its joints is rejected as
-  out of order.
-* Staleness (:meth:`~JointStateMapper.age`): per joint, the age of its header stamp against the node's
-  clock, or, when the stamp was zero, the age of its arrival time on a monotonic clock; the state's age
-  is the oldest joint's age.
+  out of order; a stored stamp that lies ahead of the node clock counts as "now" for this check, so a
+  message from a fast clock never blocks the correct messages after it. A stamp further ahead of the
+  node clock than ``max_future_ns`` is rejected (:attr:`RejectCode.FUTURE`).
+* A backward jump of the node clock (:meth:`~JointStateMapper.check_clock`, e.g. a bag restarting under
+  ``use_sim_time``) forgets the stored stamps (the ordering restarts), keeps the last positions for the
+  safe command, and leaves the state stale until the next accepted message.
+* Staleness (:meth:`~JointStateMapper.age`): per joint, the larger of the age of its header stamp against
+  the node's clock and the age of its arrival time on a monotonic clock (the arrival age alone when the
+  stamp was zero); the state's age is the oldest joint's age. Both count: a stamp can be fresh while
+  the message sat in a queue, and a message can arrive now carrying an old measurement.
+* Memory is bounded whatever the input: name orderings and their decoded names are kept in LRU caches
+  of ``max_cached_orderings`` entries, a message with more than :data:`MAX_NAMES` names is rejected
+  (:attr:`RejectCode.LENGTH`), and unknown names are counted (:attr:`~JointStateMapper.unknown_name_count`),
+  never collected.
 """
 from __future__ import annotations
 
 import enum
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from math import isfinite
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["RejectCode", "Rejection", "JointStateMapper", "index_map"]
+__all__ = ["RejectCode", "Rejection", "JointStateMapper", "index_map", "MAX_NAMES", "CLOCK_JUMP_TOLERANCE_NS"]
+
+#: most names one JointState may carry (a larger message is rejected before any per-name work)
+MAX_NAMES = 1024
+#: a node clock reading earlier than the previous one by more than this is a backward jump, ns
+CLOCK_JUMP_TOLERANCE_NS = 1_000_000
+#: arrival time of a joint after a clock jump: older than any state timeout
+_LONG_AGO_NS = -(1 << 62)
 
 
 class RejectCode(enum.Enum):
@@ -54,6 +77,7 @@ class RejectCode(enum.Enum):
     OUT_OF_ORDER = "out-of-order header stamp"
     FUTURE = "header stamp in the future"
     NO_KNOWN_JOINT = "no known joint"
+    IMPLAUSIBLE = "implausible value"
 
 
 class Rejection(NamedTuple):
@@ -143,11 +167,14 @@ class JointStateMapper:
         require_velocity: when True (computed torque, friction compensation) a joint whose velocity is
             NaN or absent counts as missing; when False (pure gravity compensation) only positions are
             needed and :attr:`qd` may hold NaN for such joints.
-        max_cached_orderings: bound on the number of distinct name orderings remembered (fuzzed input
-            must not grow memory without bound).
+        max_cached_orderings: size of the LRU caches of name orderings and decoded names.
+        q_min, q_max: ``(n,)`` plausible position range (rad or m), model order; ``-inf`` / ``inf`` where
+            not gated. Default: no gate.
+        qd_max: ``(n,)`` plausible speed ``|qd|`` (rad/s or m/s); ``inf`` where not gated. Default: none.
 
     Raises:
-        ValueError: a command joint is not a model joint, or is listed twice; duplicate model joints.
+        ValueError: a command joint is not a model joint, or is listed twice; duplicate model joints;
+            a bound of the wrong length.
 
     Attributes (model order, preallocated, updated in place by :meth:`update`):
         q: ``(n,)`` last reported positions, rad (revolute) or m (prismatic); NaN until first reported.
@@ -158,7 +185,8 @@ class JointStateMapper:
     """
 
     def __init__(self, joint_names: Sequence[str], command_joints: Sequence[str] | None = None, *,
-                 require_velocity: bool = True, max_cached_orderings: int = 64):
+                 require_velocity: bool = True, max_cached_orderings: int = 64,
+                 q_min=None, q_max=None, qd_max=None):
         self.joint_names: tuple[str, ...] = tuple(joint_names)
         self.n = len(self.joint_names)
         self.index: dict[str, int] = {name: i for i, name in enumerate(self.joint_names)}
@@ -171,7 +199,10 @@ class JointStateMapper:
         self._command_index_list: list[int] = self.command_index.tolist()
         self._command_identity = self._command_index_list == list(range(self.n))
         self.require_velocity = bool(require_velocity)
-        self._max_cached = int(max_cached_orderings)
+        self._max_cached = max(1, int(max_cached_orderings))
+        self.max_names = max(MAX_NAMES, 4 * self.n)
+
+        self.set_gates(q_min, q_max, qd_max)
 
         self.q = np.full(self.n, np.nan)
         self.qd = np.full(self.n, np.nan)
@@ -185,42 +216,117 @@ class JointStateMapper:
         self._uniform = False        # all joints last updated by one message (scalar stamp/arrival)
         self._u_stamp = 0
         self._u_arrival = 0
+        self._last_now: int | None = None   # the latest node clock reading seen (check_clock)
 
-        self._orderings: dict[tuple[str, ...], _Ordering] = {}
+        self._orderings: OrderedDict[tuple[str, ...], _Ordering] = OrderedDict()
         self._last_names: list[str] | None = None
         self._last_ordering: _Ordering | None = None
-        # update_fields: the UTF-8 name tuple of an ordering -> its decoded names
-        self._decoded: dict[tuple[bytes, ...], list[str]] = {}
+        # update_fields: the UTF-8 name tuple of an ordering -> its decoded names (LRU)
+        self._decoded: OrderedDict[tuple[bytes, ...], list[str]] = OrderedDict()
 
         #: messages accepted / rejected since construction, rejections per :class:`RejectCode`
         self.accepted = 0
         self.rejected: dict[RejectCode, int] = {code: 0 for code in RejectCode}
-        #: names seen in messages that the model does not know (ignored)
-        self.unknown_names: set[str] = set()
+        #: rejections that blamed one model joint (non-finite or implausible value), per joint name
+        self.rejected_joints: dict[str, int] = {}
+        #: occurrences of names the model does not know, in accepted and rejected messages (counted only)
+        self.unknown_name_count = 0
+        #: up to 8 unknown names of the latest message that had any (for a log line)
+        self.last_unknown: tuple[str, ...] = ()
+        #: backward jumps of the node clock seen by :meth:`check_clock`
+        self.clock_jumps = 0
         #: the last rejection, or None
         self.last_rejection: Rejection | None = None
+
+    def set_gates(self, q_min=None, q_max=None, qd_max=None) -> None:
+        """Set the plausibility gates (``(n,)`` each, model order; None: no gate), see the constructor.
+
+        Raises:
+            ValueError: a bound of the wrong length.
+        """
+        def bound(value, fill, what):
+            if value is None:
+                return [fill] * self.n
+            b = np.asarray(value, dtype=float).reshape(-1)
+            if b.shape != (self.n,):
+                raise ValueError(f"{what}: expected {self.n} values (one per model joint), got {b.size}")
+            return b.tolist()
+
+        # plain lists: the fast path compares Python floats (cheaper than numpy calls for a few joints)
+        self._q_min = bound(q_min, -math.inf, "q_min")
+        self._q_max = bound(q_max, math.inf, "q_max")
+        self._qd_max = bound(qd_max, math.inf, "qd_max")
+        self._q_min_a, self._q_max_a, self._qd_max_a = (np.array(b) for b in (self._q_min, self._q_max,
+                                                                              self._qd_max))
+        self._gate_q = any(math.isfinite(x) for x in self._q_min + self._q_max)
+        self._gate_qd = any(math.isfinite(x) for x in self._qd_max)
 
     # ------------------------------------------------------------------ incoming
     def _ordering(self, names) -> _Ordering:
         if self._last_ordering is not None and names == self._last_names:
             return self._last_ordering
         key = tuple(names)
-        entry = self._orderings.get(key)
+        cache = self._orderings
+        entry = cache.get(key)
         if entry is None:
-            if len(self._orderings) >= self._max_cached:
-                self._orderings.clear()
             entry = _Ordering(key, self.index)
-            self._orderings[key] = entry
-            self.unknown_names.update(entry.unknown)
+            cache[key] = entry
+            if len(cache) > self._max_cached:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(key)
         self._last_names = list(key)
         self._last_ordering = entry
         return entry
 
-    def _reject(self, code: RejectCode, detail: str) -> Rejection:
+    def _reject(self, code: RejectCode, detail: str, joint: str | None = None) -> Rejection:
         r = Rejection(code, detail)
         self.rejected[code] += 1
+        if joint is not None and joint in self.index:
+            self.rejected_joints[joint] = self.rejected_joints.get(joint, 0) + 1
         self.last_rejection = r
         return r
+
+    def check_clock(self, now_stamp_ns: int) -> bool:
+        """Note a node clock reading; on a backward jump (earlier than the latest reading by more than
+        :data:`CLOCK_JUMP_TOLERANCE_NS`) restart the ordering and make the state stale.
+
+        The stored stamps are forgotten (the next message is in order whatever its stamp), the positions
+        and velocities are kept (the last known state, for a safe command) and every joint's arrival time
+        is set to long ago, so :meth:`age` is huge until the next accepted message. Counted in
+        :attr:`clock_jumps`.
+
+        Returns:
+            True when this reading was a backward jump.
+        """
+        last = self._last_now
+        self._last_now = now_stamp_ns
+        if last is None or now_stamp_ns >= last - CLOCK_JUMP_TOLERANCE_NS:
+            return False
+        self._materialize()
+        self._uniform = False
+        self._stamp_ns.fill(0)
+        self._arrival_ns.fill(_LONG_AGO_NS)
+        self._max_stamp = 0
+        self.clock_jumps += 1
+        return True
+
+    def _implausible(self, qs, vs) -> Rejection | None:
+        """The gates on model-order lists ``qs`` (and ``vs``, may be empty); NaN passes both (a joint not
+        in the message, a velocity "unknown")."""
+        if self._gate_q:
+            for i, x in enumerate(qs):
+                if x < self._q_min[i] or x > self._q_max[i]:
+                    jn = self.joint_names[i]
+                    return self._reject(RejectCode.IMPLAUSIBLE, f"position['{jn}'] = {x!r} is outside the "
+                                        f"plausible range [{self._q_min[i]:.6g}, {self._q_max[i]:.6g}]", jn)
+        if self._gate_qd and vs:
+            for i, v in enumerate(vs):
+                if v > self._qd_max[i] or v < -self._qd_max[i]:
+                    jn = self.joint_names[i]
+                    return self._reject(RejectCode.IMPLAUSIBLE, f"velocity['{jn}'] = {v!r}: |qd| is above "
+                                        f"the plausible {self._qd_max[i]:.6g}", jn)
+        return None
 
     def update(self, names: Sequence[str], position, velocity=(), effort=(), *,
                stamp_ns: int = 0, arrival_ns: int = 0, now_stamp_ns: int | None = None,
@@ -235,19 +341,23 @@ class JointStateMapper:
             stamp_ns: the header stamp in ns (``sec * 10**9 + nanosec``); 0 = not stamped.
             arrival_ns: arrival time on a monotonic clock, ns (``time.monotonic_ns()``).
             now_stamp_ns: "now" on the stamps' clock (the node's ROS clock), ns; when given, a stamp
-                more than ``max_future_ns`` ahead of it is rejected (:attr:`RejectCode.FUTURE`) instead
-                of being stored, so one message from a wrong clock cannot block all later messages as
-                out of order.
+                more than ``max_future_ns`` ahead of it is rejected (:attr:`RejectCode.FUTURE`), and a
+                stored stamp ahead of it counts as ``now_stamp_ns`` for the out-of-order check.
             max_future_ns: tolerated clock skew, ns (a node passes its state timeout).
 
         Returns:
             None when accepted (the state arrays were updated), else a :class:`Rejection` naming the
             field and the value; a rejected message changes no state.
         """
+        m = len(names)
+        if m > self.max_names:
+            return self._reject(RejectCode.LENGTH, f"name has {m} entries (at most {self.max_names})")
         entry = self._ordering(names)
-        m = entry.n_msg
+        if entry.unknown:
+            self.unknown_name_count += len(entry.unknown)
+            self.last_unknown = entry.unknown[:8]
         if entry.duplicate:
-            return self._reject(RejectCode.DUPLICATE, f"name has {list(entry.duplicate)} more than once")
+            return self._reject(RejectCode.DUPLICATE, f"name has {list(entry.duplicate)[:8]} more than once")
         if len(position) != m:
             return self._reject(RejectCode.LENGTH, f"position has {len(position)} entries for {m} names")
         nv, ne = len(velocity), len(effort)
@@ -257,30 +367,34 @@ class JointStateMapper:
             return self._reject(RejectCode.LENGTH, f"effort has {ne} entries for {m} names")
         if entry.src.size == 0:
             return self._reject(RejectCode.NO_KNOWN_JOINT,
-                                f"none of {list(names)[:8]} is a model joint {list(self.joint_names)}")
+                                f"none of {list(names)[:8]} is a model joint {list(self.joint_names)[:8]}")
+        # the newest stored stamp, but never later than now: a stamp from a fast clock must not make the
+        # correct messages after it "out of order"
+        order_bound = self._max_stamp if now_stamp_ns is None else min(self._max_stamp, now_stamp_ns)
         # ---- fast path (the 1 kHz case): every model joint present once, every value finite, stamp not
         # older than any stored one. sum() of a few floats is cheaper than numpy reductions; a non-finite
         # sum (NaN/Inf, or an overflow of huge values) falls through to the exact checks below.
         perm = entry.perm
         if (perm is not None and isfinite(sum(position))
                 and (isfinite(sum(velocity)) if nv else not self.require_velocity)
-                and (not stamp_ns or (stamp_ns >= self._max_stamp and (
+                and (not stamp_ns or (stamp_ns >= order_bound and (
                     now_stamp_ns is None or stamp_ns <= now_stamp_ns + max_future_ns)))):
-            # slice assignment from the message's buffer (identity) or a list built through the cached
-            # permutation: ~0.4-0.8 µs per field for 7 joints vs ~2.4 µs for np.asarray + np.take
+            # model-order lists from the message's buffer (identity) or through the cached permutation:
+            # ~0.4-0.8 µs per field for 7 joints vs ~2.4 µs for np.asarray + np.take
             if entry.full_identity:
-                self.q[:] = position
-                if nv:
-                    self.qd[:] = velocity
-                if ne:
-                    self.effort[:] = effort
+                qs, vs, es = position, velocity, effort
             else:
                 pl = entry.perm_list
-                self.q[:] = [position[i] for i in pl]
-                if nv:
-                    self.qd[:] = [velocity[i] for i in pl]
-                if ne:
-                    self.effort[:] = [effort[i] for i in pl]
+                qs = [position[i] for i in pl]
+                vs = [velocity[i] for i in pl] if nv else ()
+                es = [effort[i] for i in pl] if ne else ()
+            if (self._gate_q or self._gate_qd) and self._implausible(qs, vs) is not None:
+                return self.last_rejection
+            self.q[:] = qs
+            if nv:
+                self.qd[:] = vs
+            if ne:
+                self.effort[:] = es
             self._uniform = True
             self._u_stamp = stamp_ns
             self._u_arrival = arrival_ns
@@ -295,22 +409,37 @@ class JointStateMapper:
                 self._ready = bool(not self.require_velocity or self._have_qd.all())
             self.accepted += 1
             return None
-        self._materialize()
         pos = np.asarray(position, dtype=float)
         if not np.isfinite(pos).all():
             bad = int(np.flatnonzero(~np.isfinite(pos))[0])
-            return self._reject(RejectCode.NONFINITE, f"position['{names[bad]}'] = {pos[bad]}")
+            return self._reject(RejectCode.NONFINITE, f"position['{names[bad]}'] = {pos[bad]}", names[bad])
         vel = np.asarray(velocity, dtype=float) if nv else None
         if vel is not None and np.isinf(vel).any():
             bad = int(np.flatnonzero(np.isinf(vel))[0])
-            return self._reject(RejectCode.NONFINITE, f"velocity['{names[bad]}'] = {vel[bad]}")
+            return self._reject(RejectCode.NONFINITE, f"velocity['{names[bad]}'] = {vel[bad]}", names[bad])
         src, dst = entry.src, entry.dst
+        if self._gate_q or self._gate_qd:
+            qm, lo, hi = pos[src], self._q_min_a[dst], self._q_max_a[dst]
+            bad = np.flatnonzero(~((qm >= lo) & (qm <= hi)))
+            if bad.size == 0 and vel is not None:
+                bad = np.flatnonzero(np.abs(vel[src]) > self._qd_max_a[dst])  # NaN ("unknown") passes
+            if bad.size:
+                j = int(dst[bad[0]])
+                qs = [math.nan] * self.n
+                vs = [math.nan] * self.n
+                qs[j] = float(pos[src[bad[0]]])
+                if vel is not None:
+                    vs[j] = float(vel[src[bad[0]]])
+                return self._implausible(qs, vs)
         if stamp_ns and now_stamp_ns is not None and stamp_ns > now_stamp_ns + max_future_ns:
             # a stamp from a wrong clock would otherwise make every later, correct message "out of order"
             return self._reject(RejectCode.FUTURE, f"stamp {stamp_ns * 1e-9:.9f} s is "
                                 f"{(stamp_ns - now_stamp_ns) * 1e-9:.3f} s ahead of the node clock")
+        self._materialize()
         if stamp_ns:
             prev = self._stamp_ns[dst]
+            if now_stamp_ns is not None:
+                prev = np.minimum(prev, now_stamp_ns)
             if (prev > stamp_ns).any():
                 bad = int(dst[int(np.argmax(prev > stamp_ns))])
                 return self._reject(RejectCode.OUT_OF_ORDER,
@@ -320,8 +449,8 @@ class JointStateMapper:
 
         # ---- accepted: update in place
         self._uniform = False
-        if stamp_ns > self._max_stamp:
-            self._max_stamp = stamp_ns
+        if stamp_ns:
+            self._max_stamp = max(order_bound, stamp_ns)
         if vel is None:
             vel_ok = None
         else:
@@ -384,18 +513,27 @@ class JointStateMapper:
         """:meth:`update` from the fields of one JointState
         (:class:`robot_dynamics_ros.control.cdr.JointStateFields`: the control nodes' per-message input).
 
-        ``fields.names`` are raw UTF-8 bytes; their decoding is cached per ordering (a dict lookup per
+        ``fields.names`` are raw UTF-8 bytes; their decoding is cached per ordering (LRU, a dict lookup per
         message in the steady state). Bytes that are not UTF-8 are decoded with replacement characters
-        (such a name matches no model joint and is reported as unknown).
+        (such a name matches no model joint and is counted as unknown).
         """
-        names = self._decoded.get(fields.names)
+        key = fields.names
+        cache = self._decoded
+        names = cache.get(key)
         if names is None:
-            if len(self._decoded) >= self._max_cached:
-                self._decoded.clear()
-            names = self._decoded[fields.names] = [b.decode("utf-8", "replace") for b in fields.names]
+            if len(key) > self.max_names:
+                return self._reject(RejectCode.LENGTH, f"name has {len(key)} entries (at most {self.max_names})")
+            names = cache[key] = [b.decode("utf-8", "replace") for b in key]
+            if len(cache) > self._max_cached:
+                cache.popitem(last=False)
+        elif names is not self._last_names_decoded:
+            cache.move_to_end(key)
+        self._last_names_decoded = names
         return self.update(names, fields.position, fields.velocity, fields.effort,
                            now_stamp_ns=now_stamp_ns, max_future_ns=max_future_ns,
                            stamp_ns=fields.stamp_ns, arrival_ns=arrival_ns)
+
+    _last_names_decoded: list[str] | None = None
 
     # ------------------------------------------------------------------ state queries
     @property
@@ -411,6 +549,9 @@ class JointStateMapper:
     def age(self, now_stamp_ns: int, now_arrival_ns: int) -> float:
         """Age of the state in s: the oldest joint's age (inf when some joint was never reported).
 
+        A joint's age is ``max(now_stamp_ns - stamp, now_arrival_ns - arrival)`` when its message was
+        stamped, ``now_arrival_ns - arrival`` otherwise.
+
         Args:
             now_stamp_ns: "now" on the clock the header stamps use (the node's ROS clock), ns.
             now_arrival_ns: "now" on the monotonic clock passed as ``arrival_ns`` to :meth:`update`, ns.
@@ -418,10 +559,13 @@ class JointStateMapper:
         if not self._ready:
             return math.inf
         if self._uniform:
-            return ((now_stamp_ns - self._u_stamp) if self._u_stamp
-                    else (now_arrival_ns - self._u_arrival)) * 1e-9
-        stamped = self._stamp_ns != 0
-        ages = np.where(stamped, now_stamp_ns - self._stamp_ns, now_arrival_ns - self._arrival_ns)
+            a = now_arrival_ns - self._u_arrival
+            if self._u_stamp:
+                s = now_stamp_ns - self._u_stamp
+                return (s if s > a else a) * 1e-9
+            return a * 1e-9
+        arrival_age = now_arrival_ns - self._arrival_ns
+        ages = np.where(self._stamp_ns != 0, np.maximum(now_stamp_ns - self._stamp_ns, arrival_age), arrival_age)
         return float(ages.max()) * 1e-9
 
     def reset(self) -> None:

@@ -1,0 +1,306 @@
+"""Trajectory following with model-based effort commands, as a ROS-free core.
+
+Control laws (:attr:`ComputedTorqueSettings.mode`; e = q_d − q, ė = qd_d − qd, model joint order; for a
+continuous joint e is taken the short way, in [−π, π)):
+
+* ``feedforward``:     τ = RNEA(q_d, qd_d, qdd_d) + P e + D ė
+  (Lynch & Park 2017, *Modern Robotics*, §11.4.1, feedforward control, plus joint PD);
+* ``computed_torque``: τ = M(q)(qdd_d + K_d ė + K_p e) + C(q, qd) qd + g(q)
+  (Lynch & Park 2017, §11.4.1, without the integral term; one RNEA call). Needs M(q) > 0: refused for a
+  model with joints that move no mass (``model.massless_joints``);
+* ``gravity``:         τ = g(q) + P e + D ė  (PD with gravity compensation, Spong, Hutchinson &
+  Vidyasagar 2006, *Robot Modeling and Control*, §8.2).
+
+The desired motion is a :class:`~robot_dynamics_ros.control.interpolation.TrajectoryExecutor`
+(``joint_trajectory_controller`` semantics) fed with :meth:`ComputedTorqueController.submit_trajectory`;
+before the first trajectory the first measured q is held.
+
+Safe command on stale input (the state older than ``state_timeout`` by stamp or arrival time, or the node
+clock jumped back): gravity only at the last known state, τ = g(q_last), clamped — no PD, no
+feedforward, whatever the mode — with level ERROR. The next fresh state restores the mode's law.
+The input policy (readiness, plausibility gates, time) is
+:class:`~robot_dynamics_ros.control.core.ControlCore`'s.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from robot_dynamics_ros.control import laws
+from robot_dynamics_ros.control.core import (
+    ERROR, OK, WARN, ControlCore, CoreSettings, StepResult, wrap_angle,
+)
+from robot_dynamics_ros.control.interpolation import (
+    DesiredState, JointTrajectorySpec, TrajectoryExecutor, validate_joint_trajectory,
+)
+
+__all__ = ["MODES", "DEFAULT_GAINS", "GAIN_UNITS", "GAIN_TEXT", "Gains", "control_torque",
+           "ComputedTorqueSettings", "ComputedTorqueController"]
+
+#: values of :attr:`ComputedTorqueSettings.mode`
+MODES = ("feedforward", "computed_torque", "gravity")
+
+#: default gains (per joint): PD in N·m/rad, N·m·s/rad; computed torque in 1/s², 1/s (ω = 20 rad/s,
+#: critically damped: kd = 2ω, kp = ω²)
+DEFAULT_GAINS = {"p": 0.0, "d": 0.0, "kp": 400.0, "kd": 40.0}
+GAIN_UNITS = {"p": "N·m/rad", "d": "N·m·s/rad", "kp": "1/s²", "kd": "1/s"}
+GAIN_TEXT = {"p": "PD position gain of the feedforward and gravity modes",
+             "d": "PD velocity gain of the feedforward and gravity modes",
+             "kp": "computed-torque position gain (acceleration per rad of error)",
+             "kd": "computed-torque velocity gain (acceleration per rad/s of error)"}
+
+
+@dataclass
+class Gains:
+    """Per-joint gains in model joint order, each ``(n,)``.
+
+    Attributes:
+        p: N·m/rad. d: N·m·s/rad (PD of ``feedforward`` / ``gravity``).
+        kp: 1/s². kd: 1/s (``computed_torque``).
+    """
+
+    p: np.ndarray
+    d: np.ndarray
+    kp: np.ndarray
+    kd: np.ndarray
+
+    @classmethod
+    def default(cls, n: int) -> Gains:
+        return cls(*(np.full(n, DEFAULT_GAINS[k]) for k in ("p", "d", "kp", "kd")))
+
+    @classmethod
+    def from_mapping(cls, joint_names, gains: Mapping[str, Mapping[str, float]]) -> Gains:
+        """Defaults overridden by ``gains[joint][kind]`` (kind p, d, kp, kd).
+
+        Raises:
+            ValueError: an unknown joint or kind, or a value that is not finite and ≥ 0.
+        """
+        out = cls.default(len(joint_names))
+        index = {j: i for i, j in enumerate(joint_names)}
+        for joint, kinds in gains.items():
+            if joint not in index:
+                raise ValueError(f"gains: '{joint}' is not a model joint")
+            for kind, value in kinds.items():
+                if kind not in DEFAULT_GAINS:
+                    raise ValueError(f"gains.{joint}.{kind}: kind must be one of {list(DEFAULT_GAINS)}")
+                v = float(value)
+                if not (np.isfinite(v) and v >= 0):
+                    raise ValueError(f"gains.{joint}.{kind} = {value!r}: must be finite and ≥ 0")
+                getattr(out, kind)[index[joint]] = v
+        return out
+
+
+def control_torque(mode: str, engine, q: np.ndarray, qd: np.ndarray, desired: DesiredState,
+                   gains: Gains) -> tuple[np.ndarray, np.ndarray]:
+    """The effort command of one tick and the feedforward torque of the desired motion.
+
+    Args:
+        mode: one of :data:`MODES` (see the module docstring for each law and its source).
+        engine: dynamics engine (``PinocchioDynamics``), arrays in model joint order.
+        q, qd: ``(n,)`` measured positions (rad) and velocities (rad/s).
+        desired: q_d, qd_d, qdd_d ``(n,)`` (rad, rad/s, rad/s²); for continuous joints q_d is expected
+            within π of q (the caller takes the short way).
+        gains: per-joint :class:`Gains`.
+
+    Returns:
+        ``(tau, tau_ff)``, both ``(n,)`` N·m: the command (not yet clamped) and RNEA(q_d, qd_d, qdd_d).
+
+    Raises:
+        ValueError: unknown mode.
+    """
+    tau_ff = laws.feedforward(engine, desired.q, desired.qd, desired.qdd)
+    if mode == "feedforward":
+        tau = tau_ff + gains.p * (desired.q - q) + gains.d * (desired.qd - qd)
+    elif mode == "computed_torque":
+        tau = laws.computed_torque(engine, q, qd, desired.q, desired.qd, desired.qdd, gains.kp, gains.kd)
+    elif mode == "gravity":
+        tau = laws.gravity_compensation(engine, q) + gains.p * (desired.q - q) + gains.d * (desired.qd - qd)
+    else:
+        raise ValueError(f"mode '{mode}': must be one of {list(MODES)}")
+    return tau, tau_ff
+
+
+@dataclass(frozen=True)
+class ComputedTorqueSettings(CoreSettings):
+    """Settings of :class:`ComputedTorqueController` (frozen; change with :func:`dataclasses.replace`).
+
+    Attributes (besides :class:`~robot_dynamics_ros.control.core.CoreSettings`'):
+        mode: one of :data:`MODES`.
+        gains: ``{joint: {kind: value}}`` overrides of :data:`DEFAULT_GAINS` (kinds p, d, kp, kd; units
+            :data:`GAIN_UNITS`).
+        check_position_limits: reject trajectories with positions outside the model's limits.
+    """
+
+    mode: str = "feedforward"
+    gains: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    check_position_limits: bool = True
+
+    def check(self) -> None:
+        super().check()
+        if self.mode not in MODES:
+            raise ValueError(f"mode = {self.mode!r}: must be one of {list(MODES)}")
+
+
+class ComputedTorqueController(ControlCore):
+    """Trajectory sampling and the control laws of the module docstring, with the input policy.
+
+    Args:
+        model: the :class:`~robot_dynamics_ros.model.RobotModel`.
+        settings: :class:`ComputedTorqueSettings`.
+        command_joints: command order (model joint names); None: all model joints.
+        engine: a dynamics engine over ``model`` (default: a new ``PinocchioDynamics``).
+        epoch_ns: the clock reading (ns) trajectory times count from (:class:`TrajectoryExecutor`).
+
+    Raises:
+        ValueError: a command joint is not a model joint; a setting out of range; an unknown gain joint.
+        UserError: mode ``computed_torque`` on a model with massless joints (M(q) singular).
+
+    Attributes:
+        desired: the last sampled :class:`DesiredState` (None before the first command).
+        feedforward: ``(n,)`` RNEA(q_d, qd_d, qdd_d) of the last command, N·m.
+        gains: the :class:`Gains` in use (model order).
+    """
+
+    require_velocity = True
+
+    def __init__(self, model, settings: ComputedTorqueSettings | None = None, command_joints=None,
+                 engine=None, *, epoch_ns: int = 0):
+        settings = settings if settings is not None else ComputedTorqueSettings()
+        self.clamped = 0
+        self.nonfinite = 0
+        self.fault = ""
+        self.desired: DesiredState | None = None
+        self.feedforward: np.ndarray | None = None
+        self.epoch_ns = int(epoch_ns)
+        self._check(model, settings)
+        self.settings = settings
+        self.gains = Gains.from_mapping(model.joint_names, settings.gains)
+        self._bind(model, engine, command_joints)
+        self.trajectory = TrajectoryExecutor(model.n, epoch_ns=self.epoch_ns, continuous=self._continuous)
+
+    @staticmethod
+    def _check(model, settings: ComputedTorqueSettings) -> None:
+        settings.check()
+        massless = tuple(getattr(model, "massless_joints", ()))
+        if settings.mode == "computed_torque" and massless:
+            from robot_dynamics_ros.errors import UserError
+
+            raise UserError(f"mode computed_torque needs M(q) > 0, but joints {list(massless)} of "
+                            f"'{model.description.name}' move no mass or inertia; use feedforward or gravity")
+
+    # ------------------------------------------------------------------ configuration
+    def set_settings(self, settings: ComputedTorqueSettings) -> None:
+        """Use new settings (mode, gains, limits) from the next step.
+
+        Raises:
+            ValueError / UserError: as the constructor; the old settings stay.
+        """
+        self._check(self.model, settings)
+        gains = Gains.from_mapping(self.model.joint_names, settings.gains)
+        old = self.settings
+        self.settings = settings
+        self.gains = gains
+        self._timeout_ns = int(settings.state_timeout * 1e9)
+        if (settings.position_margin, settings.prismatic_margin, settings.velocity_factor) != (
+                old.position_margin, old.prismatic_margin, old.velocity_factor):
+            self._bind(self.model, self.engine, self.mapper.command_joints, self.mapper)
+
+    def with_settings(self, **changes) -> None:
+        """:meth:`set_settings` with ``dataclasses.replace(self.settings, **changes)``."""
+        self.set_settings(replace(self.settings, **changes))
+
+    def set_model(self, model, engine=None) -> None:
+        """Swap in a model with the same joints (e.g. ``model.with_settings(payload=...)``); state, gains
+        and trajectory carry over.
+
+        Raises:
+            ValueError: ``model`` has other joints than the current one.
+            UserError: mode ``computed_torque`` and ``model`` has massless joints.
+        """
+        if tuple(model.joint_names) != tuple(self.model.joint_names):
+            raise ValueError(f"set_model: joints {list(model.joint_names)} differ from "
+                             f"{list(self.model.joint_names)}; build a new controller")
+        self._check(model, self.settings)
+        self._bind(model, engine, self.mapper.command_joints, self.mapper)
+
+    # ------------------------------------------------------------------ trajectories
+    def time_s(self, now_ns: int) -> float:
+        """``now_ns`` as seconds since ``epoch_ns`` (the executor's time base)."""
+        return (now_ns - self.epoch_ns) * 1e-9
+
+    def trajectory_from_message(self, msg) -> JointTrajectorySpec:
+        """Validate a ``trajectory_msgs/JointTrajectory`` (duck-typed) against the model.
+
+        Raises:
+            TrajectoryRejected: the reason names the field, index, joint and value.
+        """
+        m = self.model
+        check = self.settings.check_position_limits
+        return validate_joint_trajectory(msg, m.joint_names, lower=m.lower if check else None,
+                                         upper=m.upper if check else None, continuous=self._continuous)
+
+    def submit_trajectory(self, spec: JointTrajectorySpec, received_s: float) -> float:
+        """Queue a validated trajectory received at ``received_s`` (s since ``epoch_ns``); returns its start
+        time (same base). Continuous joints start from the current desired position the short way."""
+        return self.trajectory.submit(spec, received_s)
+
+    # ------------------------------------------------------------------ step
+    def _safe(self, why: str) -> StepResult:
+        tau = self.engine.gravity(self.mapper.q).tolist()
+        self._clamp(tau)
+        cmd = self._finite_command(tau)
+        if cmd is None:
+            return StepResult(None, True, ERROR, why + ": non-finite gravity torque withheld")
+        return StepResult(cmd, True, ERROR, why + ": gravity only at the last known state")
+
+    def step(self, now_ns: int, arrival_now_ns: int, sample_ns: int | None = None) -> StepResult:
+        """The command for now.
+
+        Args:
+            now_ns: "now" on the node's ROS clock (stamps, trajectory times), ns.
+            arrival_now_ns: "now" on the monotonic clock of the arrival times, ns.
+            sample_ns: when to sample the desired motion (ROS clock, ns); default ``now_ns`` (a node ticking
+                on joint states passes the state's stamp).
+
+        Returns:
+            :class:`~robot_dynamics_ros.control.core.StepResult`: no command (WARN) until the state is
+            complete; the mode's law (OK) on a fresh state; the gravity-only safe command (ERROR) on a stale
+            one; no command (ERROR) on a fault or a non-finite torque.
+        """
+        if self.fault:
+            return StepResult(None, False, ERROR, self.fault)
+        mapper = self.mapper
+        if not mapper.ready:
+            return self._waiting()
+        age, jumped = self._age(now_ns, arrival_now_ns)
+        if jumped or age * 1e9 > self._timeout_ns:
+            return self._safe(self._stale_text(age, jumped))
+        ex = self.trajectory
+        q, qd = mapper.q, mapper.qd
+        if not ex.has_hold_position:
+            ex.set_hold_position(q)
+        desired = ex.sample(self.time_s(now_ns if sample_ns is None else sample_ns))
+        if self._continuous.any():
+            # the short way to the desired angle: q_d moved by whole turns to within π of q
+            q_d = desired.q.copy()
+            c = self._continuous
+            q_d[c] = q[c] + wrap_angle(q_d[c] - q[c])
+            desired = DesiredState(q_d, desired.qd, desired.qdd, desired.tracking)
+        try:
+            tau, tau_ff = control_torque(self.settings.mode, self.engine, q, qd, desired, self.gains)
+        except ValueError as exc:   # the engine's own input checks: not fatal for the node
+            return StepResult(None, False, ERROR, f"control law failed: {exc}")
+        self.desired, self.feedforward = desired, tau_ff
+        tau = tau.tolist()
+        self._clamp(tau)
+        cmd = self._finite_command(tau)
+        if cmd is None:
+            return StepResult(None, False, ERROR, f"non-finite torque {tau} withheld")
+        return StepResult(cmd, False, OK, _TRACKING[self.settings.mode] if desired.tracking
+                          else _HOLDING[self.settings.mode])
+
+
+_TRACKING = {m: f"{m}: tracking" for m in MODES}
+_HOLDING = {m: f"{m}: holding" for m in MODES}

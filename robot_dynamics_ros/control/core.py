@@ -1,0 +1,210 @@
+"""What the two control cores share: the step result, the input settings, the plausibility bounds and the
+joint-state input policy (no ROS).
+
+A control core (:class:`~robot_dynamics_ros.control.gravity_compensator.GravityCompensator`,
+:class:`~robot_dynamics_ros.control.computed_torque.ComputedTorqueController`) is fed the fields of each
+``sensor_msgs/JointState`` with :meth:`ControlCore.on_joint_state` and asked for a command with
+``step()``; the ROS node around it only moves bytes, parameters and diagnostics. The same cores run
+offline (``robot-dynamics replay`` recomputes commands, ``track`` drives a simulator) with the same
+policy:
+
+* **Readiness**: no command until every model joint has a position (and a finite velocity when the law
+  needs one).
+* **Plausibility gates** (:func:`plausibility_bounds`): a message with a position outside the model's
+  limits widened by ``position_margin`` (rad; ``prismatic_margin`` m for prismatic joints; continuous
+  joints and joints without limits are not gated), a velocity with ``|qd| > velocity_factor ×
+  velocity_limit`` (joints with a finite positive velocity limit), or a non-finite position / infinite
+  velocity is rejected as a whole, counted per joint name (``mapper.rejected_joints``). A NaN velocity is
+  "unknown" (as ``joint_state_broadcaster`` sends it), never a value.
+* **Time**: staleness by stamp and by arrival time (:meth:`JointStateMapper.age
+  <robot_dynamics_ros.control.joint_mapping.JointStateMapper.age>`); a backward jump of the node clock
+  restarts the stamp ordering and is reported; a stamp ahead of the node clock never blocks later
+  correct states; a stamp more than ``state_timeout`` ahead is rejected.
+* **Level**: :data:`OK` only while a fresh state drives the command; the safe command on stale input is
+  the core's own (see each core).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from robot_dynamics_ros.control.joint_mapping import JointStateMapper, Rejection
+
+__all__ = ["OK", "WARN", "ERROR", "StepResult", "CoreSettings", "plausibility_bounds", "ControlCore",
+           "wrap_angle"]
+
+#: levels of a :class:`StepResult` (the ``diagnostic_msgs/DiagnosticStatus`` levels)
+OK, WARN, ERROR = 0, 1, 2
+
+
+class StepResult(NamedTuple):
+    """The outcome of one control step.
+
+    Attributes:
+        command: the effort command in the core's command joint order (N·m or N), clamped when the
+            settings say so, every entry finite; None when nothing is to be published.
+        safe: True when ``command`` is the safe command for stale input (not a law of fresh data).
+        level: :data:`OK` (a fresh state drives the command), :data:`WARN` or :data:`ERROR`.
+        reason: one line saying what happened (constant strings on the OK path).
+    """
+
+    command: list[float] | None
+    safe: bool
+    level: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    """Input and output policy shared by the cores (replace the whole object to change it).
+
+    Attributes:
+        state_timeout: s; a state older than this (by stamp or by arrival, see module docstring) is stale.
+        clamp_to_effort_limits: clamp each torque to ± the model's effort limit.
+        position_margin: rad; how far a revolute joint's measured position may lie outside its limits
+            before the message is rejected as implausible.
+        prismatic_margin: m; the same for prismatic joints.
+        velocity_factor: a measured ``|qd|`` above this multiple of the joint's velocity limit is
+            implausible (encoder-differentiated velocities overshoot the limit briefly; ten times the
+            limit does not happen on a working sensor).
+    """
+
+    state_timeout: float = 0.1
+    clamp_to_effort_limits: bool = True
+    position_margin: float = 0.1
+    prismatic_margin: float = 0.01
+    velocity_factor: float = 2.0
+
+    def check(self) -> None:
+        """Raise ValueError naming the field when a value is out of range."""
+        for name, lo in (("state_timeout", 1e-6), ("position_margin", 0.0), ("prismatic_margin", 0.0),
+                         ("velocity_factor", 1.0)):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= lo):
+                raise ValueError(f"{name} = {v!r}: must be a finite number ≥ {lo}")
+
+
+def plausibility_bounds(model, settings: CoreSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(q_min, q_max, qd_max)``, each ``(n,)`` in model joint order, for :class:`JointStateMapper`.
+
+    ``q_min = lower - margin`` and ``q_max = upper + margin`` (margin ``position_margin`` rad, or
+    ``prismatic_margin`` m for a prismatic joint) where the joint has limits (finite and
+    ``lower < upper``); ``-inf`` / ``inf`` for continuous joints and joints without usable limits.
+    ``qd_max = velocity_factor * velocity_limit`` where the limit is finite and positive, else ``inf``.
+    """
+    lower = np.asarray(model.lower, dtype=float)
+    upper = np.asarray(model.upper, dtype=float)
+    types = tuple(getattr(model, "joint_types", ("revolute",) * model.n))
+    margin = np.array([settings.prismatic_margin if t == "prismatic" else settings.position_margin
+                       for t in types])
+    limited = np.isfinite(lower) & np.isfinite(upper) & (lower < upper) & np.array(
+        [t != "continuous" for t in types])
+    q_min = np.where(limited, lower - margin, -np.inf)
+    q_max = np.where(limited, upper + margin, np.inf)
+    vmax = np.asarray(model.velocity_limit, dtype=float)
+    qd_max = np.where(np.isfinite(vmax) & (vmax > 0), settings.velocity_factor * vmax, np.inf)
+    return q_min, q_max, qd_max
+
+
+def wrap_angle(x):
+    """``x`` (rad, scalar or array) wrapped into ``[-pi, pi)``: the short way of an angle difference."""
+    return (np.asarray(x, dtype=float) + np.pi) % (2 * np.pi) - np.pi
+
+
+class ControlCore:
+    """Joint-state input, staleness and model handling common to both cores (not used on its own).
+
+    Subclasses set ``self.settings`` and call :meth:`_bind` with the model and engine; they implement
+    ``step``. Attributes a node reads for diagnostics: :attr:`mapper` (counters: ``accepted``,
+    ``rejected``, ``rejected_joints``, ``unknown_name_count``, ``clock_jumps``), :attr:`clamped` (entries
+    clamped so far), :attr:`nonfinite` (non-finite commands withheld), :attr:`model`, :attr:`engine`.
+    """
+
+    settings: CoreSettings
+    require_velocity = True
+
+    def _bind(self, model, engine, command_joints, old_mapper: JointStateMapper | None = None) -> None:
+        """Use ``model``/``engine``; keep ``old_mapper``'s state when the joints are the same."""
+        from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+        if engine is None:
+            engine = PinocchioDynamics(model)
+        gates = plausibility_bounds(model, self.settings)
+        commands = None if command_joints is None else tuple(command_joints)
+        if (old_mapper is not None and old_mapper.joint_names == tuple(model.joint_names)
+                and old_mapper.require_velocity == self.require_velocity
+                and old_mapper.command_joints == (commands or old_mapper.joint_names)):
+            # same joints: keep the state and counters (a payload or gravity change keeps running)
+            mapper = old_mapper
+            mapper.set_gates(*gates)
+        else:
+            mapper = JointStateMapper(model.joint_names, commands, require_velocity=self.require_velocity,
+                                      q_min=gates[0], q_max=gates[1], qd_max=gates[2])
+        self.model = model
+        self.engine = engine
+        self._effort_limit = [float(x) for x in model.effort_limit]
+        self._continuous = np.array([t == "continuous" for t in getattr(model, "joint_types", ())]
+                                    or [False] * model.n)
+        self.mapper = mapper
+        self._timeout_ns = int(self.settings.state_timeout * 1e9)
+
+    # ------------------------------------------------------------------ input
+    def on_joint_state(self, fields, arrival_ns: int, now_ns: int) -> Rejection | None:
+        """Take one JointState (:class:`~robot_dynamics_ros.control.cdr.JointStateFields`).
+
+        Args:
+            fields: the message's fields (``cdr.read_joint_state`` / ``cdr.fields_from_message``).
+            arrival_ns: when it arrived, on a monotonic clock (ns).
+            now_ns: "now" on the clock of the header stamps (the node's ROS clock), ns.
+
+        Returns:
+            None when accepted, else the :class:`~robot_dynamics_ros.control.joint_mapping.Rejection`
+            (nothing of the message is used).
+        """
+        mapper = self.mapper
+        mapper.check_clock(now_ns)
+        return mapper.update_fields(fields, arrival_ns, now_stamp_ns=now_ns, max_future_ns=self._timeout_ns)
+
+    def _age(self, now_ns: int, arrival_now_ns: int) -> tuple[float, bool]:
+        """``(age s, jumped)``: the state's age, and whether ``now_ns`` was a backward clock jump."""
+        mapper = self.mapper
+        jumped = mapper.check_clock(now_ns)
+        return mapper.age(now_ns, arrival_now_ns), jumped
+
+    def _clamp(self, tau: list[float]) -> None:
+        if self.settings.clamp_to_effort_limits:
+            lim = self._effort_limit
+            n = 0
+            for k, x in enumerate(tau):
+                if x > lim[k]:
+                    tau[k] = lim[k]
+                    n += 1
+                elif x < -lim[k]:
+                    tau[k] = -lim[k]
+                    n += 1
+            if n:
+                self.clamped += n
+
+    def _finite_command(self, tau: list[float]) -> list[float] | None:
+        """``tau`` (model order) -> command order, or None (counted) when an entry is not finite."""
+        if not math.isfinite(sum(tau)):   # a sum of a few floats is cheaper than numpy's isfinite().all()
+            if not all(math.isfinite(x) for x in tau):
+                self.nonfinite += 1
+                return None
+        return self.mapper.to_command_list(tau)
+
+    def _waiting(self) -> StepResult:
+        mapper = self.mapper
+        if mapper.accepted == 0:
+            return StepResult(None, False, WARN, "waiting for joint_states")
+        return StepResult(None, False, WARN, "no command: joints missing from joint_states (or without a "
+                          f"finite velocity): {mapper.missing()[:8]}")
+
+    def _stale_text(self, age: float, jumped: bool) -> str:
+        if jumped:
+            return (f"node clock jumped back (jump {self.mapper.clock_jumps}): stamp ordering restarted, "
+                    "waiting for a fresh joint state")
+        return f"joint_states stale ({age:.3f} s > state_timeout {self.settings.state_timeout} s)"
