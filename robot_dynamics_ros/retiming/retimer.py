@@ -119,7 +119,7 @@ class RetimeStatus(enum.Enum):
     """Outcome of :meth:`Retimer.retime` (never ``None``)."""
 
     SUCCESS = "success"
-    #: malformed request: NaN, unknown or duplicate joint name, wrong shape, bad option value
+    #: malformed request: NaN, unknown, duplicate or missing joint name, wrong shape, bad option value, a cap
     INVALID_REQUEST = "invalid_request"
     #: a waypoint (or the spline between two) outside a joint's position limits
     POSITION_LIMIT = "position_limit"
