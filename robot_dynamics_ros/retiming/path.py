@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-#: consecutive waypoints closer than this (joint-space norm, rad) are duplicates
+#: consecutive waypoints closer than this (infinity norm, rad / m) are duplicates (the last waypoint is kept
+#: unless it repeats the last kept one within this)
 DUPLICATE_TOL = 1e-9
 #: largest change of the path tangent q' (infinity norm) over one stage: the stage-interior bound of the
 #: velocity and torque rows is exact only up to a residual that grows with the square of this turn
@@ -312,7 +313,7 @@ class JointPath:
         """Build the spline through distinct waypoints.
 
         Args:
-            waypoints: (K, n), K ≥ 2, no consecutive duplicates (see :func:`remove_duplicates`).
+            waypoints: (K, n), K ≥ 2, no consecutive duplicates (see :func:`prepare_waypoints`).
             start_tangent, end_tangent: optional (n,) prescribed q'(0) / q'(length); scaled to unit norm
                 (s is a chord length). None → not-a-knot end condition.
         Raises:

@@ -119,7 +119,7 @@ class RetimeStatus(enum.Enum):
     """Outcome of :meth:`Retimer.retime` (never ``None``)."""
 
     SUCCESS = "success"
-    #: malformed request: NaN, unknown or duplicate joint name, wrong shape, bad option value
+    #: malformed request: NaN, unknown, duplicate or missing joint name, wrong shape, bad option value, a cap
     INVALID_REQUEST = "invalid_request"
     #: a waypoint (or the spline between two) outside a joint's position limits
     POSITION_LIMIT = "position_limit"
@@ -729,6 +729,13 @@ class Retimer:
         if abc is not None:
             found = self._gravity_failure(abc[2][2 * i:2 * i + 3], s_eval[2 * i:2 * i + 3], path, first, kept_idx,
                                           tlim)
+            if found is None:
+                # the stage-interior bound may have seen gravity above the limit between the points: look
+                # closer, on the failing stage and its neighbours
+                lo, hi = s[max(i - 1, 0)], s[min(i + 2, s.shape[0] - 1)]
+                s_dense = np.linspace(lo, hi, 65)
+                c = np.atleast_2d(self.dynamics.gravity(path(s_dense)))
+                found = self._gravity_failure(c, s_dense, path, first, kept_idx, tlim)
             if found is not None:
                 return found
         return _Failure(RetimeStatus.INFEASIBLE,
