@@ -16,6 +16,7 @@ from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.identification import simulate
 from robot_dynamics_ros.identification.excitation import FourierTrajectory
+from robot_dynamics_ros.identification.outputs import read_friction_yaml
 from robot_dynamics_ros.identification.regressor import Regressor
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.robots import ROBOTS
@@ -112,6 +113,9 @@ def test_identified_urdf_and_friction_yaml_predict_another_trajectory(setup, ide
     assert np.allclose(model.friction, [fr[j]["coulomb"] for j in model.joint_names])
     assert np.allclose(model.damping, [fr[j]["viscous"] for j in model.joint_names])
     offset = np.array([fr[j]["offset"] for j in model.joint_names])
+    table = read_friction_yaml(tmp / "id.friction.yaml", model.joint_names)
+    assert np.array_equal(table[:, 2], offset) and np.array_equal(table[:, 0], [fr[j]["coulomb"]
+                                                                               for j in model.joint_names])
     rec = simulate.record(plant, prior, _trajectory(prior, 7).sample, 8.0, friction=FRICTION, noise=(0, 0, 0))
     from robot_dynamics_ros.identification.data import prepare
     p = prepare(rec, prior)
@@ -204,3 +208,15 @@ def test_bag_without_efforts_is_refused(tmp_path):
         _identify(["--urdf", "panda", "--data", str(tmp_path / "bag"), "--out", str(tmp_path / "o.urdf")])
     assert not (tmp_path / "o.urdf").exists()
 
+
+
+def test_friction_yaml_reader_names_the_bad_entry(tmp_path):
+    p = tmp_path / "f.yaml"
+    p.write_text("robot_dynamics_friction:\n  version: 1\n  joints:\n    panda_joint2: {coulomb: -1, viscous: 0, "
+                 "offset: 0}\n")
+    with pytest.raises(UserError, match="joint 'panda_joint2': coulomb = -1.0 must be finite and ≥ 0"):
+        read_friction_yaml(p, [f"panda_joint{j}" for j in range(1, 8)])
+    p.write_text("robot_dynamics_friction:\n  version: 1\n  joints:\n    elbow: {coulomb: 1, viscous: 0, "
+                 "offset: 0}\n")
+    with pytest.raises(UserError, match="joint 'elbow' is not in the model"):
+        read_friction_yaml(p, ["panda_joint1"])

@@ -378,7 +378,8 @@ def _map_solve(model, W, tau, qd, names, x0, s0, n_bodies, armature, min_velocit
     post = np.sqrt(np.clip(np.diag(np.linalg.inv(H)), 0.0, None))
     if sol.status == 0:
         warnings.append(f"solver stopped at its cap of {max_nfev} evaluations (the estimate is physically "
-                        "consistent; a body pressed against the consistency boundary makes the last steps slow)")
+                        "consistent; the last steps are typically slow when a body approaches the consistency "
+                        "boundary)")
     elif not sol.success:
         warnings.append(f"solver stopped: {sol.message}")
     return _Fit(x, s0, post, noise, data_base.rank, condition_number(A, data_base), str(sol.message), warnings)
