@@ -165,9 +165,13 @@ def test_retiming_service_runs_in_its_own_process_with_the_robots_acceleration_l
         req.path.points = [JointTrajectoryPoint(positions=q) for q in
                            ([0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0], [1.5, 0.8, -1.0, -0.5, 1.0, 2.5, 1.5])]
         req.sample_period = 0.002
-        fut = client.call_async(req)
-        ex.spin_until_future_complete(fut, timeout_sec=60)
-        resp = fut.result()
+        deadline = time.monotonic() + 300  # a first run compiles the kernels: the answer is "busy" meanwhile
+        while True:
+            fut = client.call_async(req)
+            ex.spin_until_future_complete(fut, timeout_sec=60)
+            resp = fut.result()
+            if resp is None or not resp.message.startswith("busy") or time.monotonic() > deadline:
+                break
         assert resp is not None and resp.success, resp and resp.message
         assert "no acceleration limits" not in resp.message
         qdd = np.array([pt.accelerations for pt in resp.trajectory.points])
