@@ -211,7 +211,7 @@ def test_gravity_implausible_state_rejected_counted_and_not_commanded(ur5):
     q[2] = model.upper[2] + 0.0999     # within the documented 0.1 rad margin: accepted
     assert core.on_joint_state(fields(model, q), 0, T0) is None
     qd = np.zeros(model.n)
-    qd[4] = 2.0 * model.velocity_limit[4] * 1.001
+    qd[4] = 10.0 * model.velocity_limit[4] * 1.001   # the documented default factor 10
     r = core.on_joint_state(fields(model, Q, qd), 0, T0)
     assert r.code is RejectCode.IMPLAUSIBLE and "velocity" in r.detail
     qd[4] = math.inf
