@@ -25,7 +25,6 @@ import time
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool
 
@@ -90,8 +89,6 @@ class GravityCompensationNode(LifecycleNode):
         self.diag = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"])
         self.diag.set_level(Diagnostics.WARN, "unconfigured")
         self._clock = self.get_clock()
-        # ROS time is the system time unless use_sim_time: then time.time_ns() saves ~3 µs per message
-        self._sim_time = bool(self.get_parameter("use_sim_time").value)
         self._reader = JointStateReader()
         self._writer: Float64MultiArrayWriter | None = None
         self.published = 0
@@ -178,7 +175,7 @@ class GravityCompensationNode(LifecycleNode):
             return SetParametersResult(successful=False, reason=reason)
         for prm in params:
             if prm.name == "use_sim_time":
-                self._sim_time = bool(prm.value)
+                self.shell.sim_time = bool(prm.value)
         new = common.merged_parameters(self._specs, self.p, params)
         core = self.core
         try:
@@ -209,20 +206,10 @@ class GravityCompensationNode(LifecycleNode):
         core = self.core
         if core is None or not self._active:
             return
-        raw, skipped = common.take_newest(self.sub, raw, JointState)
-        if skipped:
-            self.diag.count("skipped", skipped)
-        fields = self._reader.read(raw)
-        if fields is None:   # an encoding the CDR reader does not read, or a broken message
-            fields = self.shell.read(self._reader, raw)
-            if fields is None:
-                return
-        arrival = time.monotonic_ns()
-        now_ns = self._clock.now().nanoseconds if self._sim_time else time.time_ns()
-        rej = core.on_joint_state(fields, arrival, now_ns)
-        if rej is not None:
-            self.shell.rejected(rej)
+        got = self.shell.receive(raw)
+        if got is None:
             return
+        _, arrival, now_ns = got
         self.diag.count("received")
         res = core.step(now_ns, arrival)
         if res.command is not None:
