@@ -1,13 +1,15 @@
 """Benchmark: our TOPP-RA retiming vs toppra (PyPI) on the same path, limits and gridpoints, in one run.
 
 Cases: Panda (7-DoF) and UR5 (6-DoF) from example-robot-data, 10 and 100 waypoints of a smooth joint-space
-path (no direction reversals), N = 100 and 1000 gridpoints, velocity + acceleration (10 rad/s²) + torque
+path (no direction reversals), N = 100 and 1000 gridpoints requested (ours adds gridpoints where the path
+turns, see ``path.TURN_PER_STAGE``; toppra gets the same gridpoints), velocity + acceleration (10 rad/s²) + torque
 limits with a payload and a 0.9 torque margin so that the torque limit binds on part of the path.
 
 Timed, per side, for the WHOLE retiming:
 * ours   — ``Retimer.retime``: spline, q/q'/q'' at the collocation points, torque coefficients from the
            batched in-package Newton–Euler, TOPP-RA solve, output sampling (t, q, qd, qdd, tau) at ``--dt``;
-* toppra — ``SplineInterpolator`` through the same waypoints at the same s, velocity / acceleration /
+* toppra — ``SplineInterpolator`` through the same knots (waypoints and the points our path adds on their
+           chords to stay within ``path_tolerance``) at the same s, velocity / acceleration /
            torque constraints (torque via Pinocchio ``rnea``, its documented usage), ``TOPPRA`` with the
            same gridpoints (seidel solver), ``compute_trajectory``, and sampling q, qd, qdd at the same
            ``--dt`` plus tau with Pinocchio at every sample (ours outputs tau too).
@@ -130,8 +132,11 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, inter
     if not res.success:
         raise SystemExit(f"{robot} W={n_wp} N={n_grid}: ours failed: {res.message}")
     seg = res.segments[0]
+    # the same path for toppra: the not-a-knot spline through our knots (the waypoints and the points
+    # added on their chords to keep the path within path_tolerance of the polyline), the same gridpoints
     knots, grid = seg.path.knots, seg.s
-    out = toppra_side.run(knots, wp, grid, dt)
+    knot_q = seg.path(knots)
+    out = toppra_side.run(knots, knot_q, grid, dt)
     if out is None:
         raise SystemExit(f"{robot} W={n_wp} N={n_grid}: toppra failed")
     t_ours, t_ta, c_ours, c_ta = [], [], [], []
@@ -151,7 +156,7 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, inter
         return retimer.retime(wp, options=opts)
 
     def theirs():
-        return toppra_side.run(knots, wp, grid, dt)
+        return toppra_side.run(knots, knot_q, grid, dt)
 
     gc.collect()
     if interleave:  # ours, toppra, ours, toppra, ...

@@ -30,9 +30,8 @@ def launch_setup(context, *args, **kwargs):
         Node(
             package="robot_dynamics_ros",
             executable="retiming_service",
-            # no name=: launch would pass '-r __node:=retiming_service', which renames every node of the
-            # process, including the service's internal worker node (two nodes of one name). The node's
-            # own name is already retiming_service, the section name in the parameters file.
+            # the node's own name is retiming_service, the section name in the parameters file; a name=
+            # here renames only that node (its service worker, <name>_worker, ignores global remaps)
             output="screen",
             emulate_tty=True,
             parameters=[LaunchConfiguration("params_file"), overrides],

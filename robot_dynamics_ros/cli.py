@@ -25,7 +25,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "retime": ("robot_dynamics_ros.commands.retime", "time-optimal retiming (TOPP-RA) of a CSV path"),
     "track": ("robot_dynamics_ros.commands.track", "end-to-end tracking: retime, computed torque, MuJoCo"),
     "replay": ("robot_dynamics_ros.commands.replay", "replay a rosbag2 file through the nodes and record"),
-    "bench": ("robot_dynamics_ros.commands.bench", "latency benchmarks of the control path"),
+    "push": ("robot_dynamics_ros.commands.push", "a known push on a moving arm in MuJoCo, seen by the momentum observer"),
+    "identify": ("robot_dynamics_ros.commands.identify", "dynamic parameters, friction or a payload from a recorded bag or CSV"),
+    "excite": ("robot_dynamics_ros.commands.excite", "optimized excitation trajectory (Fourier series) for identification"),
 }
 
 

@@ -11,10 +11,15 @@ and fixes the things every consumer must agree on:
 * **held joints** (e.g. gripper fingers) are welded at a given value; a mimic joint of a held joint is held;
 * limits: position, velocity, effort from the URDF, acceleration (and overrides) from a MoveIt-style
   ``joint_limits.yaml``; ``damping``/``friction`` from URDF ``<dynamics>``;
-* ``gravity`` (m/s², in the root link frame) and a **payload** on a named link, both changeable at run
-  time; each change bumps ``version`` so the engines update their cached models.
+* ``gravity`` (m/s², in the root link frame) and a **payload** on a named link. A model is treated as
+  immutable once shared: run-time changes build a copy with :meth:`RobotModel.with_settings` and swap the
+  reference. Every model state has a process-wide unique ``version``, so an engine knows to update;
+* what the lenient loader accepted (``warnings``) and the actuated joints that move no mass
+  (``massless_joints``: M(q) singular; what needs M⁻¹ refuses them);
+* the engines' size: :data:`MAX_ENGINE_BYTES` is checked before any engine is built.
 
-Floating-base robots are rejected (by :mod:`robot_dynamics_ros.description`).
+The root link is the fixed base; ``floating``/``planar`` joints are welded at their origin with a warning
+(by :mod:`robot_dynamics_ros.description`).
 """
 from __future__ import annotations
 
@@ -28,12 +33,32 @@ from types import MappingProxyType
 
 import numpy as np
 
-from robot_dynamics_ros.description import RobotDescription, check_inertia, read_urdf_text
+from robot_dynamics_ros.description import (
+    RobotDescription,
+    check_inertia,
+    is_xml_text,
+    quote_name,
+    quote_names,
+    read_urdf_file,
+)
 from robot_dynamics_ros.errors import URDFError, UserError
 
 
 _KEEP = object()
 _VERSIONS = itertools.count(1)
+
+#: largest memory the engines of one model may need, bytes (checked before any engine is built)
+MAX_ENGINE_BYTES = 1 << 30
+
+
+def estimated_engine_bytes(nv: int) -> int:
+    """Memory (bytes) of one Pinocchio ``Data`` for ``nv`` moving joints: ``36·nv³ + 8 MB``.
+
+    Pinocchio 4 allocates nv × nv × nv tensors (second derivatives of the RNEA) in every ``Data``; the formula is
+    fitted to the resident-set growth of ``createData`` on serial chains (5 MB at nv = 25, 42 MB at 100,
+    279 MB at 200). The in-package Newton–Euler engine needs O(nv) per state, far less.
+    """
+    return 36 * nv**3 + 8_000_000
 
 
 @dataclass(frozen=True)
@@ -56,14 +81,17 @@ class Payload:
 class RobotModel:
     """A fixed-base robot loaded from a URDF, with held joints, payload, gravity and limits.
 
-    Build with :meth:`from_urdf`. Attributes (arrays are (n,) in ``joint_names`` order, inf where unknown):
+    Build with :meth:`from_text` (XML text), :meth:`from_file` or :meth:`from_urdf` (either). Attributes (arrays are (n,) in ``joint_names`` order, inf where unknown):
 
     * ``description`` (:class:`RobotDescription`), ``urdf_xml`` (the URDF text it was built from);
     * ``joint_names`` (tuple), ``n``, ``index`` (name -> position);
     * ``lower``, ``upper`` (rad or m), ``velocity_limit`` (rad/s or m/s), ``effort_limit`` (N·m or N),
       ``acceleration_limit`` (rad/s² or m/s²), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
     * ``gravity`` (3,) m/s² in the root link frame (settable); ``held_joints`` (read-only mapping);
-    * ``payload`` (:class:`Payload` or None); ``version`` (int, bumped on every change);
+    * ``payload`` (:class:`Payload` or None); ``version`` (int, process-wide unique per model state);
+    * ``warnings`` (tuple of one-line str): what the lenient loader accepted (description warnings, then
+      massless joints); empty when loaded with ``strict=True``;
+    * ``massless_joints`` (tuple): actuated joints whose moving subtree carries no mass or inertia;
     * ``moving_joint_names``: actuated and mimic joints (everything that moves), tree order, with
       ``mimic_source`` (index into ``joint_names``), ``mimic_multiplier`` and ``mimic_offset`` such that
       ``q_moving = mimic_multiplier * q[mimic_source] + mimic_offset`` (:meth:`expand`).
@@ -71,7 +99,7 @@ class RobotModel:
 
     def __init__(self, description: RobotDescription, urdf_xml: str, *,
                  held_joints: Mapping[str, float] | None = None, gravity=(0.0, 0.0, -9.81),
-                 joint_limits: str | Path | Mapping | None = None):
+                 joint_limits: str | Path | Mapping | None = None, strict: bool = False):
         self.description = description
         self.urdf_xml = urdf_xml
         d = description
@@ -84,6 +112,11 @@ class RobotModel:
         if self.n == 0:
             raise URDFError(f"URDF {d.source}: no actuated joints (every moving joint is held, mimic or "
                             "fixed)")
+        need = estimated_engine_bytes(len(moving))
+        if need > MAX_ENGINE_BYTES:
+            raise UserError(f"URDF {d.source}: {len(moving)} moving joints; the dynamics engine would need about "
+                            f"{need / 2**30:.1f} GiB (36·nv³ bytes), more than the {MAX_ENGINE_BYTES / 2**30:g} GiB "
+                            "accepted (MAX_ENGINE_BYTES); hold joints fixed to reduce the model")
         # mimic map: q_moving = multiplier * q[source] + offset (chains of mimics are composed)
         self.moving_joint_names: tuple[str, ...] = tuple(moving)
         src, mult, off = [], [], []
@@ -112,7 +145,17 @@ class RobotModel:
         self.joint_types: tuple[str, ...] = tuple(j.type for j in joints)
         if joint_limits is not None:
             self._apply_joint_limits(joint_limits)
-        self._check_mass()
+        self.massless_joints: tuple[str, ...] = self._find_massless()
+        warnings = list(description.warnings)
+        if self.massless_joints:
+            msg = (f"URDF {d.source}: joints {quote_names(self.massless_joints)} move links that "
+                   "carry no mass or inertia, so M(q) is singular: gravity and inverse dynamics are defined, "
+                   "forward dynamics and operational-space inertia are not (give the links an <inertial> or "
+                   "hold the joints)")
+            if strict:
+                raise URDFError(msg + " [strict]")
+            warnings.append(msg)
+        self.warnings: tuple[str, ...] = tuple(warnings)
         self._gravity = np.zeros(3)
         self._payload: Payload | None = None
         self._version = 0
@@ -121,41 +164,67 @@ class RobotModel:
 
     # ----------------------------------------------------------------------------------------------
     @classmethod
-    def from_urdf(cls, source: str | Path, *, held_joints: Mapping[str, float] | None = None,
-                  gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None) -> RobotModel:
-        """Load a fixed-base robot.
+    def from_text(cls, xml: str, *, label: str = "robot_description", held_joints: Mapping[str, float] | None = None,
+                  gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None,
+                  strict: bool = False) -> RobotModel:
+        """Load a fixed-base robot from URDF XML text (a topic, a parameter). Never opens a file: text that
+        is not XML is refused (``"URDF robot_description: not URDF XML (starts with '...')"``).
 
         Args:
-            source: a URDF file path, or the URDF XML text itself.
+            xml: the URDF document (see :func:`robot_dynamics_ros.description.parse_urdf_xml` for the caps).
+            label: how messages name the source.
             held_joints: joint name -> value (rad or m) to weld (e.g. ``{"panda_finger_joint1": 0.02}``).
             gravity: (3,) m/s² in the root link frame.
             joint_limits: a MoveIt ``joint_limits.yaml`` path or its loaded mapping (with or without the
                 top-level ``joint_limits`` key): ``max_acceleration`` (when ``has_acceleration_limits``)
                 fills ``acceleration_limit``; ``max_velocity``/``max_effort``/``min_position``/
                 ``max_position`` override the URDF when their ``has_*`` flag is true.
+            strict: refuse what the lenient loader accepts with a warning (:attr:`warnings`).
 
         Raises:
-            URDFError: invalid URDF (naming the link/joint), a moving actuated joint whose subtree has no
-                mass or inertia (M(q) would be singular), bad held joint.
-            UserError: bad joint_limits file or values, bad gravity.
+            URDFError: invalid URDF (one line naming the link/joint), bad held joint, with ``strict`` any
+                warning.
+            UserError: bad joint_limits file or values, bad gravity, a model too large for the engines
+                (:data:`MAX_ENGINE_BYTES`).
         """
-        text, _ = read_urdf_text(source)
-        description = RobotDescription.from_urdf(source)
-        return cls(description, text, held_joints=held_joints, gravity=gravity, joint_limits=joint_limits)
+        description = RobotDescription.from_text(xml, label=label, strict=strict)
+        return cls(description, xml, held_joints=held_joints, gravity=gravity, joint_limits=joint_limits,
+                   strict=strict)
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, held_joints: Mapping[str, float] | None = None,
+                  gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None,
+                  strict: bool = False) -> RobotModel:
+        """Load a fixed-base robot from a URDF file: a regular file (no FIFO, device or directory) of at
+        most :data:`robot_dynamics_ros.description.MAX_URDF_BYTES` bytes. Arguments and errors as
+        :meth:`from_text` (messages name the path)."""
+        text, label = read_urdf_file(path)
+        return cls.from_text(text, label=label, held_joints=held_joints, gravity=gravity,
+                             joint_limits=joint_limits, strict=strict)
+
+    @classmethod
+    def from_urdf(cls, source: str | Path, **kwargs) -> RobotModel:
+        """For the CLI and tests: :meth:`from_text` when ``source`` is a str whose first non-blank character
+        is ``<``, else :meth:`from_file` (a ``Path`` or a path string). Keyword arguments as
+        :meth:`from_text` (without ``label``). Descriptions from a topic or a parameter must use
+        :meth:`from_text`, which never opens a file."""
+        if is_xml_text(source):
+            return cls.from_text(source, label="<string>", **kwargs)
+        return cls.from_file(source, **kwargs)
 
     # ----------------------------------------------------------------------------------------------
-    def _check_mass(self) -> None:
-        """Each actuated joint (with its mimic followers) must move some mass or inertia, else M is singular."""
+    def _find_massless(self) -> tuple[str, ...]:
+        """Actuated joints that (with their mimic followers) move no mass and no inertia: M(q) is singular."""
         d = self.description
+        out = []
         for i, jn in enumerate(self.joint_names):
             links: set[str] = set()
             for k, mj in enumerate(self.moving_joint_names):
                 if self.mimic_source[k] == i:
                     links.update(d.subtree_links(mj))
             if all(d.links[ln].inertial.is_empty for ln in links):
-                raise URDFError(f"URDF {d.source}: joint {jn!r} moves links {sorted(links)} that carry no mass "
-                                "or inertia, so the mass matrix M(q) is singular; give them an <inertial> "
-                                "or hold the joint fixed")
+                out.append(jn)
+        return tuple(out)
 
     def _apply_joint_limits(self, joint_limits) -> None:
         where = "joint_limits"
@@ -185,11 +254,11 @@ class RobotModel:
                   "max_position": ("has_position_limits", self.upper)}
         for jn, entry in data.items():
             if jn not in self.description.joints:
-                raise UserError(f"{where}: joint {jn!r} is not a joint of {self.description.name}")
+                raise UserError(f"{where}: joint {quote_name(jn)} is not a joint of {quote_name(self.description.name)}")
             if jn not in self.index:  # held, mimic or fixed: nothing to limit
                 continue
             if not isinstance(entry, Mapping):
-                raise UserError(f"{where}: joint {jn!r}: expected a mapping, got {entry!r}")
+                raise UserError(f"{where}: joint {quote_name(jn)}: expected a mapping, got {entry!r}")
             i = self.index[jn]
             for key, (flag, arr) in fields.items():
                 if key not in entry or not entry.get(flag, False):
@@ -197,18 +266,19 @@ class RobotModel:
                 try:
                     v = float(entry[key])
                 except (TypeError, ValueError):
-                    raise UserError(f"{where}: joint {jn!r} {key}={entry[key]!r} is not a number") from None
+                    raise UserError(f"{where}: joint {quote_name(jn)} {key}={entry[key]!r} is not a number") from None
                 if math.isnan(v) or (key.startswith("max_") and key != "max_position" and v <= 0):
-                    raise UserError(f"{where}: joint {jn!r} {key}={v} must be a positive number")
+                    raise UserError(f"{where}: joint {quote_name(jn)} {key}={v} must be a positive number")
                 arr[i] = v
             if self.lower[i] > self.upper[i]:
-                raise UserError(f"{where}: joint {jn!r} min_position {self.lower[i]} > max_position "
+                raise UserError(f"{where}: joint {quote_name(jn)} min_position {self.lower[i]} > max_position "
                                 f"{self.upper[i]}")
 
     # ----------------------------------------------------------------------------------------------
     @property
     def version(self) -> int:
-        """Bumped on every change of gravity or payload, so engines know to update."""
+        """A new process-wide number on every change of gravity or payload (and for every
+        :meth:`with_settings` copy), so an engine knows to update; two models never share one."""
         return self._version
 
     @property
@@ -222,7 +292,7 @@ class RobotModel:
         if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise UserError(f"gravity: expected 3 finite numbers (m/s²), got {np.asarray(value).tolist()}")
         self._gravity = g.copy()
-        self._version += 1
+        self._version = next(_VERSIONS)
 
     @property
     def payload(self) -> Payload | None:
@@ -243,7 +313,7 @@ class RobotModel:
             UserError: unknown link, negative/non-finite mass, bad com, non-physical inertia.
         """
         if link not in self.description.links:
-            raise UserError(f"payload link {link!r} is not a link of {self.description.name}")
+            raise UserError(f"payload link {quote_name(link)} is not a link of {quote_name(self.description.name)}")
         m = float(mass)
         if not math.isfinite(m) or m < 0:
             raise UserError(f"payload mass {mass} kg must be finite and ≥ 0")
@@ -255,17 +325,17 @@ class RobotModel:
             a = inertia_arr
             inertia_arr = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
         try:
-            check_inertia(inertia_arr, "payload")
+            check_inertia(inertia_arr, "payload", mass=m)
         except URDFError as exc:
             raise UserError(str(exc)) from None
         self._payload = Payload(link, m, c.copy(), inertia_arr.copy())
-        self._version += 1
+        self._version = next(_VERSIONS)
 
     def clear_payload(self) -> None:
         """Remove the payload (no-op when none)."""
         if self._payload is not None:
             self._payload = None
-            self._version += 1
+            self._version = next(_VERSIONS)
 
     def with_settings(self, *, gravity=None, payload=_KEEP) -> RobotModel:
         """A new model sharing this one's description and limits, with other gravity and/or payload.
@@ -328,7 +398,7 @@ class RobotModel:
     def reduced_urdf(self) -> str:
         """URDF text with the held joints welded and geometry dropped (what Pinocchio/MuJoCo load)."""
         if self._reduced_urdf is None:
-            self._reduced_urdf = self.description.to_urdf(self._held, drop_geometry=True)
+            self._reduced_urdf = self.description.to_urdf(self._held)
         return self._reduced_urdf
 
     def __repr__(self) -> str:

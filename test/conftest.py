@@ -1,15 +1,17 @@
 """Shared test set-up.
 
-DDS isolation: every test session gets its own ROS_DOMAIN_ID and localhost-only discovery, so tests
-never hear each other or anything else on the machine (see shared/NOTES.md, "DDS in tests").
+DDS isolation: every test session gets a private ROS_DOMAIN_ID chosen here (never the caller's, whatever
+the caller's environment says) and localhost-only discovery, so tests never hear each other, and never
+reach a robot on the caller's domain. Subprocesses started with ``os.environ`` inherit both; the caller's
+original domain is kept in ``ROBOT_DYNAMICS_CALLER_DOMAIN_ID`` so that children avoid it too.
 """
 from __future__ import annotations
 
 import os
-import random
 
-os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
+from robot_dynamics_ros.commands import isolation
+
+os.environ.update(isolation.private_environment())
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -2,7 +2,7 @@
 descriptions, records commands and diagnostics, on its own rclpy context and its own topic names.
 
 Expected torques come from Pinocchio called directly on the URDF (Panda, fingers held at 0.02 m) via
-:func:`robot_dynamics_ros.benchmarking.latency.expected_gravity`, never from the nodes' code.
+:func:`reference.expected_gravity`, never from the nodes' code.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from robot_dynamics_ros.benchmarking.latency import ProbeRobot, expected_gravity
+from reference import ProbeRobot, expected_gravity
 
 PANDA = ProbeRobot.panda()
 NAMES = PANDA.joint_names

@@ -3,7 +3,7 @@ real run of the command.
 
 Pooling of blocks is checked against numpy's percentiles of the concatenated latencies; the block order
 (ABBA, ABCD DCBA) and the suite's groups are checked with ``run_scenario`` replaced by a recorder (no DDS).
-The smoke test runs ``robot-dynamics bench latency`` for real (two interleaved blocks of 0.5 s over DDS,
+The smoke test runs ``benchmarks/bench_latency.py`` for real (two interleaved blocks of 0.5 s over DDS,
 in-process, the relay and the gravity node, EventsExecutor) and checks the JSON document and the one-line
 summary: the latencies are finite and positive and ordered, messages were answered, the gravity node's
 commands matched Pinocchio's g(q) of the poses sent (the harness matches each command to its message by
@@ -22,11 +22,12 @@ import sys
 import numpy as np
 import pytest
 
-from robot_dynamics_ros.benchmarking import latency
-from robot_dynamics_ros.benchmarking.latency import (ProbeRobot, RawWindow, ScenarioResult, expected_gravity,
-                                                     interleaved_rounds, match_outputs, pool_blocks,
-                                                     probe_positions, summarize, window_latencies_us)
-from robot_dynamics_ros.commands import bench
+from reference import ProbeRobot, expected_gravity
+
+from benchmarks import bench_latency as bench
+from benchmarks import latency
+from benchmarks.latency import (RawWindow, ScenarioResult, interleaved_rounds, match_outputs, pool_blocks,
+                                probe_positions, summarize, window_latencies_us)
 from robot_dynamics_ros.errors import UserError
 
 
@@ -170,19 +171,19 @@ def test_suite_runs_compared_scenarios_interleaved_and_pools_them(monkeypatch):
 def test_blocks_option_parsing_and_errors(capsys, monkeypatch):
     parser = argparse.ArgumentParser()
     bench.configure_parser(parser)
-    assert parser.parse_args(["latency"]).blocks == 6
-    assert parser.parse_args(["latency", "--blocks", "1"]).blocks == 1
-    assert parser.parse_args(["latency", "--blocks", "4"]).blocks == 4
+    assert parser.parse_args([]).blocks == 6
+    assert parser.parse_args(["--blocks", "1"]).blocks == 1
+    assert parser.parse_args(["--blocks", "4"]).blocks == 4
     for bad in ("0", "-2", "2.5"):
         with pytest.raises(SystemExit):
-            parser.parse_args(["latency", "--blocks", bad])
+            parser.parse_args(["--blocks", bad])
         err = capsys.readouterr().err
         assert "--blocks" in err and bad in err, err
     # blocks too short to hold 10 messages: a one-line user error naming the option and its value
     monkeypatch.setenv("MALLOC_TOP_PAD_", "67108864")  # else run() re-executes the interpreter
     monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # run() sets these: restored after
     monkeypatch.setenv("ROS_DOMAIN_ID", os.environ["ROS_DOMAIN_ID"])
-    args = parser.parse_args(["latency", "--duration", "0.02", "--rate", "1000", "--blocks", "3"])
+    args = parser.parse_args(["--duration", "0.02", "--rate", "1000", "--blocks", "3"])
     with pytest.raises(UserError, match="--blocks 3"):
         bench.run(args)
 
@@ -191,7 +192,7 @@ def test_blocks_option_parsing_and_errors(capsys, monkeypatch):
 @pytest.mark.slow
 def test_bench_latency_command_measures_relay_and_gravity_node_in_blocks(tmp_path):
     out = tmp_path / "latency.json"
-    cmd = [sys.executable, "-m", "robot_dynamics_ros.cli", "bench", "latency", "--duration", "1", "--blocks", "2",
+    cmd = [sys.executable, str(bench.__file__), "--duration", "1", "--blocks", "2",
            "--warmup", "0.5", "--executors", "events", "--topologies", "inproc", "--no-sweep",
            "--no-retiming-load", "--output", str(out), "--json"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
@@ -233,11 +234,11 @@ def test_qos_depth_option_reaches_both_nodes_under_test(capsys, monkeypatch):
 
     parser = argparse.ArgumentParser()
     bench.configure_parser(parser)
-    assert parser.parse_args(["latency"]).qos_depth == 100
-    assert parser.parse_args(["latency", "--qos-depth", "10"]).qos_depth == 10
+    assert parser.parse_args([]).qos_depth == 100
+    assert parser.parse_args(["--qos-depth", "10"]).qos_depth == 10
     for bad in ("0", "ten"):
         with pytest.raises(SystemExit):
-            parser.parse_args(["latency", "--qos-depth", bad])
+            parser.parse_args(["--qos-depth", bad])
         assert "--qos-depth" in capsys.readouterr().err
     monkeypatch.setenv(latency.QOS_ENV, "37")
     ctx = rclpy.Context()

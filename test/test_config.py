@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 import yaml
 
-from robot_dynamics_ros import launch_check, robots
+import launch_check
+
+from robot_dynamics_ros import robots
 from robot_dynamics_ros.model import RobotModel
 
 pytestmark = pytest.mark.ros  # starts the real node classes (rclpy, own contexts)

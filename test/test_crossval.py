@@ -91,3 +91,18 @@ def test_command_bad_urdf_file_names_the_link(tmp_path, capsys):
     assert main(["crossval", "--urdf", str(bad)]) == 1
     err = capsys.readouterr().err.strip()
     assert "'shoulder_link'" in err and "negative" in err and str(bad) in err and len(err.splitlines()) == 1
+
+
+def test_strict_flag_turns_warnings_into_one_line_errors(capsys):
+    from robot_dynamics_ros.robots import example_robot_data_dir
+
+    allegro = str(example_robot_data_dir() / "allegro_hand_description/urdf/allegro_left_hand.urdf")
+    assert main(["crossval", "--urdf", allegro, "--samples", "3", "--no-mujoco"]) == 0
+    err = capsys.readouterr().err
+    # lenient: each link whose principal moments violate the triangle inequality is a warning line
+    assert err.count("warning: ") == 4 and "link 'link_11.0' <inertial>" in err
+    assert main(["crossval", "--urdf", allegro, "--samples", "3", "--no-mujoco", "--strict"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "triangle inequality" in err and "[strict]" in err
+    assert main(["dynamics", "--urdf", allegro, "--q", "joint_0.0=0.1", "--strict"]) == 1
+    assert "[strict]" in capsys.readouterr().err

@@ -86,8 +86,10 @@ def test_single_state_and_shape_errors():
         ne.gravity(np.zeros((4, 3)))
     with pytest.raises(ValueError, match=r"qd: expected shape \(4, 2\)"):
         ne.rnea(np.zeros((4, 2)), np.zeros((3, 2)), np.zeros((4, 2)))
-    with pytest.raises(ValueError, match="qdd: contains NaN"):
+    with pytest.raises(ValueError, match=r"qdd\[0\] \(joint1\) is NaN"):
         ne.rnea(q, q, np.array([np.nan, 0.0]))
+    with pytest.raises(ValueError, match=r"q\[2, 1\] \(joint2\) is -inf"):
+        ne.gravity(np.array([[0.0, 0.0], [0.1, 0.2], [0.3, -np.inf]]))
     with pytest.raises(ValueError, match="method"):
         ne.mass_matrix(q, method="aba")
 

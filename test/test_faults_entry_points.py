@@ -78,7 +78,7 @@ def test_retiming_entry_point_serves_and_stops_on_sigint(probe):
     from trajectory_msgs.msg import JointTrajectoryPoint
 
     from robot_dynamics_interfaces.srv import RetimeTrajectory
-    from robot_dynamics_ros.benchmarking.retiming_load import request_path
+    from reference import request_path
 
     name = f"/retiming_service_{probe.tag}"  # a node name of its own: no other test answers
     proc = subprocess.Popen([str(BIN / "retiming_service"), "--ros-args", "-r", f"__node:={name[1:]}", "-p",

@@ -18,7 +18,7 @@ from dds_probe import NAMES, Probe, gravity_of
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from robot_dynamics_ros.benchmarking.retiming_load import request_path
+from reference import request_path
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

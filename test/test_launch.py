@@ -1,6 +1,6 @@
 """Launch files: static checks against the real node classes and setup.py (launch itself is not installable).
 
-The checker (robot_dynamics_ros.launch_check) reads the launch files' syntax trees; the parameter names
+The checker (test/launch_check.py) reads the launch files' syntax trees; the parameter names
 each node declares come from instantiating the node classes (rclpy, own context), not from a list kept
 by hand. The second half feeds the checker deliberately broken copies to show it catches each mistake.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from robot_dynamics_ros import launch_check
+import launch_check
 
 pytestmark = pytest.mark.ros  # starts the real node classes (rclpy, own contexts)
 

@@ -1,14 +1,11 @@
 """JointPath (retiming/path.py): the C² spline against scipy's CubicSpline, gridpoints, waypoint preparation."""
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 from scipy.interpolate import CubicSpline
 
-from robot_dynamics_ros.retiming.path import (JointPath, gridpoints_for, prepare_waypoints, remove_duplicates,
-                                              split_at_reversals)
+from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for, prepare_waypoints
 
 
 @pytest.mark.parametrize("count", [2, 3, 4, 5, 17])
@@ -69,31 +66,95 @@ def test_gridpoints_contain_every_knot_and_are_uniform_inside_intervals():
             np.testing.assert_allclose(steps, steps[0], rtol=1e-9)
 
 
-def test_remove_duplicates_warns_and_keeps_first():
-    wp = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [2.0, 1.0]])
-    with pytest.warns(UserWarning, match=r"dropped 3 .*index 1, 3, 4"):
-        kept, idx = remove_duplicates(wp)
-    np.testing.assert_array_equal(idx, [0, 2, 5])
-    np.testing.assert_array_equal(kept, wp[[0, 2, 5]])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        remove_duplicates(wp[[0, 2, 5]])  # nothing to drop: no warning
-
-
-def test_reversal_split_and_prepare_waypoints():
+def test_reversal_split_and_merging():
     # 1-DoF there and back, and a 2-D path with a 90° corner (kept) and a U-turn (split)
     line = np.array([[0.0], [1.0], [2.0], [1.5], [0.0]])
-    assert split_at_reversals(line) == [(0, 2), (2, 4)]
+    assert prepare_waypoints(line)[2] == [(0, 2), (2, 4)]
     corner = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.9, 0.0]])
-    assert split_at_reversals(corner) == [(0, 2), (2, 3)]
-    assert split_at_reversals(corner, cos_threshold=-1.0) == [(0, 3)]
+    assert prepare_waypoints(corner)[2] == [(0, 2), (2, 3)]
+    assert prepare_waypoints(corner, cos_threshold=-1.0)[2] == [(0, 3)]
     wp = np.array([[0.0], [1.0], [1.0], [2.0], [1.0]])
-    kept, idx, segments, dropped = prepare_waypoints(wp)
+    kept, idx, segments, dropped, length, offset = prepare_waypoints(wp)
     np.testing.assert_array_equal(idx, [0, 1, 3, 4])
     np.testing.assert_array_equal(dropped, [2])
-    assert segments == [(0, 2), (2, 3)]
-    kept, idx, segments, dropped = prepare_waypoints(np.zeros((3, 2)))
+    assert segments == [(0, 2), (2, 3)] and length == 3.0
+    np.testing.assert_array_equal(offset, 0.0)  # an exact duplicate moves no chord
+    kept, idx, segments, dropped, _, _ = prepare_waypoints(np.zeros((3, 2)))
     assert kept.shape == (1, 2) and segments == [(0, 0)]
+    # merging within 0.1 (infinity norm): rows 1, 2 are within 0.1 of row 0; the last row is always kept
+    wp = np.array([[0.0, 0.0], [0.05, 0.08], [0.09, -0.02], [1.0, 0.0], [1.0, 0.05]])
+    kept, idx, segments, dropped, _, offset = prepare_waypoints(wp, tol=0.1)
+    np.testing.assert_array_equal(idx, [0, 3, 4])
+    # chord 0 -> 3 against the input polyline 0 -> 1 -> 2 -> 3: A = |p0 - p2| = 0.09, B = |p3 - p1| = 0.95
+    assert offset[0] == pytest.approx(0.09 * 0.95 / (0.09 + 0.95), rel=1e-12)
+    assert offset[1] == 0.0
+    # the bound holds: distance (infinity norm) of chord points from the input polyline, brute force
+    t = np.linspace(0, 1, 2001)[:, None]
+    chord = wp[0] + t * (wp[3] - wp[0])
+    dist = np.full(t.shape[0], np.inf)
+    for a, b in zip(wp[:3], wp[1:4]):
+        seg = a + t * (b - a)
+        dist = np.minimum(dist, np.abs(chord[:, None, :] - seg[None]).max(-1).min(-1))
+    assert dist.max() <= offset[0] + 1e-12
+
+
+def _polyline_distance(q, wp):
+    """Infinity-norm distance of each row of q (M, n) from the polyline through wp (W, n), exactly: for one
+    segment a + t (b - a), max_j |q_j - a_j - t d_j| is convex and piecewise linear in t, so its minimum on
+    [0, 1] is at t = 0, 1 or where two of the lines ±(q_j - a_j - t d_j) cross; all candidates tried."""
+    best = np.full(q.shape[0], np.inf)
+    for a, b in zip(wp[:-1], wp[1:]):
+        d = b - a
+        r = q - a  # (M, n)
+        # crossings of r_j - t d_j = ±(r_k - t d_k): t = (r_j ∓ r_k) / (d_j ∓ d_k)
+        cands = [np.zeros(q.shape[0]), np.ones(q.shape[0])]
+        n = q.shape[1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for j in range(n):
+                for k in range(n):
+                    for sign in (1.0, -1.0):
+                        if j == k and sign == 1.0:
+                            continue
+                        tt = (r[:, j] - sign * r[:, k]) / (d[j] - sign * d[k])
+                        cands.append(np.where(np.isfinite(tt), np.clip(tt, 0.0, 1.0), 0.0))
+        for tt in cands:
+            best = np.minimum(best, np.abs(r - tt[:, None] * d).max(axis=1))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_path_within_tolerance_of_the_polyline(seed):
+    """RRT-like paths (random waypoints far apart): the spline through the waypoints alone swings up to
+    ~0.5 rad off the segments; with knots added it stays within the tolerance, by an exact distance
+    computation at 2000 points per segment (independent of the solver's bound, which must also hold)."""
+    rng = np.random.default_rng(seed)
+    wp = rng.uniform(-2.0, 2.0, (5, 4))
+    raw = JointPath.from_waypoints(wp)
+    s = np.linspace(0.0, raw.length, 8001)
+    assert _polyline_distance(raw(s), wp).max() > 0.05  # the plain interpolating spline leaves the tube
+    for tol in (1e-2, 1e-3):
+        path, dev, status, bad = JointPath.within_tolerance(wp, np.zeros(4), tol, np.full(4, -3.0),
+                                                            np.full(4, 3.0))
+        assert status == 0 and np.all(bad < 0)
+        np.testing.assert_allclose(path(path.knots[0]), wp[:1], atol=1e-12)
+        np.testing.assert_allclose(path(path.length), wp[-1:], atol=1e-12)
+        s = np.linspace(0.0, path.length, 8001)
+        measured = _polyline_distance(path(s), wp).max()
+        assert measured <= dev.max() + 1e-12 and dev.max() <= tol
+        assert measured > 0.2 * tol  # it uses the tolerance (halving stops within 2x of it), no polyline
+        np.testing.assert_allclose(path.waypoint_knots, JointPath.from_waypoints(wp).knots, atol=1e-12)
+
+
+def test_path_kept_inside_the_position_box():
+    """Nearly flat waypoints at a limit: the plain spline overshoots the limit, the refined one does not."""
+    wp = np.array([[-1.0, 0.0], [-0.08, 0.5], [-0.08 + 1e-4, 1.0], [-1.0, 1.5]])
+    hi = np.array([-0.0698, 10.0])
+    lo = -np.full(2, 10.0)
+    raw = JointPath.from_waypoints(wp)
+    assert raw(np.linspace(0, raw.length, 4001))[:, 0].max() > hi[0]
+    path, dev, status, bad = JointPath.within_tolerance(wp, np.zeros(3), 1.0, lo, hi)
+    assert status == 0
+    assert path(np.linspace(0, path.length, 40001))[:, 0].max() <= hi[0]
 
 
 def test_bad_inputs():
@@ -101,3 +162,23 @@ def test_bad_inputs():
         JointPath.from_waypoints(np.zeros((1, 3)))
     with pytest.raises(ValueError, match="duplicates"):
         JointPath.from_waypoints(np.zeros((2, 3)))
+
+
+def test_split_for_turn_keeps_the_curve_and_grades_the_stages():
+    """Halving intervals where the curvature varies strongly changes no polynomial (values and the first
+    two derivatives agree to round-off everywhere), keeps every old knot, and lets the turn-limited grid
+    use fewer stages than uniform stages sized for each interval's largest |q''|."""
+    from robot_dynamics_ros.retiming.path import _min_stages
+
+    rng = np.random.default_rng(3)
+    wp = rng.uniform(-2.0, 2.0, (5, 4))
+    path, *_ = JointPath.within_tolerance(wp, np.zeros(4), 1e-3, np.full(4, -3.0), np.full(4, 3.0))
+    split = path.split_for_turn(0.02)
+    assert set(path.knots) <= set(split.knots) and split.knots.shape[0] > path.knots.shape[0]
+    s = np.linspace(0.0, path.length, 20001)
+    for a, b in zip(path.evaluate(s), split.evaluate(s)):
+        np.testing.assert_allclose(b, a, atol=1e-9 * max(1.0, np.abs(a).max()))
+    np.testing.assert_array_equal(split.waypoint_knots, path.waypoint_knots)
+    before = _min_stages(path.knots, path.coefficients, 0.02).sum()
+    after = _min_stages(split.knots, split.coefficients, 0.02).sum()
+    assert after < 0.85 * before

@@ -125,7 +125,11 @@ def simulator_bags(tmp_path_factory):
                signal_handler_options=SignalHandlerOptions.NO)
     records = []
     try:
-        sim = SimulatorNode(context=ctx)
+        from rclpy.parameter import Parameter
+
+        # slowed down (no controller here): the arm falls, but in the recorded 0.6 s of wall time never faster
+        # than the control cores' plausible velocity (2 x the limit), whose states would rightly get no command
+        sim = SimulatorNode(context=ctx, parameter_overrides=[Parameter("real_time_factor", value=0.2)])
         rec = rclpy.create_node("recorder", context=ctx)
         rec.create_subscription(JointState, "/joint_states",
                                 lambda raw: records.append((time.time_ns(), bytes(raw))), 1000, raw=True)
@@ -280,3 +284,110 @@ def test_computed_torque_with_a_trajectory(tmp_path, capfd, panda, mode):
         d = np.array([50.0, 50, 50, 20, 20, 20, 10])
         want = NewtonEulerDynamics(panda).gravity(q) + p * (q_d - q) + d * (qd_d - qd)
         np.testing.assert_allclose(tau, np.clip(want, -panda.effort_limit, panda.effort_limit), rtol=0, atol=1e-9)
+
+
+def test_output_and_input_checked_before_any_work(tmp_path, capfd):
+    import os
+
+    src = tmp_path / "in"
+    write_with_rosbags(src, "sqlite3", 20)
+    cases = [
+        (["--out", str(src / "inner")], "is IN_BAG"),
+        (["--out", str(tmp_path / "no_folder" / "out")], "does not exist"),
+        (["--out", str(tmp_path / "out"), "--max-input-mb", "0.001"], "above --max-input-mb 0.001"),
+    ]
+    (tmp_path / "taken.partial").mkdir()
+    cases.append((["--out", str(tmp_path / "taken")], "taken.partial' exists already"))
+    for extra, expect in cases:
+        t0 = time.monotonic()
+        status, _, err = replay(capfd, src, "--urdf", "panda", *extra)
+        assert status == 1 and expect in err, err
+        assert len(err.strip().splitlines()) == 1 and time.monotonic() - t0 < 5  # refused before the work
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    status, _, err = replay(capfd, fifo, "--urdf", "panda", "--out", tmp_path / "o2")
+    assert status == 1 and "not a regular file or a bag folder" in err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "o2").exists()
+
+
+def _records(n):
+    from rclpy.serialization import serialize_message
+    from std_msgs.msg import Float64MultiArray
+
+    return [("/effort_controller/commands", bags.FLOAT64_MULTI_ARRAY, T0 + k,
+             bytes(serialize_message(Float64MultiArray(data=[float(k)])))) for k in range(n)]
+
+
+def test_recording_is_written_atomically(tmp_path, monkeypatch):
+    from robot_dynamics_ros.commands.replay import write_recording
+
+    real = bags.BagWriter.write_serialized
+    calls = []
+
+    def failing(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 5:
+            raise OSError(28, "No space left on device")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(bags.BagWriter, "write_serialized", failing)
+    with pytest.raises(OSError):
+        write_recording(tmp_path / "out", _records(10), "sqlite3")
+    assert list(tmp_path.iterdir()) == []  # neither a half bag nor a temporary folder left
+
+
+def test_a_ctrl_c_during_the_write_is_held_until_the_bag_is_complete(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from robot_dynamics_ros.commands.replay import write_recording
+
+    real = bags.BagWriter.write_serialized
+    calls = []
+
+    def interrupting(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(bags.BagWriter, "write_serialized", interrupting)
+    n, interrupted = write_recording(tmp_path / "out", _records(10), "sqlite3")
+    assert (n, interrupted) == (10, True)
+    msgs = bags.read_messages(tmp_path / "out", {"/effort_controller/commands": bags.FLOAT64_MULTI_ARRAY})
+    assert [m.msg.data[0] for m in msgs] == [float(k) for k in range(10)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupt_keeps_what_was_recorded_and_says_so(tmp_path, sig):
+    import signal
+    import subprocess
+    import sys
+
+    src = tmp_path / "in"
+    write_with_rosbags(src, "sqlite3", 3000)  # 6 s at the recorded pace
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "robot_dynamics_ros.cli", "replay", str(src), "--out", str(out),
+                          "--urdf", "panda", "--params", PARAMS, "--rate", "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stderr.readline()
+        while "robot 'panda'" not in line:  # the node under test is up; the replay starts right after
+            assert line, "replay ended before its node started"
+            line = p.stderr.readline()
+        time.sleep(2.5)
+        p.send_signal(getattr(signal, sig))
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, stderr[-2000:]
+    partial = tmp_path / "out.partial"
+    assert not out.exists() and partial.is_dir()
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["interrupted"] is True and summary["out_bag"] == str(partial)
+    assert 0 < summary["messages_in"] < 3000
+    kept = bags.read_messages(partial, {"/joint_states": bags.JOINT_STATE})
+    assert len(kept) == summary["messages_in"]  # everything replayed before the interrupt is in the bag
+    assert f"are in '{partial}'" in stdout

@@ -41,8 +41,11 @@ def ros():
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
     client = client_node.create_client(RetimeTrajectory, "/retiming_test/retime")
+    from sensor_msgs.msg import JointState
+
+    js_pub = client_node.create_publisher(JointState, "/joint_states", 10)
     assert client.wait_for_service(timeout_sec=10.0)
-    yield {"node": node, "client": client, "type": RetimeTrajectory, "ticks": ticks}
+    yield {"node": node, "client": client, "type": RetimeTrajectory, "ticks": ticks, "js_pub": js_pub}
     executor.shutdown(timeout_sec=2.0)
     thread.join(timeout=2.0)
     node.destroy_node()
@@ -96,6 +99,7 @@ def test_round_trip_100_waypoints_gives_a_valid_trajectory(ros):
     assert (np.abs(qdd) / 10.0).max() <= 1 + 1e-3
     assert (np.abs(tau_pin) / (0.9 * pm.effortLimit)).max() <= 1 + 1e-3
     assert resp.solve_time > 0 and "peak fraction" in resp.message
+    assert "no acceleration limits" not in resp.message  # acceleration_limit = 10 configures every joint
 
 
 @pytest.mark.parametrize("case, expect", [
@@ -158,3 +162,192 @@ def test_long_request_does_not_block_the_other_nodes_executor(ros):
     # the client node's 500 Hz timer shares the executor with the service node: it kept running
     assert t1 - t0 > 0.05
     assert len(during) >= 0.2 * (t1 - t0) / 0.002, (len(during), t1 - t0)
+
+
+def test_partial_request_holds_unnamed_joints_at_the_measured_state(ros):
+    from sensor_msgs.msg import JointState
+
+    node = ros["node"]
+    model = node.model
+    names = list(model.joint_names)
+    wp = smooth_waypoints(model, 6, seed=3)
+    # no joint state yet (or only stale ones): refused, naming the joints it cannot hold
+    node.set_parameters([Parameter("joint_state_timeout", value=0.3)])
+    time.sleep(0.35)
+    resp = _call(ros, names[:3], wp[:, :3], sample_period=0.01)
+    assert not resp.success
+    assert "['panda_joint4', 'panda_joint5', 'panda_joint6', 'panda_joint7']" in resp.message, resp.message
+    assert "/joint_states" in resp.message
+    # measured state (in another joint order, with an unknown extra joint): joints 4-7 stay exactly there
+    q_meas = smooth_waypoints(model, 2, seed=9)[1]
+    msg = JointState(name=["gripper", *names[::-1]], position=[0.5, *q_meas[::-1].tolist()])
+    deadline = time.monotonic() + 5
+    while node.measured_hold(names)[1]:
+        assert time.monotonic() < deadline, "the node never received the joint state"
+        ros["js_pub"].publish(msg)
+        time.sleep(0.02)
+    resp = _call(ros, names[:3], wp[:, :3], sample_period=0.01)
+    assert resp.success, resp.message
+    t, q, qd, qdd, _ = _arrays(resp.trajectory)
+    assert list(resp.trajectory.joint_names) == names
+    np.testing.assert_array_equal(q[:, 3:], np.broadcast_to(q_meas[3:], q[:, 3:].shape))
+    np.testing.assert_array_equal(qd[:, 3:], 0.0)
+    np.testing.assert_allclose(q[[0, -1], :3], wp[[0, -1], :3], atol=1e-9)
+    assert "held at the measured state" in resp.message
+    # the measurement goes stale: refused again
+    time.sleep(0.4)
+    resp = _call(ros, names[:3], wp[:, :3], sample_period=0.01)
+    assert not resp.success and "joint_state_timeout 0.3 s" in resp.message
+    node.set_parameters([Parameter("joint_state_timeout", value=0.5)])
+
+
+def test_zero_fields_take_the_nodes_default_scaling_factors(ros):
+    node = ros["node"]
+    model = node.model
+    wp = smooth_waypoints(model, 5, seed=4)
+    names = list(model.joint_names)
+    full = _call(ros, names, wp, sample_period=0.01)
+    node.set_parameters([Parameter("default_velocity_scaling_factor", value=0.25)])
+    try:
+        slow = _call(ros, names, wp, sample_period=0.01)
+        explicit = _call(ros, names, wp, sample_period=0.01, velocity_scaling=1.0)
+    finally:
+        node.set_parameters([Parameter("default_velocity_scaling_factor", value=1.0)])
+    assert full.success and slow.success and explicit.success
+    pm = pinocchio_reference("panda", payload=False)
+    _, _, qd_slow, _, _ = _arrays(slow.trajectory)
+    assert (np.abs(qd_slow) / pm.velocityLimit).max() <= 0.25 * (1 + 1e-3)
+    assert slow.duration > 1.5 * full.duration
+    assert explicit.duration == pytest.approx(full.duration, rel=1e-12)
+
+
+def test_every_request_is_answered_within_the_deadline_busy_or_timed_out(ros):
+    """A solve that outlasts request_deadline (a retimer standing in for a huge request: it sleeps 1 s)
+    gets "timed out" at the deadline; a request arriving meanwhile gets "busy" at its own deadline."""
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    node = ros["node"]
+    model = node.model
+    names = list(model.joint_names)
+    small = smooth_waypoints(model, 5)
+    real = node.retimer
+
+    class SlowRetimer:
+        def retime(self, *args, **kwargs):
+            time.sleep(1.0)
+            return real.retime(*args, **kwargs)
+
+    node.set_parameters([Parameter("request_deadline", value=0.2)])
+    node.retimer = SlowRetimer()
+    try:
+        t0 = time.monotonic()
+        futures = []
+        for _ in range(2):
+            req = ros["type"].Request()
+            req.path.joint_names = names
+            req.path.points = [JointTrajectoryPoint(positions=row.tolist()) for row in small]
+            futures.append(ros["client"].call_async(req))
+            time.sleep(0.05)
+        while not all(f.done() for f in futures):
+            assert time.monotonic() - t0 < 3.0, "a request was not answered within the deadline (+ slack)"
+            time.sleep(0.005)
+        answered_s = time.monotonic() - t0
+        messages = sorted(f.result().message.split(":")[0] for f in futures)
+    finally:
+        node.retimer = real
+        node.set_parameters([Parameter("request_deadline", value=30.0)])
+    assert messages == ["busy", "timed out"], messages
+    assert answered_s < 0.9  # both answered at their deadline, long before the 1 s solve ended
+    # the solver finishes the discarded request, then serves again
+    deadline = time.monotonic() + 30
+    while True:
+        ok = _call(ros, names, small, sample_period=0.05)
+        if ok.success:
+            break
+        assert ok.message.startswith("busy") and time.monotonic() < deadline, ok.message
+
+
+def test_node_remap_renames_only_this_node_and_its_distinct_worker():
+    from robot_dynamics_ros.nodes.retiming_service import RetimingServiceNode
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=["--ros-args", "-r", "__node:=rt_renamed", "-r", "__ns:=/cell"])
+    try:
+        node = RetimingServiceNode(context=ctx, parameter_overrides=[Parameter("urdf_path", value="panda"),
+                                                                     Parameter("warmup", value=False)])
+        observer = rclpy.create_node("rt_observer", context=ctx, use_global_arguments=False)
+        time.sleep(0.3)
+        graph = observer.get_node_names_and_namespaces()
+        names = [n for n, ns in graph]
+        assert names.count("rt_renamed") == 1 and names.count("rt_renamed_worker") == 1, graph
+        assert ("rt_renamed", "/cell") in graph
+        assert node.service_name == "/cell/rt_renamed/retime"
+        assert node.joint_state_sub.topic_name == "/cell/joint_states"
+        assert node.loader.subscription is None  # a file source: no description topic
+        observer.destroy_node()
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+
+
+def test_acceleration_limits_from_the_shipped_joint_limits_or_a_warning_in_every_answer():
+    import yaml
+
+    from robot_dynamics_interfaces.srv import RetimeTrajectory
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from robot_dynamics_ros.nodes.retiming_service import RetimingServiceNode
+    from robot_dynamics_ros.share import data_file
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        limits = yaml.safe_load(data_file("config", "panda_joint_limits.yaml").read_text())["joint_limits"]
+        with_limits = RetimingServiceNode("rt_limits", context=ctx, parameter_overrides=[
+            Parameter("urdf_path", value="panda"), Parameter("joint_limits_path", value="panda_joint_limits.yaml"),
+            Parameter("warmup", value=False)])
+        expected = [limits[j]["max_acceleration"] for j in with_limits.model.joint_names]
+        assert with_limits.model.acceleration_limit.tolist() == expected
+        assert with_limits.accel_warning == ""
+        bare = RetimingServiceNode("rt_bare", context=ctx, parameter_overrides=[
+            Parameter("urdf_path", value="panda"), Parameter("warmup", value=False)])
+        assert bare.model is not with_limits.model
+        wp = smooth_waypoints(bare.model, 4)
+        for rows in (wp, wp[:, :3] * np.nan):  # a success and a failure both carry the warning
+            req = RetimeTrajectory.Request()
+            req.path.joint_names = list(bare.model.joint_names)[: rows.shape[1]]
+            req.path.points = [JointTrajectoryPoint(positions=r.tolist()) for r in rows]
+            resp = bare._on_request(req, RetimeTrajectory.Response())
+            assert "no acceleration limits configured for joints ['panda_joint1', 'panda_joint2', " in resp.message
+        for n in (with_limits, bare):
+            n.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+
+
+def _polyline_distance(q, waypoints, spacing=1e-4):
+    """max over samples q (M, n) of the infinity-norm distance to the polyline through ``waypoints``,
+    from the polyline sampled every ``spacing`` (rad, infinity norm): exact to within spacing / 2."""
+    pts = []
+    for a, b in zip(waypoints[:-1], waypoints[1:]):
+        k = max(2, int(np.ceil(np.abs(b - a).max() / spacing)) + 1)
+        pts.append(a + np.linspace(0.0, 1.0, k)[:, None] * (b - a))
+    line = np.concatenate(pts)
+    return max(float(np.abs(line - x).max(axis=1).min()) for x in q)
+
+
+def test_path_tolerance_field_bounds_the_measured_deviation_from_the_polyline(ros):
+    model = ros["node"].model
+    names = list(model.joint_names)
+    rng = np.random.default_rng(5)
+    lo, hi = model.lower, model.upper
+    wp = lo + (hi - lo) * rng.uniform(0.3, 0.7, (5, model.n))  # an RRT-like path: straight legs, sharp corners
+    for tol in (0.0, 0.02):  # 0: the node's default_path_tolerance
+        resp = _call(ros, names, wp, sample_period=0.002, path_tolerance=tol)
+        assert resp.success, resp.message
+        limit = tol or ros["node"].p["default_path_tolerance"]
+        _, q, _, _, _ = _arrays(resp.trajectory)
+        measured = _polyline_distance(q, wp)
+        assert 0.0 <= resp.max_path_deviation <= limit * (1 + 1e-9)
+        assert measured <= limit + 5e-5, (measured, limit)
+        assert measured <= resp.max_path_deviation + 5e-5  # the reported figure is not an underestimate

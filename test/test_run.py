@@ -118,3 +118,60 @@ def test_cli_runs_the_loop_and_stops_cleanly_on_sigint(tmp_path):
     r = subprocess.run([sys.executable, "-m", "robot_dynamics_ros.cli", "run", "--params",
                         str(tmp_path / "nope.yaml")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "nope.yaml" in r.stderr and "Traceback" not in r.stderr
+
+
+def _retime_client(ctx, service: str):
+    from robot_dynamics_interfaces.srv import RetimeTrajectory
+
+    node = rclpy.create_node("run_test_client", context=ctx)
+    return node, node.create_client(RetimeTrajectory, service), RetimeTrajectory
+
+
+def test_retiming_service_runs_in_its_own_process_with_the_robots_acceleration_limits(tmp_path):
+    """`run --urdf panda --nodes mujoco_simulator retiming_service`: the service is a child process, and
+    it plans within config/panda_joint_limits.yaml's accelerations (read here with yaml, independently)."""
+    import numpy as np
+    import yaml
+    from rclpy.executors import SingleThreadedExecutor
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from robot_dynamics_ros.share import data_file
+
+    limits = yaml.safe_load(data_file("config", "panda_joint_limits.yaml").read_text())["joint_limits"]
+    p = subprocess.Popen([sys.executable, "-m", "robot_dynamics_ros.cli", "run", "--urdf", "panda", "--nodes",
+                          "mujoco_simulator", "retiming_service", "--duration", "60"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        assert "retiming_service runs in its own process (pid" in p.stdout.readline()
+        node, client, srv = _retime_client(ctx, "/retiming_service/retime")
+        ex = SingleThreadedExecutor(context=ctx)
+        ex.add_node(node)
+        assert client.wait_for_service(timeout_sec=60)
+        req = srv.Request()
+        names = [f"panda_joint{i}" for i in range(1, 8)]
+        req.path.joint_names = names
+        req.path.points = [JointTrajectoryPoint(positions=q) for q in
+                           ([0.0, 0.0, 0.0, -1.5, 0.0, 1.5, 0.0], [1.5, 0.8, -1.0, -0.5, 1.0, 2.5, 1.5])]
+        req.sample_period = 0.002
+        fut = client.call_async(req)
+        ex.spin_until_future_complete(fut, timeout_sec=60)
+        resp = fut.result()
+        assert resp is not None and resp.success, resp and resp.message
+        assert "no acceleration limits" not in resp.message
+        qdd = np.array([pt.accelerations for pt in resp.trajectory.points])
+        amax = np.array([limits[j]["max_acceleration"] for j in names])
+        peak = (np.abs(qdd) / amax).max()
+        assert 0.5 < peak <= 1 + 1e-3, peak   # the limits bind, and hold (218 rad/s² without them)
+        node.destroy_node()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=20)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        rclpy.try_shutdown(context=ctx)
+    assert p.returncode == 0, err[-2000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["nodes"] == ["mujoco_simulator"]
+    assert summary["retiming_service_process"]["exit"] == 0

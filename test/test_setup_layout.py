@@ -26,3 +26,34 @@ def test_interface_package_generates_retime_service():
     resp = RetimeTrajectory.Response()
     assert resp.success is False and resp.message == ""
     assert resp.trajectory.points == []
+
+
+def test_runtime_package_holds_no_benchmark_harness_or_launch_checker():
+    pkg = ROOT / "robot_dynamics_ros"
+    assert not (pkg / "benchmarking").exists() and not (pkg / "launch_check.py").exists()
+    assert (ROOT / "benchmarks" / "latency.py").is_file() and (ROOT / "test" / "launch_check.py").is_file()
+    offenders = [str(p.relative_to(ROOT)) for p in pkg.rglob("*.py")
+                 if "benchmarks" in p.read_text() and "import" in p.read_text()
+                 and any(line.lstrip().startswith(("import benchmarks", "from benchmarks"))
+                         for line in p.read_text().splitlines())]
+    assert offenders == []
+
+
+def test_config_files_resolve_through_the_ament_index_first(tmp_path, monkeypatch):
+    """After a colcon install the share directory comes from the ament index, not from the source tree."""
+    from robot_dynamics_ros import share
+
+    prefix = tmp_path / "install"
+    (prefix / "share" / "ament_index" / "resource_index" / "packages").mkdir(parents=True)
+    (prefix / "share" / "ament_index" / "resource_index" / "packages" / "robot_dynamics_ros").write_text("")
+    (prefix / "share" / "robot_dynamics_ros" / "config").mkdir(parents=True)
+    installed = prefix / "share" / "robot_dynamics_ros" / "config" / "panda_joint_limits.yaml"
+    installed.write_text("joint_limits: {}\n")
+    monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
+    assert share.share_dirs()[0] == prefix / "share" / "robot_dynamics_ros"
+    assert share.resolve_config_file("panda_joint_limits.yaml") == str(installed)
+    assert share.resolve_config_file("no_such.yaml") == "no_such.yaml"  # the reader then names it
+    assert share.resolve_config_file(str(ROOT / "config" / "ur5.yaml")) == str(ROOT / "config" / "ur5.yaml")
+    # without an index: the source checkout's config/
+    monkeypatch.delenv("AMENT_PREFIX_PATH")
+    assert share.data_file("config", "panda_joint_limits.yaml") == ROOT / "config" / "panda_joint_limits.yaml"

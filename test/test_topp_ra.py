@@ -76,7 +76,10 @@ def dense_peaks(pm, q, qd, qdd, vlim, alim, tlim, damping=None, coulomb=None):
     data = pm.createData()
     tau = np.array([pin.rnea(pm, data, q[k], qd[k], qdd[k]) for k in range(q.shape[0])])
     if damping is not None:
-        tau = tau + damping * qd + coulomb * np.sign(qd)
+        moving = qd != 0.0
+        tau = np.where(moving, tau + damping * qd + coulomb * np.sign(qd),
+                       # at rest static friction holds anything in [-F, F]: the motor needs |tau| - F at least
+                       np.sign(tau) * np.maximum(np.abs(tau) - coulomb, 0.0))
     return ((np.abs(qd) / vlim).max(), (np.abs(qdd) / alim).max(), (np.abs(tau) / tlim).max())
 
 
@@ -248,9 +251,10 @@ def _toppra_duration(knots, waypoints, gridpoints, pm, vlim, alim, tlim):
     return traj.duration
 
 
-@pytest.mark.parametrize("robot, count, gridpoints", [("panda", 10, 100), ("panda", 100, 400),
-                                                      ("ur5", 10, 300), ("ur5", 30, 100)])
-def test_duration_vs_toppra_and_dense_pinocchio_check(robot, count, gridpoints):
+# path tolerances at which the interpolating spline through the smooth waypoints needs no added knots
+@pytest.mark.parametrize("robot, count, gridpoints, tol", [("panda", 10, 100, 0.1), ("panda", 100, 400, 1e-3),
+                                                           ("ur5", 10, 300, 0.3), ("ur5", 30, 100, 0.03)])
+def test_duration_vs_toppra_and_dense_pinocchio_check(robot, count, gridpoints, tol):
     from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
 
     model = load_model(robot)
@@ -259,18 +263,24 @@ def test_duration_vs_toppra_and_dense_pinocchio_check(robot, count, gridpoints):
     wp = smooth_waypoints(model, count)
     retimer = Retimer(model)
     dt = 0.01
-    res = retimer.retime(wp, options=RetimeOptions(gridpoints=gridpoints, torque_margin=MARGIN, sample_period=dt))
+    res = retimer.retime(wp, options=RetimeOptions(gridpoints=gridpoints, torque_margin=MARGIN, sample_period=dt,
+                                                   path_tolerance=tol))
     assert res.success, res.message
     seg = res.segments[0]
+    assert res.max_path_deviation <= tol
+    # the path is the interpolating spline through the waypoints alone (no knot added on the chords)
+    np.testing.assert_allclose(seg.path(seg.s), JointPath.from_waypoints(wp)(seg.s), atol=1e-12)
     vlim, alim = pm.velocityLimit, np.full(model.n, ACC)
     tlim = pm.effortLimit * MARGIN
-    t_toppra = _toppra_duration(seg.path.knots, wp, seg.s, pm, vlim, alim, tlim)
+    # the same path: the not-a-knot spline through our knots (the waypoints and the points added on
+    # their chords to stay within path_tolerance)
+    t_toppra = _toppra_duration(seg.path.knots, seg.path(seg.path.knots), seg.s, pm, vlim, alim, tlim)
     # within 0.5 % of toppra at the same gridpoints (shorter is fine when the dense check below holds)
     assert res.duration <= t_toppra * 1.005
     assert res.duration >= t_toppra * 0.99
     # the same trajectory sampled 10x denser
     dense = retimer.retime(wp, options=RetimeOptions(gridpoints=gridpoints, torque_margin=MARGIN,
-                                                     sample_period=dt / 10))
+                                                     sample_period=dt / 10, path_tolerance=tol))
     assert dense.duration == res.duration
     np.testing.assert_allclose(dense.q[::10][:-1], res.q[:-1][:dense.q[::10][:-1].shape[0]], atol=1e-12)
     v, a, t = dense_peaks(pm, dense.q, dense.qd, dense.qdd, vlim, alim, tlim)
@@ -317,3 +327,25 @@ def test_efforts_at_the_gridpoints_match_pinocchio():
         assert res.t.shape[0] == res.gridpoints
         tau_pin = np.array([pin.rnea(pm, data, q, qd, qdd) for q, qd, qdd in zip(res.q, res.qd, res.qdd)])
         np.testing.assert_allclose(res.tau, tau_pin, atol=1e-9 * np.abs(tau_pin).max())
+
+
+@pytest.mark.parametrize("robot", ["panda", "ur5"])
+@pytest.mark.parametrize("velocity_scale", [1.0, 0.1])
+def test_limits_hold_to_1e4_between_gridpoints(robot, velocity_scale):
+    """At a coarse request (N = 100) and any scale, the output sampled every 1 ms (10x a 10 ms output)
+    stays within 1 + 1e-4 of every limit (Pinocchio RNEA for the efforts; velocities also as the chord
+    velocities of the positions, the mean velocity over each millisecond, independent of our qd)."""
+    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+
+    model = load_model(robot)
+    pm = pinocchio_reference(robot)
+    wp = smooth_waypoints(model, 10)
+    opts = RetimeOptions(gridpoints=100, torque_margin=MARGIN, velocity_scale=velocity_scale, sample_period=0.001)
+    res = Retimer(model).retime(wp, options=opts)
+    assert res.success, res.message
+    vlim = pm.velocityLimit * velocity_scale
+    v, a, t = dense_peaks(pm, res.q, res.qd, res.qdd, vlim, np.full(model.n, ACC), pm.effortLimit * MARGIN)
+    assert max(v, a, t) <= 1 + 1e-4, (v, a, t)
+    assert max(v, a, t) > 0.999  # a limit binds
+    fd = np.diff(res.q, axis=0) / np.diff(res.t)[:, None]
+    assert (np.abs(fd) / vlim).max() <= 1 + 1e-4

@@ -6,6 +6,7 @@ with Pinocchio called directly on the original URDF (independent of the scenario
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pinocchio as pin
@@ -83,7 +84,7 @@ def test_cli_prints_a_table_and_the_json_summary_last(result, monkeypatch, capsy
     from robot_dynamics_ros import cli
 
     assert cli.main(["track", "--urdf", "panda", "--modes", "feedforward,computed_torque", "--rate", "500"]) == 0
-    assert seen["urdf"] == "panda" and seen["modes"] == ["feedforward", "computed_torque"] and seen["rate"] == 500
+    assert seen["urdf"] == "panda" and seen["modes"] == ("feedforward", "computed_torque") and seen["rate"] == 500
     lines = capsys.readouterr().out.strip().splitlines()
     assert any("computed torque" in line and "tool max mm" not in line for line in lines[:-1])
     assert json.loads(lines[-1]) == json.loads(json.dumps(s))
@@ -106,3 +107,71 @@ def test_summary_json_serializable(result):
     assert json.loads(line)["modes"]["computed_torque"]["tool_error_max_mm"] == s["modes"]["computed_torque"][
         "tool_error_max_mm"]
     assert (out / "track_panda.png").stat().st_size > 10_000
+
+
+def test_a_retiming_failure_is_an_error_never_a_silent_quintic_timing(monkeypatch):
+    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+    from robot_dynamics_ros.retiming import retimer
+
+    model = RobotModel.from_urdf(PANDA.path, held_joints=PANDA.held_joints)
+    engine = PinocchioDynamics(model)
+    W = track_cmd.default_waypoints(model, PANDA)
+
+    class Failed:
+        success = False
+        message = "infeasible: stand-in failure"
+
+    monkeypatch.setattr(retimer.Retimer, "retime", lambda self, *a, **k: Failed())
+    with pytest.raises(UserError, match="stand-in failure"):
+        track_cmd.plan_trajectory(model, engine, W)
+    with pytest.raises(UserError, match="--timing 'auto'"):
+        track_cmd.plan_trajectory(model, engine, W, timing="auto")
+    plan = track_cmd.plan_trajectory(model, engine, W, timing="quintic")
+    assert plan.timing == "quintic"
+    # quintic: the waypoints at rest, each segment's peak velocity 15Δ/(8T) within the velocity limit
+    assert np.array_equal(plan.q, W) and not plan.qd.any()
+    seg = np.diff(plan.t)[:, None]
+    assert np.all(15 / 8 * np.abs(np.diff(W, axis=0)) / seg <= 0.9 * model.velocity_limit + 1e-12)
+
+
+def test_a_foreign_publisher_on_the_domain_does_not_crash_track(tmp_path):
+    """Another publisher of /computed_torque/desired_state (other joint names) and of wrong-sized commands
+    on the run's domain: track finishes, counts and ignores them."""
+    import threading
+    import time
+
+    import rclpy
+    from std_msgs.msg import Float64MultiArray
+
+    from robot_dynamics_ros.commands import isolation
+
+    domain = isolation.private_domain_id(avoid=[int(os.environ["ROS_DOMAIN_ID"])], seed=os.getpid() + 11)
+    ctx, _ = isolation.init_context(domain, localhost=True)
+    node = rclpy.create_node("foreign_tool", context=ctx)
+    pub_desired = node.create_publisher(JointState, "/computed_torque/desired_state", 10)
+    pub_cmd = node.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            msg = JointState(name=["wheel_left", "wheel_right"], position=[0.0, 1.0])
+            msg.header.stamp.sec = track_cmd._EPOCH_S
+            pub_desired.publish(msg)
+            pub_cmd.publish(Float64MultiArray(data=[1.0, 2.0]))
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=flood, daemon=True)
+    thread.start()
+    try:
+        s = track_cmd.track("panda", out_dir=tmp_path, modes=("gravity",), bag=False, plot=False,
+                            domain_id=domain, localhost=True)
+    finally:
+        stop.set()
+        thread.join(5)
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+    m = s["modes"]["gravity"]
+    assert s["domain_id"] == domain
+    assert m["foreign_desired_states_ignored"] > 0
+    assert m["samples"] > 0.9 * s["duration_s"] * s["control_rate_hz"]

@@ -1,6 +1,6 @@
 """Command-line argument parsing shared by the ``crossval``, ``dynamics`` and ``retime`` subcommands.
 
-The robot options (``--urdf``, ``--held``, ``--payload``, ``--gravity``), the model they describe, and the
+The robot options (``--urdf``, ``--held``, ``--payload``, ``--gravity``, ``--strict``), the model they describe, and the
 small parsers of numbers, comma-separated lists and ``JOINT=VALUE`` lists. Every bad value raises
 :class:`robot_dynamics_ros.errors.UserError` naming the option and the value (the CLI prints it as one line).
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from robot_dynamics_ros.errors import UserError
 
@@ -15,7 +16,8 @@ __all__ = ["add_robot_arguments", "number", "float_list", "named_values", "parse
 
 
 def add_robot_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--urdf``, ``--held``, ``--payload``, ``--gravity``: shared by ``crossval``, ``dynamics``, ``retime``."""
+    """``--urdf``, ``--held``, ``--payload``, ``--gravity``, ``--strict``: shared by every command that loads a
+    robot (``crossval``, ``dynamics``, ``retime``)."""
     parser.add_argument("--urdf", "--robot", dest="urdf", required=True,
                         help="URDF file, or a robot of the catalogue (panda, ur5, kinova, z1, so100, baxter, "
                              "talos_left_arm, xarm7, planar_2r; their default held joints apply)")
@@ -27,6 +29,10 @@ def add_robot_arguments(parser: argparse.ArgumentParser) -> None:
                              "link frame (default 0,0,0)")
     parser.add_argument("--gravity", metavar="GX,GY,GZ", help="gravity in the root link frame, m/s² "
                         "(default 0,0,-9.81)")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse the URDF instead of loading it with warnings (non-physical inertias, "
+                             "the fixed base's inertia ignored, links without mass, "
+                             "broken <mimic>)")
 
 
 def number(text: str, what: str) -> float:
@@ -99,7 +105,7 @@ def parse_held(items: list[str] | None) -> dict[str, float] | None:
 
 
 def model_from_args(args: argparse.Namespace, joint_limits=None):
-    """The :class:`robot_dynamics_ros.model.RobotModel` of ``--urdf/--held/--payload/--gravity``
+    """The :class:`robot_dynamics_ros.model.RobotModel` of ``--urdf/--held/--payload/--gravity/--strict``
     (see :func:`add_robot_arguments`), with the MoveIt ``joint_limits`` file or mapping when given.
 
     Raises:
@@ -115,11 +121,15 @@ def model_from_args(args: argparse.Namespace, joint_limits=None):
     gravity = (0.0, 0.0, -9.81)
     if getattr(args, "gravity", None):
         gravity = float_list(args.gravity, "--gravity", 3)
-    model = RobotModel.from_urdf(entry.path, held_joints=held, gravity=gravity, joint_limits=joint_limits)
+    model = RobotModel.from_file(entry.path, held_joints=held, gravity=gravity, joint_limits=joint_limits,
+                                 strict=bool(getattr(args, "strict", False)))
     if getattr(args, "payload", None):
         link, _, rest = args.payload.partition(",")
         values = float_list(rest, "--payload") if rest else []
         if len(values) not in (1, 4):
             raise UserError(f"--payload: expected LINK,MASS or LINK,MASS,CX,CY,CZ, got '{args.payload}'")
-        model.set_payload(link.strip(), values[0], values[1:] if len(values) == 4 else (0.0, 0.0, 0.0))
+        com = values[1:] if len(values) == 4 else (0.0, 0.0, 0.0)
+        model = model.with_settings(payload=(link.strip(), values[0], com))
+    for w in model.warnings:  # what the lenient loader accepted (--strict refuses it)
+        print(f"warning: {w}", file=sys.stderr)
     return model

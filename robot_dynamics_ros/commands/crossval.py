@@ -1,11 +1,15 @@
 """``robot-dynamics crossval``: compare Pinocchio, the in-package Newton–Euler and MuJoCo on random states.
 
     robot-dynamics crossval --urdf PATH|ROBOT [--samples N] [--seed S] [--held J=V ...]
-                            [--payload LINK,MASS[,CX,CY,CZ]] [--tol T] [--tol-mujoco T] [--no-mujoco] [--json]
+                            [--payload LINK,MASS[,CX,CY,CZ]] [--tol T] [--tol-mujoco T] [--no-mujoco] [--strict] [--json]
 
 Prints, per engine and quantity (tau, M, C·qd, g), the maximum absolute and relative error against
 Pinocchio; exits 0 when every comparison is within tolerance, 1 otherwise (or on a bad argument/URDF,
 printed as one line). See :mod:`robot_dynamics_ros.dynamics.crossval`.
+
+The URDF is loaded leniently: what was accepted with a warning (non-physical inertias,
+the fixed base's inertia ignored, links without mass, a broken ``<mimic>``) is printed on stderr, one
+``warning:`` line each; ``--strict`` refuses the URDF instead (exit 1, one line).
 """
 from __future__ import annotations
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+from robot_dynamics_ros.commands import isolation
 from robot_dynamics_ros.errors import UserError
 
 #: done-when thresholds of the demo (issue 2)
@@ -38,13 +38,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--executor", choices=("events", "single", "multi"), default="events",
                         help="rclpy executor (default: events, the fastest measured)")
     parser.add_argument("--domain-id", type=int, default=None,
-                        help="DDS domain of the demo (default: a private one derived from the process id, "
-                             "so the demo never talks to a real robot on the network's domain)")
+                        help="DDS domain of both stages (default: a private one in 102..201 chosen by the code, "
+                             "never $ROS_DOMAIN_ID, with localhost-only discovery, so the demo's effort commands "
+                             "never reach a real robot; an explicit id keeps the environment's discovery range, "
+                             "to watch the demo from another tool)")
     parser.add_argument("--realtime", action="store_true",
                         help="free-running simulator in wall-clock time instead of lockstep (commands arrive "
                              "with the real DDS latency; the result then depends on the machine's load)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     parser.add_argument("--quiet", action="store_true", help="no live status lines")
+    parser.add_argument("--track-modes", default="gravity,feedforward,computed_torque", metavar="MODES",
+                        help="control modes of the second stage, comma-separated (default: all three)")
     parser.add_argument("--no-track", action="store_true",
                         help="skip the second stage (robot-dynamics track: retimed path followed by gravity+PD, "
                              "feedforward+PD and computed torque on the simulator)")
@@ -61,19 +65,6 @@ def demo_pose(entry, model) -> dict[str, float]:
     return dict(zip(model.joint_names, q.tolist()))
 
 
-def private_domain_id() -> int:
-    """A DDS domain id in [102, 201] from the process id, different from ``$ROS_DOMAIN_ID``.
-
-    The demo publishes effort commands on the standard topic names: on a private domain (with localhost
-    discovery) it can never reach a real robot listening on the usual domain.
-    """
-    env = os.environ.get("ROS_DOMAIN_ID", "")
-    d = 102 + os.getpid() % 100
-    if env.isdigit() and int(env) == d:
-        d = 102 + (d - 101) % 100
-    return d
-
-
 class DemoRunner:
     """Simulator + gravity node in one process over DDS; :meth:`run_phase` returns the recorded run.
 
@@ -81,11 +72,13 @@ class DemoRunner:
     """
 
     def __init__(self, robot: str = "panda", *, rate: float = 1000.0, executor: str = "events",
-                 log=print, domain_id: int | None = None, realtime: bool = False):
+                 log=print, domain_id: int | None = None, localhost: bool | None = None,
+                 realtime: bool = False):
         import rclpy
         from rclpy.parameter import Parameter
 
         from robot_dynamics_ros import robots
+        from robot_dynamics_ros.commands import isolation
         from robot_dynamics_ros.nodes import common
         from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
         from robot_dynamics_ros.nodes.simulator import SimulatorNode
@@ -101,13 +94,12 @@ class DemoRunner:
         source = [Parameter("urdf_path", value=str(path)),
                   Parameter("held_joint_names", Parameter.Type.STRING_ARRAY, list(held)),
                   Parameter("held_joint_positions", Parameter.Type.DOUBLE_ARRAY, [float(v) for v in held.values()])]
-        self.ctx = rclpy.Context()
-        self.domain_id = private_domain_id() if domain_id is None else int(domain_id)
-        rclpy.init(context=self.ctx, domain_id=self.domain_id)
+        self.ctx, self.domain_id = isolation.init_context(domain_id, localhost=localhost)
         self._nodes = []
         try:
             self.sim_node = SimulatorNode(context=self.ctx, parameter_overrides=[
                 *source, Parameter("lockstep", value=not realtime), Parameter("publish_rate", value=float(rate)),
+                Parameter("lockstep_resend", value=5.0),  # a state sent twice would be a second control tick
                 Parameter("start_on_first_command", value=True),
                 Parameter("timestep", value=min(0.001, 1.0 / rate)),
                 Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, list(self.pose)),
@@ -147,8 +139,8 @@ class DemoRunner:
         if getattr(self, "executor", None) is not None:
             self.executor.shutdown()
             self.executor = None
-        if self.ctx.ok():
-            rclpy.shutdown(context=self.ctx)
+        if getattr(self, "ctx", None) is not None:
+            rclpy.try_shutdown(context=self.ctx)
 
     def set_enabled(self, enabled: bool, timeout: float = 10.0) -> None:
         """Switch compensation through the node's ``~/enable`` service (a real service call)."""
@@ -179,7 +171,7 @@ class DemoRunner:
         t_end = time.monotonic() + wall_timeout
         next_status = status_every
         if self.sim_node._lockstep:
-            self.sim_node._publish()  # start the loop now (the 0.1 s re-publish timer covers a lost message)
+            self.sim_node.publish_state()  # start the loop now (lockstep_resend covers a lost message)
         while not self.sim_node.done:
             self.executor.spin_once(timeout_sec=0.05)
             if time.monotonic() > t_end:
@@ -236,10 +228,17 @@ def plot(path: Path, names, comp: dict, uncomp: dict, robot: str) -> None:
 
 def run_demo(robot: str = "panda", *, duration: float = 5.0, rate: float = 1000.0, out: str | Path = "out/demo",
              executor: str = "events", make_plot: bool = True, log=print, domain_id: int | None = None,
-             realtime: bool = False) -> dict:
-    """Run both phases and return the summary dict (also written to ``<out>/demo.json``)."""
+             localhost: bool | None = None, realtime: bool = False) -> dict:
+    """Run both phases and return the summary dict (also written to ``<out>/demo.json``).
+
+    ``domain_id``/``localhost``: see :func:`robot_dynamics_ros.commands.isolation.init_context` (default: a
+    private domain, localhost-only discovery).
+    """
     wall0 = time.monotonic()
-    with DemoRunner(robot, rate=rate, executor=executor, log=log, domain_id=domain_id, realtime=realtime) as runner:
+    log(f"starting the simulator and the gravity node for '{robot}' (the first run compiles numba kernels once, "
+        "up to 2 min; cached after)")
+    with DemoRunner(robot, rate=rate, executor=executor, log=log, domain_id=domain_id, localhost=localhost,
+                    realtime=realtime) as runner:
         names = runner.model.joint_names
         log(f"robot '{runner.entry.name}' ({runner.model.n} joints, held: {dict(runner.model.held_joints)}), "
             f"{rate:g} Hz closed loop over DDS (domain {runner.domain_id}, "
@@ -270,6 +269,7 @@ def run_demo(robot: str = "panda", *, duration: float = 5.0, rate: float = 1000.
         "holds": max_c < HOLD_TOLERANCE_RAD,
         "falls": max_u >= FALL_THRESHOLD_RAD,
         "samples": int(len(comp["t"]) + len(uncomp["t"])),
+        "domain_id": runner.domain_id,
         "wall_time_s": round(time.monotonic() - wall0, 2),
         "plot": str(png) if make_plot else None,
     }
@@ -282,29 +282,34 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--duration {args.duration}: must be > 0 s")
     if not args.rate > 0:
         raise UserError(f"--rate {args.rate}: must be > 0 Hz")
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     log = (lambda *a, **k: None) if args.quiet else (lambda *a, **k: print(*a, **k, flush=True))
-    if args.domain_id is not None and not 0 <= args.domain_id <= 232:
-        raise UserError(f"--domain-id {args.domain_id}: must be within [0, 232]")
+    from robot_dynamics_ros.commands.track import parse_modes
+
+    track_modes = parse_modes(args.track_modes)
+    # one domain for both stages: private (localhost-only) unless the user named one
+    domain_id, localhost = isolation.resolve(args.domain_id)
     summary = run_demo(args.robot, duration=args.duration, rate=args.rate, out=args.out,
-                       executor=args.executor, make_plot=not args.no_plot, log=log, domain_id=args.domain_id,
-                       realtime=args.realtime)
+                       executor=args.executor, make_plot=not args.no_plot, log=log, domain_id=domain_id,
+                       localhost=localhost, realtime=args.realtime)
     verdict = ("PASS" if summary["holds"] and summary["falls"] else "FAIL")
     log(f"\n{verdict}: with compensation max drift {summary['max_drift_compensated_rad']:.2e} rad "
         f"(< {HOLD_TOLERANCE_RAD * 1e3:g} mrad required); without {summary['max_drift_uncompensated_rad']:.3f} rad "
         f"(≥ {FALL_THRESHOLD_RAD} rad expected); {summary['wall_time_s']} s wall")
     short = {k: summary[k] for k in ("robot", "max_drift_compensated_rad", "max_drift_uncompensated_rad",
-                                     "holds", "falls", "duration_s", "simulator", "wall_time_s", "plot")}
+                                     "holds", "falls", "duration_s", "simulator", "wall_time_s", "plot",
+                                     "domain_id")}
     if not args.no_track:
         # Stage 2: a TOPP-RA-timed path followed by the computed-torque node on the same simulator.
         from robot_dynamics_ros.commands.track import print_report, track
 
         log("\nstage 2: tracking a time-optimal trajectory (robot-dynamics track)")
-        tracked = track(args.robot, out_dir=args.out, bag=False, plot=not args.no_plot)
+        tracked = track(args.robot, out_dir=args.out, modes=track_modes, bag=False, plot=not args.no_plot,
+                        domain_id=domain_id, localhost=localhost, log=lambda text: log(f"  {text}"))
         print_report(tracked, log=log)
         short["tracking"] = {mode: {k: m[k] for k in ("tool_error_max_mm", "tool_error_rms_mm",
                                                       "joint_error_max_rad")}
                              for mode, m in tracked["modes"].items()}
+        short["tracking_timing"] = tracked["timing"]
         short["tracking_criteria_met"] = all(bool(v) for v in tracked["criteria"].values())
         if not short["tracking_criteria_met"]:
             verdict = "FAIL"

@@ -2,7 +2,7 @@
 
     robot-dynamics dynamics --urdf PATH|ROBOT --q Q [--qd QD] [--qdd QDD]
                             [--engine pinocchio|newton-euler] [--held J=V ...]
-                            [--payload LINK,MASS[,CX,CY,CZ]] [--gravity GX,GY,GZ] [--json]
+                            [--payload LINK,MASS[,CX,CY,CZ]] [--gravity GX,GY,GZ] [--strict] [--json]
 
 Q, QD, QDD are either n comma-separated numbers in the model's actuated joint order (printed by the
 command; URDF tree order) or ``name=value`` pairs (missing joints are 0). Units: rad, rad/s, rad/s²
@@ -11,6 +11,10 @@ command; URDF tree order) or ``name=value`` pairs (missing joints are 0). Units:
 ``--json`` prints ``{"robot", "engine", "joint_names", "q", "qd", "qdd", "tau", "g", "C_qd", "M",
 "units"}`` where the vectors are objects keyed by joint name and ``M`` is a list of rows in
 ``joint_names`` order.
+
+The URDF is loaded leniently: what was accepted with a warning (non-physical inertias,
+the fixed base's inertia ignored, links without mass, a broken ``<mimic>``) is printed on stderr, one
+``warning:`` line each; ``--strict`` refuses the URDF instead (exit 1, one line).
 """
 from __future__ import annotations
 

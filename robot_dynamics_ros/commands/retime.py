@@ -5,20 +5,25 @@
                           [--torque-margin M] [--gridpoints N] [--dt SECONDS]
                           [--hold JOINT=VALUE ...] [--start-velocity J=V,...] [--end-velocity J=V,...]
                           [--acceleration-limit A] [--friction] [--held JOINT=VALUE ...]
-                          [--payload LINK,MASS[,CX,CY,CZ]] [--gravity GX,GY,GZ]
+                          [--payload LINK,MASS[,CX,CY,CZ]] [--gravity GX,GY,GZ] [--path-tolerance TOL]
 
-Input CSV: a header naming joints (any order, matched by name), then one row per waypoint (rad / m).
-Model joints absent from the header are held fixed at ``--hold`` values or at their neutral position.
-(``--held`` is different: it welds a joint out of the model, e.g. gripper fingers.)
+Input CSV (at most ``MAX_CSV_BYTES``): a header naming joints (any order, matched by name), then one row per
+waypoint (rad / m). Model joints absent from the header must be given with ``--hold JOINT=VALUE,...``
+(held fixed there), else the command stops with a one-line error naming them. (``--held`` is different: it
+welds a joint out of the model, e.g. gripper fingers.)
 
 Output CSV: ``t`` (s) and, per model joint, ``<joint>/position``, ``<joint>/velocity``,
 ``<joint>/acceleration``, ``<joint>/effort`` (rad, rad/s, rad/s², N·m), one row per sample (every ``--dt``
 seconds plus the end time; one per gridpoint without ``--dt``).
 
+The output file is written to a temporary file in the same directory and renamed over ``--out``, so a
+failed write leaves a previous file intact; ``--out`` naming the input file is refused before any work.
+
 The last stdout line is a JSON summary: ``success``, ``status``, ``message``, ``duration`` (s),
 ``gridpoints``, ``solve_ms`` (the whole retiming), ``samples``, ``peak_fraction`` (max |value| / applied
-limit for velocity, acceleration, effort; null where no limit applies), ``warmup_ms`` (loading the compiled
-kernels, before the timed retiming) and ``out``. An infeasible or
+limit for velocity, acceleration, effort; null where no limit applies), ``max_path_deviation`` (rad / m,
+bound on the distance from the CSV's polyline), ``warnings`` (list of one-line strings), ``warmup_ms``
+(loading the compiled kernels, before the timed retiming) and ``out``. An infeasible or
 invalid request (NaN, unknown joint, a waypoint outside the position limits or where gravity alone
 exceeds the torque limit, ...) prints that line with ``success: false`` and exits with status 2; no output
 file is written then. Bad files or options exit with status 1 and a one-line error.
@@ -27,9 +32,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -39,6 +47,8 @@ from robot_dynamics_ros.commands._args import add_robot_arguments, model_from_ar
 from robot_dynamics_ros.errors import UserError
 
 EXIT_INFEASIBLE = 2
+#: largest waypoint CSV read (bytes): ~ 1 million waypoints of 7 joints
+MAX_CSV_BYTES = 100_000_000
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -59,9 +69,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gridpoints", type=int, help="number of gridpoints along s (default "
                         "max(200, waypoints))")
     parser.add_argument("--dt", type=float, help="output sample period, s (default: one row per gridpoint)")
-    parser.add_argument("--hold", action="append", metavar="JOINT=VALUE",
-                        help="value (rad or m) of a model joint absent from the CSV; repeatable "
-                        "(default: its neutral position)")
+    parser.add_argument("--hold", action="append", metavar="JOINT=VALUE,...",
+                        help="values (rad or m) of model joints absent from the CSV, held fixed there; "
+                        "repeatable; required for every such joint")
+    parser.add_argument("--path-tolerance", type=float, metavar="TOL",
+                        help="rad or m, infinity norm: the retimed path stays within TOL of the straight "
+                        "joint-space segments between the CSV's waypoints; waypoints within TOL/2 of the "
+                        "previous one are merged (default 0.001)")
     parser.add_argument("--start-velocity", metavar="J=V,...", help="joint velocities (rad/s) at the first "
                         "waypoint, by name (default: at rest); must point along the path")
     parser.add_argument("--end-velocity", metavar="J=V,...", help="joint velocities at the last waypoint")
@@ -77,8 +91,13 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
     """
     p = Path(path)
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
-            rows = list(csv.reader(fh))
+        if p.exists() and not p.is_file():
+            raise UserError(f"--waypoints '{path}': not a regular file")
+        with p.open("rb") as raw:
+            data = raw.read(MAX_CSV_BYTES + 1)
+        if len(data) > MAX_CSV_BYTES:
+            raise UserError(f"--waypoints '{path}': larger than MAX_CSV_BYTES = {MAX_CSV_BYTES} bytes")
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
     except FileNotFoundError:
         raise UserError(f"--waypoints '{path}': no such file") from None
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -125,17 +144,33 @@ def write_trajectory(path: str, result) -> None:
         cols += [f"{name}/position", f"{name}/velocity", f"{name}/acceleration", f"{name}/effort"]
         blocks.append(np.column_stack((result.q[:, j], result.qd[:, j], result.qdd[:, j], result.tau[:, j])))
     data = np.hstack(blocks)
+    target = Path(path)
+    tmp = None
     try:
-        with open(path, "w", encoding="utf-8", newline="") as fh:
+        # a temporary file in the same directory, renamed over the target: a failed write (disk full,
+        # interrupted) leaves any previous file intact, and readers never see a half-written one
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path("."))
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(",".join(cols) + "\n")
             np.savetxt(fh, data, delimiter=",", fmt="%.12g")
+        os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
         raise UserError(f"--out '{path}': cannot write: {exc}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def run(args: argparse.Namespace) -> int:
     from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
 
+    if Path(args.out).resolve() == Path(args.waypoints).resolve():
+        raise UserError(f"--out '{args.out}': is the input file --waypoints '{args.waypoints}'; choose another "
+                        "output path")
     names, values = read_waypoints(args.waypoints)
     model = build_model(args)
     hold = {}
@@ -145,15 +180,13 @@ def run(args: argparse.Namespace) -> int:
     if in_csv:
         raise UserError(f"--hold: joint(s) {in_csv} are columns of the waypoint CSV '{args.waypoints}'; "
                         f"--hold only sets model joints absent from it")
-    absent = [j for j in model.joint_names if j not in names]
-    if absent:
-        filled = {j: hold.get(j, float(model.neutral()[model.index[j]])) for j in absent}
-        print(f"robot-dynamics retime: note: joints not in '{args.waypoints}' held at "
-              + ", ".join(f"{j}={v:.4g}" for j, v in filled.items())
-              + ("" if len(filled) == len(hold) else " (set them with --hold JOINT=VALUE)"), file=sys.stderr)
-    if not np.isfinite(np.asarray(model.acceleration_limit, dtype=float)).any():
-        print("robot-dynamics retime: note: the model has no acceleration limits (URDF has none); pass "
-              "--joint-limits YAML or --acceleration-limit A to bound joint accelerations", file=sys.stderr)
+    unknown = [k for k in hold if k not in model.index]
+    if unknown:
+        raise UserError(f"--hold: unknown joint(s) {unknown}; model joints are {list(model.joint_names)}")
+    absent = [j for j in model.joint_names if j not in names and j not in hold]
+    if absent and all(c in model.index for c in names):  # (an unknown column is the retimer's message)
+        raise UserError(f"--waypoints '{args.waypoints}': model joint(s) {absent} are not columns; add them or "
+                        "hold them with --hold " + ",".join(f"{j}=VALUE" for j in absent))
     v0 = named_values(args.start_velocity, "--start-velocity")
     v1 = named_values(args.end_velocity, "--end-velocity")
     for what, vel in (("--start-velocity", v0), ("--end-velocity", v1)):
@@ -164,7 +197,8 @@ def run(args: argparse.Namespace) -> int:
     end = [v1.get(n, 0.0) for n in names] if v1 else None
     options = RetimeOptions(velocity_scale=args.velocity_scale, acceleration_scale=args.acceleration_scale,
                             torque_margin=args.torque_margin, gridpoints=args.gridpoints,
-                            sample_period=args.dt or None, friction=args.friction)
+                            sample_period=args.dt or None, friction=args.friction,
+                            **({} if args.path_tolerance is None else {"path_tolerance": args.path_tolerance}))
     retimer = Retimer(model)
     t0 = time.perf_counter()
     retimer.warmup()  # load the compiled kernels from numba's cache (compiles them on the very first run)
@@ -174,11 +208,13 @@ def run(args: argparse.Namespace) -> int:
     summary = result.summary()
     summary["warmup_ms"] = warmup_ms
     summary["joint_names"] = list(result.joint_names)
+    for line in result.warnings:
+        print(f"robot-dynamics retime: warning: {line}", file=sys.stderr)
     if result.success:
         write_trajectory(args.out, result)
         summary["out"] = str(args.out)
-        if "dropped" in result.message:
-            print(f"robot-dynamics retime: warning: {result.message.split('; ', 1)[-1]}", file=sys.stderr)
+        if "merged" in result.message:
+            print(f"robot-dynamics retime: note: {result.message.split('; ', 1)[-1]}", file=sys.stderr)
     else:
         summary["out"] = None
         print(f"robot-dynamics retime: {summary.get('status', 'failed')}: {result.message} "

@@ -1,26 +1,32 @@
-"""``robot-dynamics run``: start the chosen nodes in one process (the stand-in for ``ros2 launch``).
+"""``robot-dynamics run``: start the chosen nodes (the stand-in for ``ros2 launch``).
 
     robot-dynamics run --params config/panda.yaml --nodes mujoco_simulator gravity_compensation
-    robot-dynamics run --urdf ur5 --nodes gravity_compensation            # waits for /joint_states
+    robot-dynamics run --urdf ur5 --nodes gravity_compensation            # waits for joint_states
     robot-dynamics run --params config/panda.yaml --duration 10           # stop by itself after 10 s
+    robot-dynamics run --params config/panda.yaml --nodes retiming_service --ros-args -r __ns:=/r1
 
 Node parameters come from a standard rcl parameter file (``<node name>: ros__parameters: ...``, the
 format ``ros2 launch`` and ``--ros-args --params-file`` read; ``/**:`` applies to every node), handed to
 rclpy as global ``--params-file`` arguments, so each node picks its own section by name. ``--urdf`` sets
-``urdf_path`` of every started node and wins over the file. All nodes share one rclpy executor and one
-dynamics model per URDF (:func:`robot_dynamics_ros.nodes.common.shared_model`). Ctrl-C stops cleanly.
+``urdf_path`` of every started node and wins over the file; for a bundled robot name it also sets
+``joint_limits_path`` to the package's ``config/<robot>_joint_limits.yaml`` when no params file is given
+(``--joint-limits`` chooses another file, ``--joint-limits ''`` none). Arguments after ``--ros-args``
+(remaps such as ``-r __ns:=/r1``, ``-p name:=value``) go to every node, as with ``ros2 run``.
 
-Latency: a control node and ``retiming_service`` in one process share one interpreter (one GIL) with the
-back-to-back retiming requests (measured: control p99 2.6x a bare relay's, against 1.95x with the service
-in its own process, docs/realtime.md); on a robot, start the retiming service as a process of its own (a
-second ``robot-dynamics run --nodes retiming_service``, or ``launch/retiming.launch.py``).
+Processes: the control and simulator nodes share one process, one rclpy executor and one dynamics model
+per URDF (:func:`robot_dynamics_ros.nodes.common.shared_model`). ``retiming_service`` started together with
+other nodes runs as a child process of its own (the same command with ``--nodes retiming_service``), so a
+long retiming request never competes with a control node for this process's interpreter; ``--same-process``
+keeps it here. Ctrl-C (or ``--duration``) stops the child too.
+
+DDS: ``run`` uses the environment's ``ROS_DOMAIN_ID`` and discovery range unchanged: its nodes are meant
+to be reached by controllers and planners, on this host or others.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -47,6 +53,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="stop after this many seconds (default 0: run until Ctrl-C)")
     parser.add_argument("--executor", choices=("events", "single", "multi"), default="events",
                         help="rclpy executor (default: events)")
+    parser.add_argument("--joint-limits", default=None, metavar="YAML",
+                        help="joint_limits.yaml (MoveIt format) for every node; default: with --urdf NAME of a "
+                             "bundled robot and no --params, the package's config/NAME_joint_limits.yaml; "
+                             "'' for none")
+    parser.add_argument("--same-process", action="store_true",
+                        help="run retiming_service in this process too (default: its own child process when "
+                             "other nodes are started)")
+    parser.add_argument("--ros-args", dest="ros_args", nargs=argparse.REMAINDER, default=[],
+                        help="ROS arguments for every node (remaps, -p), as after ros2 run's --ros-args")
 
 
 def check_params_file(path: str) -> Path:
@@ -72,6 +87,17 @@ def check_params_file(path: str) -> Path:
     return p.resolve()
 
 
+def _flatten(d: dict, prefix: str = "") -> dict:
+    """Nested ``ros__parameters`` mappings -> dotted names (``gains.j1.kp``), as rcl reads them."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def undeclared_parameters(params_files, nodes) -> list[str]:
     """Keys of the parameter files that a started node does not declare (rclpy ignores them silently).
 
@@ -79,8 +105,6 @@ def undeclared_parameters(params_files, nodes) -> list[str]:
     ``/**``. Returns one human-readable line per undeclared key, naming the file, node and key.
     """
     import yaml
-
-    from robot_dynamics_ros.launch_check import _flatten
 
     problems = []
     for path in params_files:
@@ -112,8 +136,24 @@ def node_class(name: str):
         raise UserError(f"node '{name}' is not available: {exc}") from None
 
 
-def start_nodes(names, *, context, urdf: str | None = None):
+def default_joint_limits(urdf: str | None, params_files) -> str | None:
+    """The joint limits file ``run`` applies by default: for ``--urdf`` naming a bundled robot and no params
+    file, the package's ``config/<robot>_joint_limits.yaml`` if it exists; else None (the nodes' own)."""
+    if not urdf or params_files:
+        return None
+    from robot_dynamics_ros import robots
+    from robot_dynamics_ros.share import data_file
+
+    if str(urdf) not in getattr(robots, "ROBOTS", {}):
+        return None
+    found = data_file("config", f"{urdf}_joint_limits.yaml")
+    return str(found) if found is not None else None
+
+
+def start_nodes(names, *, context, urdf: str | None = None, joint_limits: str | None = None):
     """Create the nodes ``names`` in ``context`` (parameter files must already be in its global args).
+
+    ``urdf`` / ``joint_limits``: when given, ``urdf_path`` / ``joint_limits_path`` of every node.
 
     Raises:
         UserError: a node cannot start (bad parameter, unreadable URDF, ...), naming the node.
@@ -122,6 +162,8 @@ def start_nodes(names, *, context, urdf: str | None = None):
     from rclpy.parameter import Parameter
 
     overrides = [Parameter("urdf_path", value=str(urdf))] if urdf else []
+    if joint_limits is not None:
+        overrides.append(Parameter("joint_limits_path", value=str(joint_limits)))
     nodes = []
     try:
         for name in names:
@@ -139,7 +181,38 @@ def start_nodes(names, *, context, urdf: str | None = None):
     return nodes
 
 
+def _child_command(args, nodes, joint_limits) -> list[str]:
+    """The ``robot-dynamics run`` command line starting ``nodes`` alone, with this run's other options."""
+    cmd = [sys.executable, "-m", "robot_dynamics_ros.cli", "run", "--nodes", *nodes,
+           "--executor", args.executor, "--duration", str(args.duration)]
+    for path in args.params:
+        cmd += ["--params", str(path)]
+    if args.urdf:
+        cmd += ["--urdf", str(args.urdf)]
+    if joint_limits is not None:
+        cmd += ["--joint-limits", str(joint_limits)]
+    if args.ros_args:
+        cmd += ["--ros-args", *args.ros_args]
+    return cmd
+
+
+def _stop_child(child, timeout: float = 10.0) -> int | None:
+    import signal
+    import subprocess
+
+    if child.poll() is None:
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(5)
+    return child.returncode
+
+
 def run(args: argparse.Namespace) -> int:
+    import subprocess
+
     import rclpy
 
     from robot_dynamics_ros.nodes import common
@@ -157,13 +230,21 @@ def run(args: argparse.Namespace) -> int:
     ros_args = []
     for path in args.params:
         ros_args += ["--params-file", str(check_params_file(path))]
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    ros_args += list(args.ros_args or [])
+    joint_limits = args.joint_limits if args.joint_limits is not None else default_joint_limits(args.urdf,
+                                                                                                  args.params)
+    local = list(args.nodes)
+    child = None
+    if "retiming_service" in local and len(local) > 1 and not args.same_process:
+        local.remove("retiming_service")
+        child = subprocess.Popen(_child_command(args, ["retiming_service"], joint_limits))
+        print(f"retiming_service runs in its own process (pid {child.pid})", flush=True)
     ctx = rclpy.Context()
     rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args] if ros_args else None)
     nodes = []
     executor = None
     try:
-        nodes = start_nodes(args.nodes, context=ctx, urdf=args.urdf)
+        nodes = start_nodes(local, context=ctx, urdf=args.urdf, joint_limits=joint_limits)
         for line in undeclared_parameters(args.params, nodes):
             print(f"robot-dynamics run: warning: {line}", file=sys.stderr, flush=True)
         executor = common.make_executor(args.executor, context=ctx)
@@ -172,16 +253,27 @@ def run(args: argparse.Namespace) -> int:
         print(f"running {[n.get_name() for n in nodes]} with the {args.executor} executor"
               + (f" for {args.duration:g} s" if args.duration else " (Ctrl-C to stop)"), flush=True)
         t_end = time.monotonic() + args.duration if args.duration else None
-        common.spin_until_shutdown(executor, ctx,
-                                   until=None if t_end is None else lambda: time.monotonic() >= t_end)
+
+        def finished():
+            if child is not None and child.poll() is not None:
+                print(f"robot-dynamics run: retiming_service process ended (exit {child.returncode})",
+                      file=sys.stderr, flush=True)
+                return True
+            return t_end is not None and time.monotonic() >= t_end
+
+        common.spin_until_shutdown(executor, ctx, until=finished)
         summary = {"nodes": [n.get_name() for n in nodes]}
         for n in nodes:
             diag = getattr(n, "diag", None)
             if diag is not None:
                 summary[n.get_name()] = dict(getattr(diag, "counters", {}))
+        if child is not None:
+            summary["retiming_service_process"] = {"pid": child.pid, "exit": _stop_child(child)}
         print(json.dumps(summary), flush=True)
         return 0
     finally:
+        if child is not None:
+            _stop_child(child)
         for n in nodes:
             try:
                 n.destroy_node()

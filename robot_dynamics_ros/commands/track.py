@@ -5,14 +5,18 @@ The scenario (issue 5), for a real 6/7-DoF arm (Panda by default):
 
 1. a path through waypoints around the robot's demo pose (a wide swing of every joint and back);
 2. timing: TOPP-RA (:mod:`robot_dynamics_ros.retiming`, velocity limits × ``velocity_scale`` and torque
-   limits × ``torque_margin``), or, with ``--timing quintic`` (or when the retimer is unavailable or fails),
-   rest-to-rest quintic segments (Lynch & Park 2017, §9.2.2) each as short as the velocity limits ×
+   limits × ``torque_margin``; a retiming failure is an error, never a silent change of timing), or, with
+   ``--timing quintic``, rest-to-rest quintic segments (Lynch & Park 2017, §9.2.2) each as short as the velocity limits ×
    ``velocity_scale`` and the torque limits × ``torque_margin`` allow;
 3. per control mode, a fresh computed-torque node (:mod:`robot_dynamics_ros.nodes.computed_torque`,
    ``tick_source=joint_states``, ``use_sim_time``) and a lockstep MuJoCo simulator
-   (:class:`~robot_dynamics_ros.sim.mujoco_sim.MujocoSim`) exchange ``/joint_states``,
+   (:class:`~robot_dynamics_ros.nodes.simulator.SimulatorNode` with ``lockstep`` and ``publish_clock``)
+   exchange ``/joint_states``,
    ``/effort_controller/commands`` and ``/clock`` over DDS in one process: each command is applied for one
    control period, then the simulator publishes the next state (deterministic whatever the machine load).
+   All modes run on one private DDS domain with localhost-only discovery
+   (:mod:`robot_dynamics_ros.commands.isolation`), never the caller's ``ROS_DOMAIN_ID``: the commands use
+   the standard topic names a real effort controller listens on.
    The trajectory goes to the node as a ``trajectory_msgs/JointTrajectory`` on
    ``/computed_torque/joint_trajectory``;
 4. the modes, all with the same joint PD gains P, D (N·m/rad, N·m·s/rad; P = ω² M_jj(q0), D = 2ω M_jj(q0),
@@ -44,12 +48,25 @@ import numpy as np
 
 from robot_dynamics_ros.errors import UserError
 
-__all__ = ["MODES", "configure_parser", "run", "track", "plan_trajectory", "Plan"]
+__all__ = ["MODES", "TIMINGS", "configure_parser", "parse_modes", "run", "track", "plan_trajectory", "Plan"]
 
 #: control modes compared, in report order, with their report labels
 MODES = ("gravity", "feedforward", "computed_torque")
 MODE_LABELS = {"gravity": "gravity + PD", "feedforward": "feedforward + PD",
                "computed_torque": "computed torque"}
+#: trajectory timings
+TIMINGS = ("topp-ra", "quintic")
+
+
+def parse_modes(text) -> tuple[str, ...]:
+    """Comma-separated control modes → a tuple of :data:`MODES` (UserError naming an unknown one)."""
+    modes = tuple(m.strip() for m in str(text).split(",") if m.strip())
+    for mname in modes:
+        if mname not in MODES:
+            raise UserError(f"mode '{mname}': must be one of {list(MODES)}")
+    if not modes:
+        raise UserError(f"modes '{text}': name at least one of {list(MODES)}")
+    return modes
 
 #: sim-time epoch of the first mode (s): a non-zero, small time base (a zero stamp means "now" in ROS)
 _EPOCH_S = 1000
@@ -67,7 +84,7 @@ class Plan:
 
     Attributes:
         waypoints: (W, n) rad.
-        timing: ``"topp-ra"`` or ``"quintic"``; ``timing_note``: why the fallback was used, if it was.
+        timing: ``"topp-ra"`` or ``"quintic"``.
         t, q, qd, qdd: the points sent in the JointTrajectory: (K,) s from its start; (K, n) rad, rad/s,
             rad/s². For quintic timing these are the waypoints at rest (the node's quintic interpolation
             between rest points *is* the timing law).
@@ -81,7 +98,6 @@ class Plan:
     qd: np.ndarray
     qdd: np.ndarray
     duration: float
-    timing_note: str = ""
     extra: dict = field(default_factory=dict)
 
 
@@ -157,33 +173,28 @@ def _toppra_timing(model, W, velocity_scale, torque_margin, period) -> Plan:
                 float(res.duration), extra={"retime": res.summary()})
 
 
-def plan_trajectory(model, engine, W, *, timing="auto", velocity_scale=0.9, torque_margin=0.7,
+def plan_trajectory(model, engine, W, *, timing="topp-ra", velocity_scale=0.9, torque_margin=0.7,
                     period=0.01) -> Plan:
     """Time the path through waypoints ``W`` ((W, n) rad) with TOPP-RA or quintic segments.
 
     Args:
-        timing: ``"topp-ra"``, ``"quintic"`` or ``"auto"`` (TOPP-RA, quintic if it is unavailable or fails).
+        timing: ``"topp-ra"`` or ``"quintic"`` (:data:`TIMINGS`).
         velocity_scale: fraction of the URDF velocity limits the trajectory may use.
         torque_margin: fraction of the URDF effort limits the feedforward torque may use.
         period: TOPP-RA output sample period (s); the node interpolates between samples.
 
     Raises:
-        UserError: ``timing="topp-ra"`` and the retiming fails, or the quintic timing cannot meet the
-            torque limits.
+        UserError: unknown timing, the retiming fails (its message), or the quintic timing cannot meet
+            the torque limits.
     """
-    if timing not in ("auto", "topp-ra", "quintic"):
-        raise UserError(f"--timing '{timing}': must be auto, topp-ra or quintic")
-    note = ""
-    if timing in ("auto", "topp-ra"):
+    if timing not in TIMINGS:
+        raise UserError(f"--timing '{timing}': must be one of {', '.join(TIMINGS)}")
+    if timing == "topp-ra":
         try:
             return _toppra_timing(model, W, velocity_scale, torque_margin, period)
-        except Exception as exc:  # noqa: BLE001 - auto falls back to the simple timing, saying why
-            if timing == "topp-ra":
-                raise UserError(str(exc)) from None
-            note = f"TOPP-RA unavailable ({type(exc).__name__}: {exc}); used quintic timing"
-    plan = _quintic_timing(model, engine, W, velocity_scale, torque_margin)
-    plan.timing_note = note
-    return plan
+        except RuntimeError as exc:
+            raise UserError(str(exc)) from None
+    return _quintic_timing(model, engine, W, velocity_scale, torque_margin)
 
 
 def _trajectory_msg(joint_names, plan: Plan, start_ns: int):
@@ -226,99 +237,74 @@ def default_tool_frame(model) -> str:
 
 
 # --------------------------------------------------------------------------------------------- one run
-def _make_sim_driver_class():
+def _make_recorder_class():
     from rclpy.node import Node
-    from rclpy.serialization import serialize_message
-    from rosgraph_msgs.msg import Clock
+    from rclpy.serialization import deserialize_message
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
     from robot_dynamics_ros.nodes import common
 
-    class LockstepSim(Node):
-        """MuJoCo in lockstep over DDS: publish /clock + /joint_states, wait for a command, apply it for
-        one control period, repeat. Records what it sees (arrays and, optionally, a rosbag2)."""
+    class Recorder(Node):
+        """Sends the trajectory and records what the loop exchanges: the desired states the node publishes
+        (by stamp) and, optionally, every message of the run in a rosbag2 (raw bytes, bag time = the
+        simulated time of the state a message belongs to)."""
 
-        def __init__(self, sim, model, joints, period_steps, epoch_ns, stop_s, bag=None, context=None):
-            super().__init__("track_simulator", context=context)
-            self.sim, self.model = sim, model
-            self.cmd_index = np.array([model.index[j] for j in joints])
-            self.period_steps = int(period_steps)
-            self.epoch_ns = int(epoch_ns)
-            self.stop_s = float(stop_s)
+        def __init__(self, model, bag=None, context=None):
+            super().__init__("track_recorder", context=context)
+            self.model = model
             self.bag = bag
-            self.pub_clock = self.create_publisher(Clock, "/clock", 10)
-            self.pub_state = self.create_publisher(JointState, "/joint_states", common.joint_state_qos())
-            self.sub_cmd = self.create_subscription(Float64MultiArray, "/effort_controller/commands",
-                                                    self._on_command, common.command_qos())
-            self.sub_desired = self.create_subscription(JointState, "/computed_torque/desired_state",
-                                                        self._on_desired, 100)
-            self.done = False
-            #: states sent again after 5 s without a command (a lost message; 0 in a healthy run)
-            self.republished = 0
-            self.last_publish = time.monotonic()
-            self._held = list(model.held_joints.items())
-            self.msg = JointState()
-            self.msg.name = [*model.joint_names, *(h for h, _ in self._held)]
-            self.t, self.q, self.qd, self.tau = [], [], [], []
             self.desired: dict[int, tuple] = {}
-            self._tau = np.zeros(model.n)
-            self._serialize = serialize_message
+            #: desired-state messages ignored because they do not describe this model's joints
+            self.foreign_messages = 0
+            self.last_state_ns = 0
+            self._deserialize = deserialize_message
+            self._JointState = JointState
+            from trajectory_msgs.msg import JointTrajectory
 
-        def now_ns(self) -> int:
-            return self.epoch_ns + int(round(self.sim.time * 1e9))
+            self.pub_traj = self.create_publisher(JointTrajectory, "computed_torque/joint_trajectory", 10)
+            self.sub_desired = self.create_subscription(JointState, "computed_torque/desired_state",
+                                                        self._on_desired, 100, raw=True)
+            self.create_subscription(JointState, "joint_states", self._on_state, common.joint_state_qos(), raw=True)
+            self.create_subscription(Float64MultiArray, "effort_controller/commands", self._on_command,
+                                     common.command_qos(), raw=True)
 
-        def record(self, topic, msg, t_ns):
+        def record(self, topic, msgtype, raw: bytes, t_ns: int) -> None:
             if self.bag is not None:
-                self.bag.write_serialized(topic, type(msg), self._serialize(msg), t_ns)
+                self.bag.write_serialized(topic, msgtype, raw, t_ns)
 
-        def publish_state(self) -> None:
-            t_ns = self.now_ns()
-            clock = Clock()
-            clock.clock.sec, clock.clock.nanosec = divmod(t_ns, 1_000_000_000)
-            self.pub_clock.publish(clock)
-            m = self.msg
-            m.header.stamp = clock.clock
-            q, qd = self.sim.q, self.sim.qd
-            m.position = [*q.tolist(), *(float(v) for _, v in self._held)]
-            m.velocity = [*qd.tolist(), *(0.0 for _ in self._held)]
-            m.effort = [*self.sim.effort.tolist(), *(0.0 for _ in self._held)]
-            self.pub_state.publish(m)
-            self.record("/joint_states", m, t_ns)
-            self.t.append(t_ns)
-            self.q.append(q)
-            self.qd.append(qd)
-            self.last_publish = time.monotonic()
+        def _on_state(self, raw) -> None:
+            msg = self._deserialize(raw, self._JointState)
+            st = msg.header.stamp
+            self.last_state_ns = st.sec * 1_000_000_000 + st.nanosec
+            self.record("/joint_states", self._JointState, raw, self.last_state_ns)
 
-        def _on_command(self, msg) -> None:
-            if self.done:
-                return
-            data = np.asarray(msg.data, dtype=float)
-            if data.shape != self.cmd_index.shape or not np.isfinite(data).all():
-                self.get_logger().error(f"command rejected: {data.tolist()}")
-                return
-            self.record("/effort_controller/commands", msg, self.now_ns())
-            self._tau[self.cmd_index] = data
-            self.sim.set_effort(self._tau)
-            self.tau.append(self.sim.effort)
-            self.sim.step(self.period_steps)
-            if self.sim.time >= self.stop_s - 1e-9:
-                self.done = True
-                return
-            self.publish_state()
+        def _on_command(self, raw) -> None:
+            from std_msgs.msg import Float64MultiArray
 
-        def _on_desired(self, msg) -> None:
+            # lockstep: a command answers the last state (the next one is published after it is applied)
+            self.record("/effort_controller/commands", Float64MultiArray, raw, self.last_state_ns)
+
+        def _on_desired(self, raw) -> None:
+            msg = self._deserialize(raw, self._JointState)
             st = msg.header.stamp
             t_ns = st.sec * 1_000_000_000 + st.nanosec
-            self.record("/computed_torque/desired_state", msg, t_ns)
-            idx = [self.model.index[n] for n in msg.name]
-            q_d = np.empty(self.model.n)
-            qd_d = np.empty(self.model.n)
-            ff = np.empty(self.model.n)
+            # another publisher of this topic (another run, a tool) may send any names or sizes: only a
+            # message naming exactly this model's joints, each once, with full arrays, is a desired state
+            n = self.model.n
+            if (len(msg.name) != n or set(msg.name) != set(self.model.joint_names)
+                    or not len(msg.position) == len(msg.velocity) == len(msg.effort) == n):
+                self.foreign_messages += 1
+                return
+            self.record("/computed_torque/desired_state", self._JointState, raw, t_ns)
+            idx = [self.model.index[j] for j in msg.name]
+            q_d = np.empty(n)
+            qd_d = np.empty(n)
+            ff = np.empty(n)
             q_d[idx], qd_d[idx], ff[idx] = msg.position, msg.velocity, msg.effort
             self.desired[t_ns] = (q_d, qd_d, ff)
 
-    return LockstepSim
+    return Recorder
 
 
 @dataclass
@@ -332,30 +318,34 @@ class _Run:
     tau: np.ndarray           # (T, n) applied command
     tau_ff: np.ndarray        # (T, n) feedforward of the desired motion
     wall_s: float
-    republished: int = 0
+    foreign: int = 0
+    resent: int = 0
 
 
 def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, ct_gains, epoch_ns,
-              bag, timestep, wall_timeout, executor_kind="events"):
+              bag, timestep, wall_timeout, domain_id, localhost, executor_kind="events"):
+    """One mode: the simulator node (lockstep, /clock from ``epoch_ns``) and a fresh computed-torque node
+    (``tick_source=joint_states``, ``use_sim_time``) on a private context; returns the recorded run."""
     import rclpy
-    from robot_dynamics_ros.nodes import common
     from rclpy.parameter import Parameter
+
+    from robot_dynamics_ros.commands import isolation
+    from robot_dynamics_ros.nodes import common
     from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
-    from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
+    from robot_dynamics_ros.nodes.simulator import SimulatorNode
 
     steps = max(1, int(round(1.0 / rate / timestep)))
-    sim = MujocoSim(model, timestep=1.0 / rate / steps)
-    sim.reset(plan.q[0])
     stop_s = _LEAD_S + plan.duration + _TAIL_S
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    node = driver = executor = None
+    ctx, _ = isolation.init_context(domain_id, localhost=localhost)
+    node = sim = recorder = executor = None
+    states: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
     try:
-        params = [Parameter("urdf_path", value=source), Parameter("mode", value=mode),
-                  Parameter("tick_source", value="joint_states"), Parameter("use_sim_time", value=True)]
+        source_params = [Parameter("urdf_path", value=source)]
         if held:  # (an empty list would be typed BYTE_ARRAY by rclpy)
-            params += [Parameter("held_joint_names", value=list(held)),
-                       Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
+            source_params += [Parameter("held_joint_names", value=list(held)),
+                              Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
+        params = [*source_params, Parameter("mode", value=mode), Parameter("tick_source", value="joint_states"),
+                  Parameter("use_sim_time", value=True)]
         for i, j in enumerate(model.joint_names):
             params += [Parameter(f"gains.{j}.p", value=float(pd_gains[0][i])),
                        Parameter(f"gains.{j}.d", value=float(pd_gains[1][i])),
@@ -364,14 +354,21 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         node = ComputedTorqueNode("computed_torque", context=ctx, parameter_overrides=params)
         if node.model is not model:
             raise UserError("internal: the node loaded another model object than the scenario's")
-        driver = _make_sim_driver_class()(sim, model, node.mapper.command_joints, steps, epoch_ns, stop_s,
-                                          bag=bag, context=ctx)
-        from trajectory_msgs.msg import JointTrajectory
-
-        pub_traj = driver.create_publisher(JointTrajectory, "/computed_torque/joint_trajectory", 10)
+        sim = SimulatorNode(context=ctx, parameter_overrides=[
+            *source_params, Parameter("lockstep", value=True), Parameter("publish_clock", value=True),
+            Parameter("clock_start", value=epoch_ns * 1e-9), Parameter("publish_rate", value=float(rate)),
+            # a state sent twice would be a second control tick: only after a long silence (a lost message)
+            Parameter("lockstep_resend", value=5.0),
+            Parameter("timestep", value=1.0 / rate / steps),
+            Parameter("joints", Parameter.Type.STRING_ARRAY, list(node.mapper.command_joints)),
+            Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, list(model.joint_names)),
+            Parameter("initial_positions", Parameter.Type.DOUBLE_ARRAY, [float(v) for v in plan.q[0]])])
+        sim.stop_time = stop_s
+        sim.on_publish.append(lambda t, q, qd, eff: states.append((t, q, qd, eff)))
+        recorder = _make_recorder_class()(model, bag=bag, context=ctx)
         executor = common.make_executor(executor_kind, context=ctx)
         executor.add_node(node)
-        executor.add_node(driver)
+        executor.add_node(recorder)  # the simulator joins when the trajectory is in place
 
         def spin_until(cond, timeout, what):
             end = time.monotonic() + timeout
@@ -380,55 +377,49 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
                     raise UserError(f"track ({mode}): timed out after {timeout:.0f} s waiting for {what}")
                 executor.spin_once(timeout_sec=0.01)
 
-        spin_until(lambda: (pub_traj.get_subscription_count() > 0 and driver.pub_state.get_subscription_count() > 0
-                            and driver.sub_cmd.get_publisher_count() > 0
-                            and driver.sub_desired.get_publisher_count() > 0
-                            and driver.pub_clock.get_subscription_count() > 0), 10.0, "DDS discovery")
+        spin_until(lambda: (recorder.pub_traj.get_subscription_count() > 0
+                            and sim.state_pub.get_subscription_count() > 1
+                            and sim.cmd_sub.get_publisher_count() > 0
+                            and recorder.sub_desired.get_publisher_count() > 0
+                            and sim._clock_pub.get_subscription_count() > 0), 10.0, "DDS discovery")
         # the node's clock must read sim time before the first state (else that state is "from the future")
-        from rosgraph_msgs.msg import Clock
-
-        clock = Clock()
-        clock.clock.sec, clock.clock.nanosec = divmod(driver.now_ns(), 1_000_000_000)
-        driver.pub_clock.publish(clock)
-        spin_until(lambda: node.get_clock().now().nanoseconds == driver.now_ns(), 5.0, "/clock")
+        sim.publish_clock()
+        spin_until(lambda: node.get_clock().now().nanoseconds == sim.now_ns(), 5.0, "/clock")
         start_ns = epoch_ns + int(_LEAD_S * 1e9)
         traj = _trajectory_msg(model.joint_names, plan, start_ns)
-        pub_traj.publish(traj)
-        driver.record("/computed_torque/joint_trajectory", traj, driver.now_ns())
+        recorder.pub_traj.publish(traj)
+        from rclpy.serialization import serialize_message
+        from trajectory_msgs.msg import JointTrajectory
+
+        recorder.record("/computed_torque/joint_trajectory", JointTrajectory, serialize_message(traj), sim.now_ns())
         spin_until(lambda: node.trajectories_accepted + node.trajectories_rejected > 0, 5.0,
                    "the trajectory to reach the node")
         if node.trajectories_rejected:
             raise UserError(f"track ({mode}): the node rejected the trajectory: {node.last_rejection}")
+        executor.add_node(sim)
         t_wall = time.monotonic()
-        driver.publish_state()
-
-        def finished():
-            if driver.done:
-                return True
-            if time.monotonic() - driver.last_publish > 5.0:  # a lost message: publish the state again
-                driver.republished += 1
-                driver.publish_state()
-            return False
-
-        spin_until(finished, wall_timeout, f"the simulation to reach {stop_s:.2f} s")
+        sim.publish_state()
+        spin_until(lambda: sim.done, wall_timeout, f"the simulation to reach {stop_s:.2f} s")
         wall = time.monotonic() - t_wall
+        last_ns = epoch_ns + int(round(states[-1][0] * 1e9))
         # the last desired_state may still be in flight
-        spin_until(lambda: driver.t[-1] in driver.desired, 2.0, "the last desired state")
+        spin_until(lambda: last_ns in recorder.desired, 2.0, "the last desired state")
     finally:
         if executor is not None:
             executor.shutdown()
-        for n in (node, driver):
+        for n in (node, sim, recorder):
             if n is not None:
                 n.destroy_node()
-        rclpy.shutdown(context=ctx)
-    keep = [k for k, t in enumerate(driver.t) if t in driver.desired]
-    t_ns = np.array([driver.t[k] for k in keep])
-    des = [driver.desired[t] for t in t_ns]
-    n_tau = len(driver.tau)
-    tau = np.array([driver.tau[k] if k < n_tau else np.full(model.n, np.nan) for k in keep])
-    return _Run(mode, t_ns, np.array([driver.q[k] for k in keep]), np.array([d[0] for d in des]),
-                np.array([driver.qd[k] for k in keep]), np.array([d[1] for d in des]), tau,
-                np.array([d[2] for d in des]), wall, driver.republished)
+        rclpy.try_shutdown(context=ctx)
+    # state k's command is the effort applied while stepping to state k + 1 (reported with state k + 1)
+    t_ns = [epoch_ns + int(round(t * 1e9)) for t, *_ in states]
+    applied = [eff for *_, eff in states[1:]] + [np.full(model.n, np.nan)]
+    keep = [k for k, t in enumerate(t_ns) if t in recorder.desired]
+    des = [recorder.desired[t_ns[k]] for k in keep]
+    return _Run(mode, np.array([t_ns[k] for k in keep]), np.array([states[k][1] for k in keep]),
+                np.array([d[0] for d in des]), np.array([states[k][2] for k in keep]),
+                np.array([d[1] for d in des]), np.array([applied[k] for k in keep]),
+                np.array([d[2] for d in des]), wall, recorder.foreign_messages, sim.resent)
 
 
 def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) -> dict:
@@ -453,7 +444,8 @@ def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) ->
         "peak_velocity_joint": model.joint_names[int(np.argmax(vel_frac))],
         "samples": int(sel.sum()),
         "wall_s": round(run.wall_s, 3),
-        "republished_states": run.republished,
+        "foreign_desired_states_ignored": run.foreign,
+        "resent_states": run.resent,
         "_tool_err": tool_err,
         "_sel": sel,
     }
@@ -519,9 +511,10 @@ def _plot(path: Path, runs: dict, metrics: dict, model, robot: str, plan: Plan) 
 
 
 def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate: float = 1000.0,
-          timing: str = "auto", velocity_scale: float = 0.9, torque_margin: float = 0.7,
+          timing: str = "topp-ra", velocity_scale: float = 0.9, torque_margin: float = 0.7,
           pd_bandwidth: float = 10.0, ct_bandwidth: float = 30.0, tool: str | None = None,
-          bag: bool = True, plot: bool = True, timestep: float = 0.00025, wall_timeout: float = 120.0) -> dict:
+          bag: bool = True, plot: bool = True, timestep: float = 0.00025, wall_timeout: float = 120.0,
+          domain_id: int | None = None, localhost: bool | None = None, log=lambda text: None) -> dict:
     """Run the tracking scenario and return its summary (see the module docstring).
 
     Args:
@@ -535,6 +528,10 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         tool: tool frame for the Cartesian error (default :func:`default_tool_frame`).
         bag, plot: write the rosbag2 / the PNG.
         timestep: MuJoCo step (s), at most 1/rate (rounded so that an integer number of steps fits).
+        domain_id, localhost: DDS domain of every mode; default a private domain with localhost-only
+            discovery (:func:`robot_dynamics_ros.commands.isolation.init_context`).
+        log: called with one progress line per step (timing, each mode), so a long first run (numba
+            compiles the retiming kernels once, 1-2 min) is never silent.
 
     Returns:
         ``{"robot", "joints", "tool_frame", "timing", "duration_s", "trajectory_peak_torque_fraction",
@@ -553,10 +550,11 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
                             ("ct_bandwidth", ct_bandwidth, 0.0, 1e4), ("timestep", timestep, 1e-5, 0.1)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and lo <= v <= hi):
             raise UserError(f"{name} = {v!r}: must be a number in [{lo}, {hi}]")
-    modes = tuple(modes)
-    for mname in modes:
-        if mname not in MODES:
-            raise UserError(f"mode '{mname}': must be one of {list(MODES)}")
+    modes = parse_modes(",".join(modes))
+    from robot_dynamics_ros.commands import isolation
+
+    domain_id, private = isolation.resolve(domain_id)
+    localhost = private if localhost is None else bool(localhost)
     entry = robots.resolve(urdf)
     source = str(Path(entry.path).resolve())
     held = dict(entry.held_joints)
@@ -571,6 +569,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         raise UserError(f"robot '{entry.name}': every joint needs URDF velocity and effort limits")
 
     W = default_waypoints(model, entry)
+    log(f"timing the path ({timing}; the first run compiles the retiming kernels, 1-2 min, cached after)")
     plan = plan_trajectory(model, engine, W, timing=timing, velocity_scale=velocity_scale,
                            torque_margin=torque_margin, period=0.01)
     # the desired motion as the node will sample it, for the trajectory's own limit usage
@@ -604,10 +603,12 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
     runs, metrics = {}, {}
     try:
         for k, mname in enumerate(modes):
+            log(f"running mode {MODE_LABELS[mname]} ({plan.duration:.2f} s trajectory, domain {domain_id})")
             epoch_ns = (_EPOCH_S + k * _MODE_SPACING_S) * 1_000_000_000
             run_ = _run_mode(mname, model, engine, plan, source=source, held=held, rate=rate,
                              pd_gains=pd_gains, ct_gains=ct_gains, epoch_ns=epoch_ns, bag=writer,
-                             timestep=timestep, wall_timeout=wall_timeout)
+                             timestep=timestep, wall_timeout=wall_timeout, domain_id=domain_id,
+                             localhost=localhost)
             start_ns = epoch_ns + int(_LEAD_S * 1e9)
             end_ns = start_ns + int((plan.duration + _TAIL_S) * 1e9)
             runs[mname] = run_
@@ -637,7 +638,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         "joints": list(model.joint_names),
         "tool_frame": tool,
         "timing": plan.timing,
-        "timing_note": plan.timing_note,
+        "domain_id": domain_id,
         "duration_s": round(plan.duration, 4),
         "control_rate_hz": rate,
         "pd_gains": {"p": [round(x, 4) for x in pd_gains[0]], "d": [round(x, 4) for x in pd_gains[1]]},
@@ -662,8 +663,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated subset of {','.join(MODES)} (default: all)")
     parser.add_argument("--rate", type=float, default=1000.0, help="control rate, Hz (default: 1000)")
-    parser.add_argument("--timing", default="auto", choices=("auto", "topp-ra", "quintic"),
-                        help="trajectory timing (default: auto = TOPP-RA, quintic if unavailable)")
+    parser.add_argument("--timing", default="topp-ra", choices=TIMINGS,
+                        help="trajectory timing (default: topp-ra; a retiming failure is an error)")
+    parser.add_argument("--domain-id", type=int, default=None,
+                        help="DDS domain (default: a private one chosen by the code, never $ROS_DOMAIN_ID, "
+                             "localhost-only discovery; an explicit id keeps the environment's discovery)")
     parser.add_argument("--velocity-scale", type=float, default=0.9,
                         help="fraction of the velocity limits the trajectory may use (default: 0.9)")
     parser.add_argument("--torque-margin", type=float, default=0.7,
@@ -682,8 +686,6 @@ def print_report(summary: dict, log=print) -> None:
     """Print the human-readable tracking report of a :func:`track` summary (one call of ``log`` per line)."""
     log(f"robot {summary['robot']} ({len(summary['joints'])} joints), tool frame {summary['tool_frame']}, "
         f"{summary['timing']} timing, {summary['duration_s']} s at {summary['control_rate_hz']:.0f} Hz")
-    if summary["timing_note"]:
-        log(f"  note: {summary['timing_note']}")
     log(f"  trajectory uses {summary['trajectory_peak_velocity_fraction']:.0%} of the velocity limit "
         f"({summary['trajectory_peak_velocity_joint']}) and {summary['trajectory_peak_torque_fraction']:.0%} "
         f"of the effort limit ({summary['trajectory_peak_torque_joint']})")
@@ -702,11 +704,11 @@ def print_report(summary: dict, log=print) -> None:
 
 
 def run(args) -> int:
-    modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
-    summary = track(args.urdf, out_dir=args.out, modes=modes, rate=args.rate, timing=args.timing,
-                    velocity_scale=args.velocity_scale, torque_margin=args.torque_margin,
+    summary = track(args.urdf, out_dir=args.out, modes=parse_modes(args.modes), rate=args.rate,
+                    timing=args.timing, velocity_scale=args.velocity_scale, torque_margin=args.torque_margin,
                     pd_bandwidth=args.pd_bandwidth, ct_bandwidth=args.ct_bandwidth, tool=args.tool,
-                    bag=not args.no_bag, plot=not args.no_plot)
+                    bag=not args.no_bag, plot=not args.no_plot, domain_id=args.domain_id,
+                    log=(lambda text: None) if args.json else (lambda text: print(text, flush=True)))
     if not args.json:
         print_report(summary)
     print(json.dumps(summary))

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
+from robot_dynamics_ros.description import quote_name, quote_names
+from robot_dynamics_ros.dynamics import inputs
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.model import RobotModel
 
@@ -41,13 +43,18 @@ class PinocchioDynamics:
     Lynch & Park, Modern Robotics, eq. 8.1). Joint friction from the URDF (:meth:`friction_torque`) is
     not part of ``rnea``; add it where the physical actuator torque is wanted.
 
-    Raises (all methods): ValueError when an array has the wrong shape (the message names it).
+    Raises (all methods): ValueError when an array has the wrong shape or a non-finite entry (the message
+    names it: ``"q: expected shape (7,) ..., got (6,)"``, ``"qd[3] (panda_joint4) is NaN"``). Methods that
+    need M(q)⁻¹ (:meth:`aba`, :meth:`operational_space_inertia`) raise UserError when
+    ``model.massless_joints`` is not empty.
     """
 
     def __init__(self, model: RobotModel):
         self.model = model
         self.n = model.n
         self.pin_model = pin.buildModelFromXML(model.reduced_urdf())
+        # one Data per engine: its size depends only on the topology (about 36·nv³ bytes, see
+        # robot_dynamics_ros.model.estimated_engine_bytes), not on gravity or inertias, so _sync keeps it
         self.data = self.pin_model.createData()
         pm = self.pin_model
         if pm.nv != len(model.moving_joint_names):
@@ -95,16 +102,13 @@ class PinocchioDynamics:
             I_payload = pin.Inertia(p.mass, np.asarray(p.com, dtype=float), np.asarray(p.inertia, dtype=float))
             pm.inertias[frame.parentJoint] = pm.inertias[frame.parentJoint] + frame.placement.act(I_payload)
         pm.gravity = pin.Motion(np.asarray(m.gravity, dtype=float), np.zeros(3))
-        self.data = pm.createData()
         self._version = m.version
 
     def _q(self, q) -> np.ndarray:
         """Our q (n,) -> Pinocchio configuration (nq,)."""
         if self._version != self.model.version:
             self._sync()
-        q = np.asarray(q, dtype=float)
-        if q.shape != (self.n,):
-            raise ValueError(f"q: expected shape ({self.n},) in model.joint_names order, got {q.shape}")
+        q = inputs.vector(q, self.n, "q", self.model.joint_names)
         if self._identity_q:
             return q
         qm = self.model.expand(q) if self.model.has_mimic else q
@@ -123,9 +127,7 @@ class PinocchioDynamics:
 
     def _v(self, v, name: str) -> np.ndarray:
         """Our qd or qdd (n,) -> Pinocchio tangent vector (nv,)."""
-        v = np.asarray(v, dtype=float)
-        if v.shape != (self.n,):
-            raise ValueError(f"{name}: expected shape ({self.n},) in model.joint_names order, got {v.shape}")
+        v = inputs.vector(v, self.n, name, self.model.joint_names)
         if self._plain:
             return v
         return self._Gp @ v
@@ -141,6 +143,13 @@ class PinocchioDynamics:
         if self._plain:
             return _own(A_pin)
         return self._Gp.T @ A_pin @ self._Gp
+
+    def _need_minverse(self, what: str) -> None:
+        """Refuse what needs M(q)⁻¹ when some actuated joint moves no mass (M singular)."""
+        if self.model.massless_joints:
+            raise UserError(f"{what} needs M(q) > 0, but joints {quote_names(self.model.massless_joints)} of "
+                            f"{quote_name(self.model.description.name)} move no mass or inertia (M(q) is "
+                            "singular); give their links an <inertial> or hold the joints")
 
     # ----------------------------------------------------------------------------------------------
     def rnea(self, q, qd, qdd) -> np.ndarray:
@@ -187,9 +196,8 @@ class PinocchioDynamics:
         With mimic joints the constrained system is solved as ``M⁻¹ (tau − h)`` with M and h reduced by G
         (Cholesky), since Pinocchio's ABA works on independent joints.
         """
-        tau = np.asarray(tau, dtype=float)
-        if tau.shape != (self.n,):
-            raise ValueError(f"tau: expected shape ({self.n},) in model.joint_names order, got {tau.shape}")
+        self._need_minverse("forward dynamics (aba)")
+        tau = inputs.vector(tau, self.n, "tau", self.model.joint_names)
         if self._plain:
             qp = self._q(q)
             return _own(pin.aba(self.pin_model, self.data, qp, self._v(qd, "qd"), tau))
@@ -203,9 +211,7 @@ class PinocchioDynamics:
         Viscous plus Coulomb friction (sign(0) = 0); it opposes motion, so the torque a motor must add to
         overcome it is ``+friction_torque(qd)``.
         """
-        qd = np.asarray(qd, dtype=float)
-        if qd.shape != (self.n,):
-            raise ValueError(f"qd: expected shape ({self.n},) in model.joint_names order, got {qd.shape}")
+        qd = inputs.vector(qd, self.n, "qd", self.model.joint_names)
         return self.model.damping * qd + self.model.friction * np.sign(qd)
 
     # ----------------------------------------------------------------------------------------------
@@ -260,6 +266,7 @@ class PinocchioDynamics:
         rows = {"full": slice(0, 6), "linear": slice(0, 3), "angular": slice(3, 6)}
         if part not in rows:
             raise ValueError(f"part: expected 'full', 'linear' or 'angular', got {part!r}")
+        self._need_minverse("the operational-space inertia")
         J = self.frame_jacobian(q, frame)[rows[part]]
         if self._plain:  # M⁻¹ by Pinocchio's ABA-based algorithm (Carpentier 2018), upper triangle filled
             Minv = _own(pin.computeMinverse(self.pin_model, self.data, self._q(q)))

@@ -4,7 +4,7 @@ It loads the robot from the same URDF as the controllers (:class:`~robot_dynamic
 inertias, axes, limits, damping kept; geometry dropped; held joints welded), steps MuJoCo at ``timestep``,
 publishes JointState (names, positions, velocities, applied efforts, header stamp from the node clock) at
 ``publish_rate``, and applies ``std_msgs/Float64MultiArray`` effort commands received on
-``/<controller_name>/commands``, ordered by the ``joints`` parameter — the interface a ros2_control
+``<controller_name>/commands``, ordered by the ``joints`` parameter — the interface a ros2_control
 ``forward_command_controller`` for efforts gives on a real robot or in Gazebo. Held joints are published
 too, at their held positions with zero velocity (as a joint_state_broadcaster reports a gripper).
 
@@ -15,7 +15,13 @@ Two stepping modes:
   without commands when that is > 0).
 * ``lockstep``: every received command is applied, then the physics advances ``1 / publish_rate`` s and the
   new state is published — a deterministic closed loop over DDS whatever the machine load (the demo uses
-  it). The state is re-published every 0.1 s while no command arrives (start-up, a lost message).
+  it). The state is re-published every ``lockstep_resend`` s (0.1) while no command arrives (start-up, a
+  lost message).
+
+Names are relative (``joint_states``, ``<controller_name>/commands``, ``robot_description``), so a
+namespace (``-r __ns:=/r1``, a namespaced launch) moves every topic of the node; ``/clock`` stays global,
+as ROS time is. Nothing in the defaults names a robot: the robot comes from ``urdf_path``,
+``robot_description`` or the description topic, its joints in URDF order.
 
 Topics and parameters: docs/nodes.md and :data:`PARAMS`.
 """
@@ -31,7 +37,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from robot_dynamics_ros.control.joint_mapping import index_map
-from robot_dynamics_ros.nodes import common
+from robot_dynamics_ros.nodes import common, naming
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
 from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
 
@@ -40,9 +46,10 @@ NODE_NAME = "mujoco_simulator"
 PARAMS = [
     ParamSpec("joints", [], "Joint order of the received Float64MultiArray effort commands. Empty: all "
               "actuated joints in URDF order.", kind="string_array", read_only=True),
-    ParamSpec("controller_name", "effort_controller", "Commands are read from /<controller_name>/commands.",
-              read_only=True),
-    ParamSpec("joint_states_topic", "/joint_states", "sensor_msgs/JointState output topic.", read_only=True),
+    ParamSpec("controller_name", "effort_controller", "Commands are read from <controller_name>/commands "
+              "(relative to the node's namespace unless it starts with '/').", read_only=True),
+    ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState output topic (relative to the "
+              "node's namespace unless it starts with '/').", read_only=True),
     ParamSpec("publish_rate", 500.0, "JointState publication rate, Hz (lockstep: control rate). Run-time "
               "settable.", range=(1.0, 10000.0)),
     ParamSpec("timestep", 0.001, "Physics step, s.", range=(1e-5, 0.1), read_only=True),
@@ -50,11 +57,15 @@ PARAMS = [
               choices=("Euler", "implicitfast", "implicit", "RK4"), read_only=True),
     ParamSpec("lockstep", False, "Step only when a command arrives (1/publish_rate s per command).",
               read_only=True),
+    ParamSpec("lockstep_resend", 0.1, "Lockstep: seconds without a command after which the last state is "
+              "published again (start-up, a lost message).", range=(0.01, 3600.0), read_only=True),
     ParamSpec("start_on_first_command", False, "Free running: keep the physics paused (state still "
               "published) until the first command after start or reset() arrives.", read_only=True),
     ParamSpec("publish_clock", False, "Publish the simulated time on /clock (rosgraph_msgs/Clock) and stamp "
               "JointState with it, as Gazebo does; run the other nodes with use_sim_time: true. The clock "
               "never goes back (reset() continues from the last time).", read_only=True),
+    ParamSpec("clock_start", 0.0, "publish_clock: the published time (s) at the start of the simulation (a "
+              "zero stamp means 'now' to many ROS tools; e.g. 1000).", range=(0.0, 1e9), read_only=True),
     ParamSpec("real_time_factor", 1.0, "Free running: simulated seconds per wall second.",
               range=(0.01, 100.0)),
     ParamSpec("initial_joint_names", [], "Joints given an initial position (others start at 0 clipped to "
@@ -95,7 +106,7 @@ class SimulatorNode(Node):
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         self._shut = False
         super().__init__(node_name, **kwargs)
-        self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
+        self._specs = {s.name: s for s in [*naming.source_params(), *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="mujoco_simulator")
@@ -108,20 +119,22 @@ class SimulatorNode(Node):
         depth = int(self.p["qos_depth"])
         self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], depth)
         self._clock_pub = None
-        self._time_base_ns = 0
+        self._time_base_ns = int(round(float(self.p["clock_start"]) * 1e9))
         if self.p["publish_clock"]:
             from rosgraph_msgs.msg import Clock
 
             self._clock_pub = self.create_publisher(Clock, "/clock", 10)
             self._clock_msg = Clock()
-        self.command_topic = f"/{self.p['controller_name'].strip('/')}/commands"
-        self.cmd_sub = self.create_subscription(Float64MultiArray, self.command_topic, self._on_command,
+        controller = str(self.p["controller_name"]).rstrip("/")
+        self.cmd_sub = self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_command,
                                                 common.command_qos(depth))
+        #: the resolved (namespaced, remapped) command topic
+        self.command_topic = self.cmd_sub.topic_name
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._period = 1.0 / self.p["publish_rate"]
-        self.loader = common.ModelLoader(self, self._on_model, self.log, self.p)
+        self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
         if self._lockstep:
-            self._timer = self.create_timer(0.1, self._kick)
+            self._timer = self.create_timer(min(0.1, float(self.p["lockstep_resend"])), self._kick)
         else:
             self._timer = self.create_timer(self._period, self._tick)
 
@@ -156,6 +169,8 @@ class SimulatorNode(Node):
         self._got_command = False
         self._sim_steps_done = 0
         self.commands = 0
+        #: lockstep: states published again after lockstep_resend s without a command
+        self.resent = 0
         self.diag.set("robot", model.description.name)
         self.diag.set_level(Diagnostics.OK, "running")
         self.get_logger().info(f"simulating '{model.description.name}' ({model.n} joints + {len(held)} held, "
@@ -251,9 +266,11 @@ class SimulatorNode(Node):
             self.done = True
 
     def _kick(self) -> None:
-        """Lockstep: re-publish the state when no command came for 0.1 s."""
+        """Lockstep: re-publish the state when no command came for ``lockstep_resend`` s."""
         if self.sim is not None and not self.done and not self._shut \
-                and time.monotonic() - self._last_cmd > 0.1:
+                and time.monotonic() - self._last_cmd > self.p["lockstep_resend"]:
+            self.resent += 1
+            self._last_cmd = time.monotonic()
             self._publish()
 
     def _tick(self) -> None:
@@ -279,14 +296,29 @@ class SimulatorNode(Node):
         self._check_stop()
         self._publish()
 
+    def now_ns(self) -> int:
+        """The simulated time as published on /clock (ns): ``clock_start`` + the physics time."""
+        return self._time_base_ns + int(round(self.sim.time * 1e9))
+
+    def publish_clock(self) -> None:
+        """Publish the current simulated time on /clock only (``publish_clock``), e.g. so that the other
+        nodes' clocks read simulated time before the first state."""
+        if self._clock_pub is not None and self.sim is not None:
+            st = self._clock_msg.clock
+            st.sec, st.nanosec = divmod(self.now_ns(), 1_000_000_000)
+            self._clock_pub.publish(self._clock_msg)
+
+    def publish_state(self) -> None:
+        """Publish the current state now (and the clock): lockstep, this starts the loop."""
+        if self.sim is not None and not self._shut:
+            self._publish()
+
     def _publish(self) -> None:
         sim, msg = self.sim, self._msg
         sim.read(self._q, self._qd, self._eff)
         if self._clock_pub is not None:
-            t_ns = self._time_base_ns + int(round(sim.time * 1e9))
+            self.publish_clock()
             st = self._clock_msg.clock
-            st.sec, st.nanosec = divmod(t_ns, 1_000_000_000)
-            self._clock_pub.publish(self._clock_msg)
             msg.header.stamp.sec, msg.header.stamp.nanosec = st.sec, st.nanosec
         else:
             msg.header.stamp = self.get_clock().now().to_msg()

@@ -11,20 +11,25 @@ prescribed end tangent (used when the request has a non-zero start / end velocit
 small compiled kernel instead of ``scipy.interpolate.CubicSpline`` only because the latter costs ~0.2 ms of
 Python overhead per call, a fifth of the retiming budget; ``test/test_path.py`` checks both agree to 1e-12.
 
-Waypoints that are consecutive duplicates are dropped (with a :class:`UserWarning`); a motion that turns
-back at a waypoint (the chords before and after it make an angle above 90°) is split there by
-:func:`split_at_reversals`, so the retimed trajectory stops at the turn instead of overshooting it.
+Waypoints within a merge distance of the previous kept one are dropped and a motion that turns back at a
+waypoint (the chords before and after it make an angle above 90°) is split there, both by
+:func:`prepare_waypoints`, so the retimed trajectory stops at the turn instead of overshooting it.
+:meth:`JointPath.within_tolerance` adds knots on the chords until the spline stays within a tolerance of
+the straight segments between the waypoints.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
-#: consecutive waypoints closer than this (joint-space norm, rad) are duplicates
+#: consecutive waypoints closer than this (infinity norm, rad / m) are duplicates (the last waypoint is kept
+#: unless it repeats the last kept one within this)
 DUPLICATE_TOL = 1e-9
+#: largest change of the path tangent q' (infinity norm) over one stage: the stage-interior bound of the
+#: velocity and torque rows is exact only up to a residual that grows with the square of this turn
+TURN_PER_STAGE = 0.02
 
 
 @njit(cache=True, nogil=True)
@@ -189,61 +194,15 @@ def _chord_knots(wp):  # pragma: no cover - compiled
     return knots, shortest
 
 
-def remove_duplicates(waypoints: np.ndarray, tol: float = DUPLICATE_TOL) -> tuple[np.ndarray, np.ndarray]:
-    """Drop consecutive duplicate waypoints.
-
-    Args:
-        waypoints: (W, n) joint positions (rad / m).
-        tol: joint-space distance below which two consecutive waypoints are the same.
-    Returns:
-        (kept waypoints (W', n), indices (W',) of the kept rows in the input). Warns (UserWarning) when
-        anything was dropped, naming the dropped indices.
-    """
-    wp = np.asarray(waypoints, dtype=float)
-    if wp.shape[0] <= 1:
-        return wp, np.arange(wp.shape[0])
-    step = np.linalg.norm(np.diff(wp, axis=0), axis=1)
-    keep = np.concatenate(([True], step > tol))
-    if not keep.all():
-        dropped = np.flatnonzero(~keep)
-        shown = ", ".join(str(i) for i in dropped[:10]) + (" ..." if dropped.size > 10 else "")
-        warnings.warn(f"waypoints: dropped {dropped.size} consecutive duplicate waypoint(s) at index {shown}",
-                      UserWarning, stacklevel=2)
-    idx = np.flatnonzero(keep)
-    return wp[idx], idx
-
-
-def split_at_reversals(waypoints: np.ndarray, cos_threshold: float = 0.0) -> list[tuple[int, int]]:
-    """Split a waypoint list where the motion turns back.
-
-    A waypoint k (0 < k < W-1) is a reversal when the chords ``q_k - q_{k-1}`` and ``q_{k+1} - q_k`` make an
-    angle whose cosine is below ``cos_threshold`` (default 0: a turn of more than 90°). The path then stops
-    at q_k: each segment is retimed from rest to rest at its split points.
-
-    Args:
-        waypoints: (W, n) without consecutive duplicates.
-    Returns:
-        list of (first, last) waypoint indices (inclusive) of each segment; consecutive segments share the
-        turning waypoint.
-    """
-    wp = np.asarray(waypoints, dtype=float)
-    w = wp.shape[0]
-    if w < 3:
-        return [(0, max(w - 1, 0))]
-    d = np.diff(wp, axis=0)
-    norm = np.linalg.norm(d, axis=1)
-    cos = np.einsum("ij,ij->i", d[:-1], d[1:]) / (norm[:-1] * norm[1:])
-    turns = np.flatnonzero(cos < cos_threshold) + 1
-    bounds = [0, *turns.tolist(), w - 1]
-    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-
-
 @njit(cache=True, nogil=True)
 def _prepare(wp, tol, cos_threshold):  # pragma: no cover - compiled
-    """keep (W,) bool, turn (W,) bool over the kept rows (reversals), number kept, kept path length."""
+    """keep (W,) bool, turn (W,) bool over the kept rows (reversals), number kept, kept path length, and
+    offset (W,) over the kept chords: a bound on the distance of chord k (kept rows k, k+1) from the
+    input polyline it replaces (0 where no row was dropped in between)."""
     w, n = wp.shape
     keep = np.empty(w, dtype=np.bool_)
     turn = np.zeros(w, dtype=np.bool_)
+    offset = np.zeros(w)
     keep[0] = True
     last = 0  # index of the last kept row
     prev = -1  # index of the kept row before it
@@ -251,20 +210,27 @@ def _prepare(wp, tol, cos_threshold):  # pragma: no cover - compiled
     total = 0.0
     prev_step = 0.0
     for i in range(1, w):
-        acc = 0.0
+        far = 0.0  # infinity-norm distance from the last kept row
         for j in range(n):
-            d = wp[i, j] - wp[i - 1, j]
-            acc += d * d
-        step = np.sqrt(acc)
-        keep[i] = step > tol
+            far = max(far, abs(wp[i, j] - wp[last, j]))
+        # the last row is kept unless it repeats the last kept one: the path ends where requested
+        keep[i] = far > tol or (i == w - 1 and far > DUPLICATE_TOL)
         if not keep[i]:
             continue
-        if last != i - 1:  # rows were dropped in between: the chord from the last kept row
-            acc = 0.0
+        acc = 0.0
+        for j in range(n):
+            d = wp[i, j] - wp[last, j]
+            acc += d * d
+        step = np.sqrt(acc)
+        if last != i - 1:
+            # rows last+1 .. i-1 dropped. A chord point a + t (b - a) is within (1-t) |a - p_{i-1}| of the
+            # input segment p_{i-1} -> b and within t |b - p_{last+1}| of the segment a -> p_{last+1}
+            big_a = 0.0
+            big_b = 0.0
             for j in range(n):
-                d = wp[i, j] - wp[last, j]
-                acc += d * d
-            step = np.sqrt(acc)
+                big_a = max(big_a, abs(wp[last, j] - wp[i - 1, j]))
+                big_b = max(big_b, abs(wp[i, j] - wp[last + 1, j]))
+            offset[kept - 1] = big_a * big_b / (big_a + big_b) if big_a + big_b > 0.0 else 0.0
         if prev >= 0:
             dot = 0.0
             for j in range(n):
@@ -276,26 +242,31 @@ def _prepare(wp, tol, cos_threshold):  # pragma: no cover - compiled
         prev = last
         last = i
         kept += 1
-    return keep, turn, kept, total
+    return keep, turn, kept, total, offset
 
 
-def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_threshold: float = 0.0,
-                      return_length: bool = False):
-    """Drop consecutive duplicates and find direction reversals, in one compiled pass (no warnings issued).
+def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_threshold: float = 0.0):
+    """Merge waypoints close to their predecessor and find direction reversals, in one compiled pass.
+
+    A row within ``tol`` (infinity norm) of the last kept row is dropped, except the last row (kept unless
+    it is within :data:`DUPLICATE_TOL` of the last kept one), so the path still ends where requested.
 
     Args:
         waypoints: (W, n) joint positions (rad / m), finite.
-        tol: see :func:`remove_duplicates`; cos_threshold: see :func:`split_at_reversals`.
-        return_length: also return the length (joint-space chord sum, rad) of the kept path.
+        tol: merge distance (rad / m, infinity norm).
+        cos_threshold: waypoint k (0 < k < W'-1) is a direction reversal when the kept chords before and
+            after it make an angle whose cosine is below this (default 0: a turn of more than 90°); the path
+            is split there and each segment retimed rest to rest, so the trajectory stops at the turn.
     Returns:
         (kept (W', n), kept_index (W',) rows of the input kept, segments [(first, last), ...] indices into
-        kept, dropped (D,) indices of the dropped duplicates[, length]).
+        kept, dropped (D,) indices of the dropped rows, length (joint-space chord sum of the kept path, rad),
+        offset (W'-1,) per kept chord a bound (rad / m, infinity norm) on its distance from the part of the
+        input polyline it replaces).
     """
     wp = np.ascontiguousarray(waypoints, dtype=float)
     if wp.shape[0] <= 1:
-        out = wp, np.arange(wp.shape[0]), [(0, 0)], np.zeros(0, dtype=np.int64)
-        return (*out, 0.0) if return_length else out
-    keep, turn, count, total = _prepare(wp, float(tol), float(cos_threshold))
+        return wp, np.arange(wp.shape[0]), [(0, 0)], np.zeros(0, dtype=np.int64), 0.0, np.zeros(0)
+    keep, turn, count, total, offset = _prepare(wp, float(tol), float(cos_threshold))
     if count == wp.shape[0]:
         kept, idx, dropped = wp, np.arange(wp.shape[0]), np.zeros(0, dtype=np.int64)
     else:
@@ -305,7 +276,18 @@ def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_
     turns = np.flatnonzero(turn[:count]).tolist()
     bounds = [0, *turns, count - 1]
     segments = [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)] if count > 1 else [(0, 0)]
-    return (kept, idx, segments, dropped, total) if return_length else (kept, idx, segments, dropped)
+    return kept, idx, segments, dropped, total, offset[:max(count - 1, 0)]
+
+
+def _unit(v, n):
+    """(unit vector (n,), True) for a non-zero v, (zeros, False) for None or zero."""
+    if v is None:
+        return np.zeros(n), False
+    v = np.asarray(v, dtype=float)
+    nv = np.linalg.norm(v)
+    if nv == 0.0:
+        return np.zeros(n), False
+    return v / nv, True
 
 
 @dataclass
@@ -313,7 +295,8 @@ class JointPath:
     """C² cubic spline q(s) through waypoints, s = cumulative chord length.
 
     Attributes:
-        knots: (K,) s at the waypoints, knots[0] = 0, knots[-1] = length (rad, joint-space norm).
+        knots: (K,) s at the knots (the waypoints, and points added on their chords by
+            :meth:`within_tolerance`), knots[0] = 0, knots[-1] = length (rad, joint-space norm).
         coefficients: (4, K-1, n) piecewise-polynomial coefficients (scipy PPoly layout, highest power first).
         length: total path length s_end.
         n: number of joints.
@@ -321,13 +304,16 @@ class JointPath:
 
     knots: np.ndarray
     coefficients: np.ndarray
+    #: (W,) s at the request's waypoints when knots were added between them (see
+    #: :meth:`within_tolerance`), else None (every knot is a waypoint)
+    waypoint_knots: np.ndarray | None = None
 
     @classmethod
     def from_waypoints(cls, waypoints, *, start_tangent=None, end_tangent=None) -> "JointPath":
         """Build the spline through distinct waypoints.
 
         Args:
-            waypoints: (K, n), K ≥ 2, no consecutive duplicates (see :func:`remove_duplicates`).
+            waypoints: (K, n), K ≥ 2, no consecutive duplicates (see :func:`prepare_waypoints`).
             start_tangent, end_tangent: optional (n,) prescribed q'(0) / q'(length); scaled to unit norm
                 (s is a chord length). None → not-a-knot end condition.
         Raises:
@@ -340,19 +326,54 @@ class JointPath:
         if not shortest > 0.0:
             raise ValueError("waypoints: consecutive duplicates must be removed first")
         n = wp.shape[1]
-
-        def unit(v):
-            if v is None:
-                return np.zeros(n), False
-            v = np.asarray(v, dtype=float)
-            nv = np.linalg.norm(v)
-            if nv == 0.0:
-                return np.zeros(n), False
-            return v / nv, True
-
-        ss, hs = unit(start_tangent)
-        es, he = unit(end_tangent)
+        ss, hs = _unit(start_tangent, n)
+        es, he = _unit(end_tangent, n)
         return cls(knots, _spline_coefficients(knots, wp, ss, hs, es, he))
+
+    @classmethod
+    def within_tolerance(cls, waypoints, chord_offset, tol, lower, upper, *, start_tangent=None,
+                         end_tangent=None, max_knots: int = 1_000_000, max_rounds: int = 60):
+        """The C² cubic spline through the waypoints and through points added on their chords, within
+        ``tol`` of the polyline and inside [lower, upper] everywhere.
+
+        The spline through the waypoints alone can swing far from the straight segments between them
+        (the segments a planner checked); every knot interval where it does, by the exact bound of
+        :func:`_interval_bounds`, or where it leaves the position box, gets the midpoint of its chord as
+        a new knot, until no interval does. The interpolation error near a corner scales with the local
+        knot spacing, so each round roughly halves it where needed (≈ 10 rounds from 1 rad chords to
+        1 mrad); the bound is checked, not assumed: status 2 if it is not met after ``max_rounds``.
+
+        Args:
+            waypoints: (K, n) distinct consecutive waypoints (rad / m).
+            chord_offset: (K-1,) distance bound (infinity norm) of each chord from the request's polyline
+                (non-zero where waypoints were merged, see :func:`prepare_waypoints`).
+            tol: path tolerance (rad / m, infinity norm); lower, upper: (n,) position bounds.
+            start_tangent, end_tangent: as in :meth:`from_waypoints`.
+        Returns:
+            (path, deviation (K'-1,) per knot interval the bound on its distance from the polyline,
+            status: 0 within tolerance, 1 more than ``max_knots`` knots needed, 2 not within ``max_rounds``
+            halvings, bad (K'-1,) joint leaving [lower, upper] per interval or -1).
+        """
+        wp = np.ascontiguousarray(waypoints, dtype=float)
+        knots, shortest = _chord_knots(wp)
+        if wp.shape[0] < 2 or not shortest > 0.0:
+            raise ValueError("waypoints: need at least 2 distinct consecutive waypoints")
+        n = wp.shape[1]
+        ss, hs = _unit(start_tangent, n)
+        es, he = _unit(end_tangent, n)
+        wp_knots = knots
+        _, knots, _, c, dev, bad, status = _refine(
+            wp, knots, np.ascontiguousarray(chord_offset, dtype=float), float(tol),
+            np.ascontiguousarray(lower, dtype=float), np.ascontiguousarray(upper, dtype=float),
+            ss, hs, es, he, int(max_knots), int(max_rounds))
+        return cls(knots, c, waypoint_knots=wp_knots), dev, int(status), bad
+
+    def split_for_turn(self, turn: float = TURN_PER_STAGE, max_depth: int = 3) -> "JointPath":
+        """The same path (identical polynomials) with knot intervals halved where the curvature varies
+        strongly inside them (:func:`_split_for_turn`), so turn-limited stages can be graded; keeps
+        ``waypoint_knots``."""
+        kn, cf = _split_for_turn(self.knots, self.coefficients, float(turn), int(max_depth))
+        return JointPath(kn, cf, waypoint_knots=self.knots if self.waypoint_knots is None else self.waypoint_knots)
 
     @property
     def length(self) -> float:
@@ -377,7 +398,197 @@ class JointPath:
 
 
 @njit(cache=True, nogil=True)
-def _gridpoints(knots, count):  # pragma: no cover - compiled
+def _critical_points(c0, c1, c2, h, out):  # pragma: no cover - compiled
+    """Roots of 3 c0 t² + 2 c1 t + c2 (the extrema of c0 t³ + c1 t² + c2 t) inside (0, h), into out;
+    returns how many (0-2)."""
+    a = 3.0 * c0
+    b = 2.0 * c1
+    k = 0
+    if a == 0.0:
+        if b != 0.0:
+            t = -c2 / b
+            if 0.0 < t < h:
+                out[k] = t
+                k += 1
+        return k
+    disc = b * b - 4.0 * a * c2
+    if disc < 0.0:
+        return 0
+    sq = np.sqrt(disc)
+    qq = -0.5 * (b + sq) if b >= 0.0 else -0.5 * (b - sq)  # no cancellation (Numerical Recipes 5.6)
+    for t in (qq / a, (c2 / qq) if qq != 0.0 else -1.0):
+        if 0.0 < t < h:
+            out[k] = t
+            k += 1
+    return k
+
+
+@njit(cache=True, nogil=True)
+def _interval_bounds(knots, c, offset, lo, hi, dev, bad):  # pragma: no cover - compiled
+    """Per knot interval i: dev[i] = offset[i] + max over joints and t of |q(t) - chord(t)| (the spline
+    minus the straight line between its values at the two knots: a cubic vanishing at both ends, so its
+    extremes are at the roots of a quadratic), and bad[i] = a joint whose q leaves [lo, hi] inside the
+    interval, or -1. Returns max(dev)."""
+    nint = knots.shape[0] - 1
+    n = c.shape[2]
+    roots = np.empty(2)
+    worst = 0.0
+    for i in range(nint):
+        h = knots[i + 1] - knots[i]
+        d = 0.0
+        bad[i] = -1
+        for j in range(n):
+            c0, c1, c2, c3 = c[0, i, j], c[1, i, j], c[2, i, j], c[3, i, j]
+            slope = (c0 * h + c1) * h + c2  # chord slope (q(h) - q(0)) / h
+            k = _critical_points(c0, c1, c2 - slope, h, roots)
+            for r in range(k):
+                t = roots[r]
+                e = abs(((c0 * t + c1) * t + c2 - slope) * t)
+                if e > d:
+                    d = e
+            if bad[i] < 0:
+                k = _critical_points(c0, c1, c2, h, roots)
+                for r in range(k):
+                    t = roots[r]
+                    v = ((c0 * t + c1) * t + c2) * t + c3
+                    if not (lo[j] <= v <= hi[j]):
+                        bad[i] = j
+        dev[i] = d + offset[i]
+        if dev[i] > worst:
+            worst = dev[i]
+    return worst
+
+
+@njit(cache=True, nogil=True)
+def _refine(wp, knots, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):  # pragma: no cover
+    """Insert chord midpoints into every knot interval whose spline leaves the tolerance tube or the
+    position box, and solve again, until none does (status 0), the knot count would pass max_knots (1)
+    or after max_rounds (2). Returns (points, knots, offset, coefficients, dev, bad, status)."""
+    status = 2
+    for _ in range(max_rounds):
+        c = _spline_coefficients(knots, wp, ss, hs, es, he)
+        nint = knots.shape[0] - 1
+        dev = np.empty(nint)
+        bad = np.empty(nint, dtype=np.int64)
+        _interval_bounds(knots, c, offset, lo, hi, dev, bad)
+        split = 0
+        for i in range(nint):
+            if dev[i] > tol or bad[i] >= 0:
+                split += 1
+        if split == 0:
+            return wp, knots, offset, c, dev, bad, 0
+        if knots.shape[0] + split > max_knots:
+            return wp, knots, offset, c, dev, bad, 1
+        k2 = knots.shape[0] + split
+        wp2 = np.empty((k2, wp.shape[1]))
+        kn2 = np.empty(k2)
+        off2 = np.empty(k2 - 1)
+        g = 0
+        for i in range(nint):
+            wp2[g, :] = wp[i, :]
+            kn2[g] = knots[i]
+            off2[g] = offset[i]
+            g += 1
+            if dev[i] > tol or bad[i] >= 0:
+                # the midpoint of the chord: on the same (input or merged) chord, s stays its chord length
+                wp2[g, :] = 0.5 * (wp[i, :] + wp[i + 1, :])
+                kn2[g] = 0.5 * (knots[i] + knots[i + 1])
+                off2[g] = offset[i]
+                g += 1
+        wp2[g, :] = wp[nint, :]
+        kn2[g] = knots[nint]
+        wp, knots, offset = wp2, kn2, off2
+    c = _spline_coefficients(knots, wp, ss, hs, es, he)
+    dev = np.empty(knots.shape[0] - 1)
+    bad = np.empty(knots.shape[0] - 1, dtype=np.int64)
+    _interval_bounds(knots, c, offset, lo, hi, dev, bad)
+    for i in range(dev.shape[0]):
+        if dev[i] > tol or bad[i] >= 0:
+            return wp, knots, offset, c, dev, bad, status
+    return wp, knots, offset, c, dev, bad, 0
+
+
+@njit(cache=True, nogil=True)
+def _min_stages(knots, coeffs, turn):  # pragma: no cover - compiled
+    """(K-1,) stages each knot interval needs so that no stage turns by more than ``turn``: the tangent
+    q' of a stage of length Δ changes by at most Δ max|q''| (q'' is linear in an interval: its largest
+    magnitude is at an end)."""
+    nint = knots.shape[0] - 1
+    out = np.ones(nint, dtype=np.int64)
+    if not turn > 0.0:
+        return out
+    for k in range(nint):
+        h = knots[k + 1] - knots[k]
+        peak = 0.0
+        for j in range(coeffs.shape[2]):
+            a = abs(2.0 * coeffs[1, k, j])
+            b = abs(6.0 * coeffs[0, k, j] * h + 2.0 * coeffs[1, k, j])
+            peak = max(peak, max(a, b))
+        out[k] = max(1, int(np.ceil(h * peak / turn)))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _split_for_turn(knots, coeffs, turn, max_depth):  # pragma: no cover - compiled
+    """The same piecewise cubic with intervals halved (exactly: the right half re-expanded about its
+    start) wherever the curvature varies so much inside an interval that uniform stages sized for its
+    largest |q''| would be several times more than its turn needs: an interval of length h is halved
+    while h max|q''| ≥ 2 (h mean|q''| + turn), up to ``max_depth`` times. Gridpoints are uniform inside
+    an interval (:func:`_gridpoints`), so this lets stages be short where the path turns fast and long
+    where it does not."""
+    nint = knots.shape[0] - 1
+    n = coeffs.shape[2]
+    cap = nint << max_depth
+    kn = np.empty(cap + 1)
+    cf = np.empty((4, cap, n))
+    m = 0
+    # explicit stack of (start s, length, depth, source interval, offset of the piece in it)
+    st_h = np.empty(max_depth + 2)
+    st_t = np.empty(max_depth + 2)
+    st_d = np.empty(max_depth + 2, dtype=np.int64)
+    for k in range(nint):
+        h0 = knots[k + 1] - knots[k]
+        top = 0
+        st_t[0] = 0.0
+        st_h[0] = h0
+        st_d[0] = 0
+        top = 1
+        while top > 0:
+            top -= 1
+            t0 = st_t[top]
+            h = st_h[top]
+            d = st_d[top]
+            peak = 0.0
+            mean = 0.0
+            for j in range(n):
+                a = 6.0 * coeffs[0, k, j] * t0 + 2.0 * coeffs[1, k, j]
+                b = 6.0 * coeffs[0, k, j] * (t0 + h) + 2.0 * coeffs[1, k, j]
+                peak = max(peak, max(abs(a), abs(b)))
+                mean = max(mean, 0.5 * (abs(a) + abs(b)))
+            if d < max_depth and h * peak >= 1.25 * h * mean + turn:
+                # right half first on the stack, so that the left half is emitted first
+                st_t[top] = t0 + 0.5 * h
+                st_h[top] = 0.5 * h
+                st_d[top] = d + 1
+                st_t[top + 1] = t0
+                st_h[top + 1] = 0.5 * h
+                st_d[top + 1] = d + 1
+                top += 2
+                continue
+            kn[m] = knots[k] + t0
+            for j in range(n):
+                c0, c1, c2, c3 = coeffs[0, k, j], coeffs[1, k, j], coeffs[2, k, j], coeffs[3, k, j]
+                cf[0, m, j] = c0
+                cf[1, m, j] = 3.0 * c0 * t0 + c1
+                cf[2, m, j] = (3.0 * c0 * t0 + 2.0 * c1) * t0 + c2
+                cf[3, m, j] = ((c0 * t0 + c1) * t0 + c2) * t0 + c3
+            m += 1
+    kn[m] = knots[nint]
+    return kn[:m + 1].copy(), cf[:, :m, :].copy()
+
+
+@njit(cache=True, nogil=True)
+def _gridpoints(knots, count, min_per):  # pragma: no cover - compiled
     n_int = knots.shape[0] - 1
     stages = max(count - 1, n_int)
     total = knots[n_int] - knots[0]
@@ -387,23 +598,25 @@ def _gridpoints(knots, count):  # pragma: no cover - compiled
     for k in range(n_int):
         share = (knots[k + 1] - knots[k]) * (stages / total)
         f = np.floor(share)
-        per[k] = max(int(f), 1)
-        frac[k] = share - f
+        per[k] = max(int(f), min_per[k])
+        frac[k] = share - f if per[k] == int(f) else 0.0
         used += per[k]
     short = stages - used
     if short > 0:  # largest remainders first
         order = np.argsort(-frac)
         for k in range(short):
             per[order[k % n_int]] += 1
-    while short < 0:  # too many from the max(., 1): take from the intervals with most stages per length
+    while short < 0:  # too many from the minima: take from the intervals with most stages per length
         best = -1
         ratio = -1.0
         for k in range(n_int):
-            if per[k] > 1:
+            if per[k] > min_per[k]:
                 r = per[k] / (knots[k + 1] - knots[k])
                 if r > ratio:
                     ratio = r
                     best = k
+        if best < 0:  # every interval at its minimum: more stages than requested
+            break
         per[best] -= 1
         short += 1
     n_grid = 1
@@ -434,14 +647,15 @@ def gridpoints_for(knots: np.ndarray, count: int, return_knot_index: bool = Fals
     Returns:
         s (N,) gridpoints; with ``return_knot_index`` also (K,) the index in s of every knot.
     """
-    s, knot_index = _gridpoints(np.ascontiguousarray(knots, dtype=float), int(count))
+    knots = np.ascontiguousarray(knots, dtype=float)
+    s, knot_index = _gridpoints(knots, int(count), np.ones(knots.shape[0] - 1, dtype=np.int64))
     return (s, knot_index) if return_knot_index else s
 
 
 @njit(cache=True, nogil=True)
-def _collocation(knots, coeffs, count, lower, upper):  # pragma: no cover - compiled
+def _collocation(knots, coeffs, count, lower, upper, turn):  # pragma: no cover - compiled
     """Gridpoints, collocation points and the spline at them in one pass (see :func:`collocation`)."""
-    s, knot_index = _gridpoints(knots, count)
+    s, knot_index = _gridpoints(knots, count, _min_stages(knots, coeffs, turn))
     n_grid = s.shape[0]
     n = coeffs.shape[2]
     s_eval = np.empty(2 * n_grid - 1)
@@ -465,11 +679,14 @@ def _collocation(knots, coeffs, count, lower, upper):  # pragma: no cover - comp
     return s, knot_index, s_eval, q, dq, ddq, bad
 
 
-def collocation(path: "JointPath", count: int, lower: np.ndarray, upper: np.ndarray):
+def collocation(path: "JointPath", count: int, lower: np.ndarray, upper: np.ndarray,
+                turn: float = 0.0):
     """Gridpoints of :func:`gridpoints_for` and the spline on the collocation grid, in one compiled call.
 
     Args:
         path: the :class:`JointPath`; count: requested number of gridpoints;
+        turn: if > 0, enough stages in every knot interval that none turns the tangent by more than this
+            (rad, infinity norm of the change of q'; see :data:`TURN_PER_STAGE`), beyond ``count`` if need be;
         lower, upper: (n,) position bounds (rad / m) checked at every collocation point.
     Returns:
         s (N,), knot_index (K,), s_eval (2N-1,) (gridpoints at even, stage midpoints at odd indices),
@@ -477,6 +694,6 @@ def collocation(path: "JointPath", count: int, lower: np.ndarray, upper: np.ndar
     """
     s, ki, s_eval, q, dq, ddq, bad = _collocation(path.knots, path.coefficients, int(count),
                                                   np.ascontiguousarray(lower, dtype=float),
-                                                  np.ascontiguousarray(upper, dtype=float))
+                                                  np.ascontiguousarray(upper, dtype=float), float(turn))
     where = None if bad < 0 else divmod(int(bad), path.n)
     return s, ki, s_eval, q, dq, ddq, where

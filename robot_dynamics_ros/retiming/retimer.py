@@ -4,10 +4,12 @@ Pipeline (each step in its own module):
 1. request checks (shapes, NaN, joint names, position limits, start/end velocity limits, gravity at every
    waypoint against the torque limit) — every failure is a :class:`RetimeResult` with ``success=False``
    and a message naming the joint, the waypoint index and the limit (never an exception);
-2. consecutive duplicates dropped, the path split where the motion turns back (:mod:`.path`);
-3. per segment: C² spline q(s) (:class:`~.path.JointPath`), gridpoints containing every knot, q, q', q''
-   at gridpoints and stage midpoints, torque coefficients a, b, c from one batched RNEA call
-   (:mod:`.constraints`), TOPP-RA (:mod:`.topp_ra`);
+2. continuous joints unwrapped the short way, waypoints within path_tolerance / 2 of the previous kept one
+   merged, the path split where the motion turns back (:mod:`.path`);
+3. per segment: C² spline q(s) within path_tolerance of the request's polyline
+   (:meth:`~.path.JointPath.within_tolerance`: knots added on the chords), gridpoints containing every knot
+   with turn-limited stages, q, q', q'' at gridpoints and stage midpoints, torque coefficients a, b, c from
+   one batched RNEA call (:mod:`.constraints`), TOPP-RA (:mod:`.topp_ra`);
 4. output sampling of the same piecewise-constant-sdd s(t) at a period or at the gridpoints, efforts from
    the same dynamics engine (:mod:`.sampling`).
 
@@ -27,14 +29,28 @@ from numba import njit
 
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
+from robot_dynamics_ros.retiming import path as _path
 from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
 
 #: default number of gridpoints (at least one per waypoint is always used)
 DEFAULT_GRIDPOINTS = 200
-#: most output samples a request may ask for (duration / sample_period), as gridpoints are capped
-MAX_SAMPLES = 1_000_000
+#: default path tolerance (rad for revolute joints, m for prismatic; infinity norm over the joints): the
+#: retimed path stays this close to the straight joint-space segments between the request's waypoints.
+#: 1 mrad moves a point at 1 m from a joint axis by ≤ 1 mm, so on a 7-axis arm of 0.85 m reach the
+#: end effector leaves the checked segments by a few mm at most — below the resolution and padding
+#: planners collision-check with — and it is the merge distance that absorbs encoder jitter of
+#: recorded paths (µrad) without turning a still arm's jitter into direction reversals.
+DEFAULT_PATH_TOLERANCE = 1e-3
+#: most gridpoints a request may use (all segments, including the knots added to meet path_tolerance)
+MAX_GRIDPOINTS = 100_000
+#: most output samples a request may ask for (duration / sample_period)
+MAX_OUTPUT_SAMPLES = 1_000_000
+#: most waypoints × gridpoints × joints of a request (its memory and time grow with each factor)
+MAX_WORK = 2_000_000_000
+#: fewest gridpoints of a segment between direction reversals (a rest-to-rest motion needs several stages)
+MIN_SEGMENT_GRIDPOINTS = 20
 #: relative tolerance for "at the limit" checks of the request (waypoint / velocity limits)
 _LIMIT_TOL = 1e-9
 
@@ -103,7 +119,7 @@ class RetimeStatus(enum.Enum):
     """Outcome of :meth:`Retimer.retime` (never ``None``)."""
 
     SUCCESS = "success"
-    #: malformed request: NaN, unknown or duplicate joint name, wrong shape, bad option value
+    #: malformed request: NaN, unknown, duplicate or missing joint name, wrong shape, bad option value, a cap
     INVALID_REQUEST = "invalid_request"
     #: a waypoint (or the spline between two) outside a joint's position limits
     POSITION_LIMIT = "position_limit"
@@ -125,7 +141,9 @@ class RetimeOptions:
         velocity_scale: fraction (0, 1] of the velocity limits.
         acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none).
         torque_margin: fraction (0, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
-        gridpoints: number of gridpoints (≥ 2; at least one per waypoint is used). None → default.
+        gridpoints: requested number of gridpoints (2 .. MAX_GRIDPOINTS); more are used where needed: one
+            stage at least per knot (waypoints and added knots), turn-limited stages
+            (:data:`~.path.TURN_PER_STAGE`), MIN_SEGMENT_GRIDPOINTS per segment. None → default.
         sample_period: output period (s); None or 0 → one sample per gridpoint.
         friction: include URDF ``<dynamics>`` viscous damping and Coulomb friction in the torque
             constraint and the output efforts.
@@ -134,6 +152,10 @@ class RetimeOptions:
         dynamics_spacing: path-length spacing (rad) of the exact dynamics evaluations inside a knot
             interval when the gridpoints are denser; the rest is cubic interpolation
             (:func:`~.constraints.plan_and_schemes`). 0 → RNEA at every gridpoint and stage midpoint.
+        path_tolerance: rad (m for prismatic joints), infinity norm: the retimed path stays within this
+            distance of the request's polyline (straight joint-space segments between its waypoints);
+            waypoints within path_tolerance / 2 of the previous kept one are merged
+            (:data:`DEFAULT_PATH_TOLERANCE`).
     """
 
     velocity_scale: float = 1.0
@@ -144,6 +166,7 @@ class RetimeOptions:
     friction: bool = False
     reversal_cos: float = 0.0
     dynamics_spacing: float = 0.05
+    path_tolerance: float = DEFAULT_PATH_TOLERANCE
 
     def problem(self) -> str | None:
         """The first invalid option as a message, or None."""
@@ -153,8 +176,11 @@ class RetimeOptions:
                 return f"{name}={v!r}: must be in (0, 1]"
         if self.gridpoints is not None and (int(self.gridpoints) != self.gridpoints or self.gridpoints < 2):
             return f"gridpoints={self.gridpoints!r}: must be an integer ≥ 2"
-        if self.gridpoints is not None and self.gridpoints > 1_000_000:
-            return f"gridpoints={self.gridpoints}: at most 1000000"
+        if self.gridpoints is not None and self.gridpoints > MAX_GRIDPOINTS:
+            return f"gridpoints={self.gridpoints}: above MAX_GRIDPOINTS = {MAX_GRIDPOINTS}"
+        tol = self.path_tolerance
+        if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0.0):
+            return f"path_tolerance={tol!r}: must be a positive distance (rad / m)"
         sp = self.sample_period
         if sp is not None and not (math.isfinite(sp) and sp >= 0.0):
             return f"sample_period={sp!r}: must be a non-negative number of seconds"
@@ -178,6 +204,10 @@ class RetimeResult:
         peak_fraction: {"velocity", "acceleration", "effort"} -> max over samples and joints of
             |value| / applied limit (scaled / margin-applied); None where no limit applies.
         segments: per segment (s (N,), x = sd² (N,), u = sdd (N-1,), t_grid (N,), JointPath, t_offset).
+        max_path_deviation: rad / m (infinity norm), an upper bound on the distance of the output path
+            from the request's polyline, from the spline's coefficients (exact extremes per knot interval)
+            plus the offset of merged chords; 0 on failure or for a single waypoint.
+        warnings: one line each, e.g. joints without acceleration limits.
     """
 
     success: bool
@@ -195,12 +225,15 @@ class RetimeResult:
     timings: dict[str, float] = field(default_factory=dict)
     peak_fraction: dict[str, float | None] = field(default_factory=dict)
     segments: list = field(default_factory=list)
+    max_path_deviation: float = 0.0
+    warnings: tuple[str, ...] = ()
 
     def summary(self) -> dict:
         """JSON-friendly summary (the last line of ``robot-dynamics retime``)."""
         return {"success": self.success, "status": self.status.value, "message": self.message,
                 "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
-                "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction}
+                "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction,
+                "max_path_deviation": self.max_path_deviation, "warnings": list(self.warnings)}
 
 
 @dataclass
@@ -212,6 +245,8 @@ class _Segment:
     t_grid: np.ndarray
     first: int  # index (into the kept waypoints) of the segment's first waypoint
     t_offset: float = 0.0
+    #: bound on the distance (rad / m, infinity norm) of the segment's path from the request's polyline
+    deviation: float = 0.0
     #: a, b, c (2N-1, n) at the collocation points (gridpoints: even rows), and (N,) where the gridpoint
     #: values are exact RNEA values (dynamics nodes), or None
     abc_grid: tuple | None = None
@@ -264,12 +299,13 @@ class Retimer:
         Args:
             waypoints: (W, k) joint positions (rad / m), one row per waypoint.
             joint_names: the k column names (any order, matched by name). None → the columns are the
-                model's ``joint_names`` in order. Model joints not named are held at ``hold[name]`` or
-                at ``model.neutral()``.
+                model's ``joint_names`` in order. Model joints not named must be in ``hold`` (else
+                ``INVALID_REQUEST`` naming them: a joint silently put at some default would step there).
             start_velocity, end_velocity: (k,) joint velocities (rad/s) at the first / last waypoint in the
                 same column order; None or all zero → at rest. Must be tangent to the path: the spline's
                 end tangent is set to their direction.
-            hold: values (rad / m) for model joints absent from ``joint_names``.
+            hold: values (rad / m) for model joints absent from ``joint_names`` (e.g. the measured state);
+                entries for joints that are named are ignored.
             options: :class:`RetimeOptions`.
         Returns:
             :class:`RetimeResult`; ``success=False`` with a precise message for any bad or infeasible request.
@@ -286,9 +322,10 @@ class Retimer:
             return self._retime(wp, v0, v1, options, t_start)
         except _Failure as f:
             empty = np.zeros((0, n))
+            warn = () if options.problem() else self._warnings(options)
             return RetimeResult(False, f.status, f.message, names, np.zeros(0), empty, empty.copy(),
                                 empty.copy(), empty.copy(),
-                                solve_ms=(time.perf_counter() - t_start) * 1e3)
+                                solve_ms=(time.perf_counter() - t_start) * 1e3, warnings=warn)
 
     # ------------------------------------------------------------------------------------------
     def _map_request(self, waypoints, joint_names, start_velocity, end_velocity, hold):
@@ -336,13 +373,20 @@ class Retimer:
             w, c = bad[0]
             raise _Failure(RetimeStatus.INVALID_REQUEST,
                            f"waypoint {w}: joint '{label[c]}' position is {wp_in[w, c]} (not finite)")
+        named = set(label)
+        missing = [j for j in m.joint_names if j not in named and j not in (hold or {})]
+        if missing:
+            raise _Failure(RetimeStatus.INVALID_REQUEST,
+                           f"joint_names: model joint(s) {missing} are neither in the request nor in hold "
+                           f"(give their positions in hold)")
         base = m.neutral().copy()
         for name, value in (hold or {}).items():
             if name not in m.index:
                 raise _Failure(RetimeStatus.INVALID_REQUEST, f"hold: unknown joint '{name}'")
             if not math.isfinite(float(value)):
                 raise _Failure(RetimeStatus.INVALID_REQUEST, f"hold: joint '{name}' value {value} not finite")
-            base[m.index[name]] = float(value)
+            if name not in named:
+                base[m.index[name]] = float(value)
         wp = np.repeat(base[None, :], wp_in.shape[0], axis=0)
         wp[:, cols] = wp_in
 
@@ -433,13 +477,17 @@ class Retimer:
     def _retime(self, wp, v0, v1, options: RetimeOptions, t_start: float) -> RetimeResult:
         m = self.model
         names = tuple(m.joint_names)
+        wp = self._unwrap(wp)
         self._check_request(wp, v0, v1, options)
-        kept, kept_idx, bounds, dropped, total = prepare_waypoints(wp, cos_threshold=options.reversal_cos,
-                                                                   return_length=True)
+        tol = float(options.path_tolerance)
+        kept, kept_idx, bounds, dropped, total, offset = prepare_waypoints(
+            wp, tol=0.5 * tol, cos_threshold=options.reversal_cos)
         notes = []
         if dropped.size:
             shown = ", ".join(str(i) for i in dropped[:10]) + (" ..." if dropped.size > 10 else "")
-            notes.append(f"dropped {dropped.size} consecutive duplicate waypoint(s) at index {shown}")
+            notes.append(f"merged {dropped.size} waypoint(s) within path_tolerance/2 = {0.5 * tol:g} of the "
+                         f"previous kept one at index {shown}")
+        warn = self._warnings(options)
         timings = {}
         if kept.shape[0] == 1:  # zero-length path: a zero-duration trajectory at rest
             if np.any(v0 != 0.0) or np.any(v1 != 0.0):
@@ -453,25 +501,35 @@ class Retimer:
             if notes:
                 msg += "; " + "; ".join(notes)
             res = RetimeResult(True, RetimeStatus.SUCCESS, msg, names, np.zeros(1), q, z, z.copy(), tau,
-                               gridpoints=1, solve_ms=(time.perf_counter() - t_start) * 1e3)
+                               gridpoints=1, solve_ms=(time.perf_counter() - t_start) * 1e3, warnings=warn)
             res.peak_fraction = self._peaks(res, options)
             return res
         requested = options.gridpoints or max(DEFAULT_GRIDPOINTS, kept.shape[0])
+        work = kept.shape[0] * max(requested, kept.shape[0]) * m.n
+        if work > MAX_WORK:
+            raise _Failure(RetimeStatus.INVALID_REQUEST,
+                           f"{kept.shape[0]} waypoints × {max(requested, kept.shape[0])} gridpoints × {m.n} joints "
+                           f"= {work:.4g} is above MAX_WORK = {MAX_WORK:.4g}; send fewer waypoints or gridpoints")
         segments = []
         t_offset = 0.0
+        budget = [MAX_GRIDPOINTS]  # gridpoints left for the remaining segments
+        deviation = 0.0
         for k, (a, b) in enumerate(bounds):
             seg_wp = kept[a:b + 1]
             sv0 = v0 if k == 0 else None
             sv1 = v1 if k == len(bounds) - 1 else None
-            seg = self._solve_segment(seg_wp, sv0, sv1, requested, total, options, a, kept_idx, timings)
+            seg = self._solve_segment(seg_wp, offset[a:b], sv0, sv1, requested, total, options, a, kept_idx,
+                                      timings, budget)
             seg.t_offset = t_offset
             t_offset += float(seg.t_grid[-1])
+            deviation = max(deviation, seg.deviation)
             segments.append(seg)
-        if options.sample_period and t_offset / options.sample_period > MAX_SAMPLES:
+        if options.sample_period and t_offset / options.sample_period > MAX_OUTPUT_SAMPLES:
             # a tiny period would allocate GBs and block the service for minutes (found by fuzzing)
             raise _Failure(RetimeStatus.INVALID_REQUEST,
                            f"sample_period={options.sample_period:g} s gives {t_offset / options.sample_period:.4g} "
-                           f"samples over the {t_offset:.6g} s trajectory: at most {MAX_SAMPLES}")
+                           f"samples over the {t_offset:.6g} s trajectory: above MAX_OUTPUT_SAMPLES = "
+                           f"{MAX_OUTPUT_SAMPLES}")
         t0 = time.perf_counter()
         t, q, qd, qdd = self._sample(segments, options.sample_period)
         seg = segments[0]
@@ -499,22 +557,51 @@ class Retimer:
         if notes:
             msg += "; " + "; ".join(notes)
         res = RetimeResult(True, RetimeStatus.SUCCESS, msg, names, t, q, qd, qdd, tau, duration=duration,
-                           gridpoints=ngrid, timings=timings, segments=segments)
+                           gridpoints=ngrid, timings=timings, segments=segments, max_path_deviation=deviation,
+                           warnings=warn)
         res.solve_ms = (time.perf_counter() - t_start) * 1e3
         res.peak_fraction = self._peaks(res, options)
         return res
 
-    def _solve_segment(self, seg_wp, v0, v1, requested, total, options, first, kept_idx, timings):
+    def _solve_segment(self, seg_wp, offset, v0, v1, requested, total, options, first, kept_idx, timings,
+                       budget):
         m = self.model
         names = m.joint_names
         vlim, alim, tlim = self._limits(options)
         t0 = time.perf_counter()
         sp0 = v0 if v0 is not None and v0.any() else None
         sp1 = v1 if v1 is not None and v1.any() else None
-        path = JointPath.from_waypoints(seg_wp, start_tangent=sp0, end_tangent=sp1)
-        count = requested if path.length >= total else max(2, int(round(requested * path.length / total)))
         tol_lo, tol_hi = self._position_bounds()
-        s, knot_index, s_eval, q, dq, ddq, outside = collocation(path, count, tol_lo, tol_hi)
+        tol = options.path_tolerance
+        path, dev, status, bad = JointPath.within_tolerance(seg_wp, offset, tol, tol_lo, tol_hi, start_tangent=sp0,
+                                                            end_tangent=sp1, max_knots=budget[0])
+        if status != 0:
+            i = int(np.argmax(np.where(bad >= 0, np.inf, dev)))
+            w = self._waypoint_at(path, path.knots[i], first, kept_idx)
+            if bad[i] >= 0:
+                j = int(bad[i])
+                raise _Failure(RetimeStatus.POSITION_LIMIT,
+                               f"the path between waypoints {w} and {w + 1} cannot stay within the position "
+                               f"limits of joint '{names[j]}' ([{m.lower[j]:.6g}, {m.upper[j]:.6g}]) and "
+                               f"path_tolerance {tol:g}; move the waypoints away from the limit")
+            why = (f"it would need more than MAX_GRIDPOINTS = {MAX_GRIDPOINTS} knots in all" if status == 1
+                   else "the spline does not converge to the segments there")
+            raise _Failure(RetimeStatus.INVALID_REQUEST,
+                           f"path_tolerance={tol:g}: the path between waypoints {w} and {w + 1} cannot be kept "
+                           f"within it ({why}); raise path_tolerance")
+        path = path.split_for_turn(_path.TURN_PER_STAGE)
+        # a segment that is short next to the whole path still needs stages to start and stop
+        count = requested if path.length >= total else max(MIN_SEGMENT_GRIDPOINTS,
+                                                           int(round(requested * path.length / total)))
+        count = max(count, path.knots.shape[0])
+        if count > budget[0]:
+            raise _Failure(RetimeStatus.INVALID_REQUEST,
+                           f"the request needs more than MAX_GRIDPOINTS = {MAX_GRIDPOINTS} gridpoints "
+                           f"(waypoints, knots to meet path_tolerance {tol:g}, and {MIN_SEGMENT_GRIDPOINTS} per "
+                           f"segment between direction reversals)")
+        budget[0] -= count
+        s, knot_index, s_eval, q, dq, ddq, outside = collocation(path, count, tol_lo, tol_hi,
+                                                                 _path.TURN_PER_STAGE)
         timings["path"] = timings.get("path", 0.0) + (time.perf_counter() - t0) * 1e3
         if outside is not None:
             p, j = outside
@@ -529,8 +616,10 @@ class Retimer:
         abc = torque_coefficients_planned(self.dynamics, q, dq, ddq, plan) if use_torque else None
         if use_torque:  # gravity alone at the waypoints (knots are exact dynamics nodes)
             if not _gravity_within(abc[2], knot_index, tlim):
-                g_knots = abc[2][2 * knot_index]
-                self._check_request(seg_wp, None, None, options, gravity=g_knots, first=first, kept_idx=kept_idx)
+                is_wp = np.isin(path.knots, path.knots if path.waypoint_knots is None else path.waypoint_knots)
+                g_wp = abc[2][2 * knot_index[is_wp]]
+                self._check_request(seg_wp, None, None, options, gravity=g_wp, first=first, kept_idx=kept_idx)
+                raise self._gravity_failure(abc[2][2 * knot_index], s[knot_index], path, first, kept_idx, tlim)
         x_start = float(np.linalg.norm(v0)) ** 2 if sp0 is not None else 0.0
         x_end = float(np.linalg.norm(v1)) ** 2 if sp1 is not None else 0.0
         friction = options.friction and use_torque and (np.any(m.damping) or np.any(m.friction))
@@ -566,7 +655,7 @@ class Retimer:
             w = self._waypoint_at(path, s[int(np.argmax(~np.isfinite(t_grid))) - 1], first, kept_idx)
             raise _Failure(RetimeStatus.INFEASIBLE, f"the path cannot be traversed near waypoint {w}: the "
                                                     "limits allow no motion there (zero speed)")
-        seg = _Segment(path, s, x, u, t_grid, first)
+        seg = _Segment(path, s, x, u, t_grid, first, deviation=float(dev.max()) if dev.size else 0.0)
         if abc is not None:
             seg.abc_grid = abc  # at the collocation points (gridpoints: even rows)
             seg.exact = exact
@@ -574,12 +663,62 @@ class Retimer:
 
     @staticmethod
     def _waypoint_at(path, s_value, first, kept_idx) -> int:
-        k = int(np.searchsorted(path.knots, s_value, side="right")) - 1
-        k = min(max(k, 0), path.knots.shape[0] - 2)
+        """Index (in the request) of the waypoint that starts the path's chord containing s_value."""
+        knots = path.knots if path.waypoint_knots is None else path.waypoint_knots
+        k = int(np.searchsorted(knots, s_value, side="right")) - 1
+        k = min(max(k, 0), knots.shape[0] - 2)
         return int(kept_idx[first + k])
 
-    def _explain(self, status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc):
+    def _unwrap(self, wp):
+        """Continuous joints take the short way between consecutive waypoints: each step wrapped into
+        [-π, π] (+3.1 → -3.1 rad is a +0.083 rad move to 3.183 rad)."""
+        m = self.model
+        cont = getattr(self, "_continuous", None)
+        if cont is None:
+            cont = self._continuous = np.array([t == "continuous" for t in m.joint_types], dtype=bool)
+        if not cont.any() or wp.shape[0] < 2:
+            return wp
+        wp = wp.copy()
+        step = np.diff(wp[:, cont], axis=0)
+        step -= 2.0 * np.pi * np.round(step / (2.0 * np.pi))
+        wp[1:, cont] = wp[0, cont] + np.cumsum(step, axis=0)
+        return wp
+
+    def _warnings(self, options) -> tuple[str, ...]:
+        """What the request relies on without a configured limit (one line each)."""
+        _, alim, tlim = self._limits(options)
         names = self.model.joint_names
+        free = [names[j] for j in range(len(names)) if not np.isfinite(alim[j])]
+        if not free:
+            return ()
+        if all(np.isfinite(tlim[self.model.index[j]]) for j in free):
+            return (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
+                    "torque limits",)
+        return (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
+                "torque limits, and not at all where a joint has no torque limit",)
+
+    def _gravity_failure(self, c, s_points, path, first, kept_idx, tlim):
+        """GRAVITY_EXCEEDS_TORQUE at the first point (s_points (P,), gravity c (P, n)) where gravity alone
+        is above the torque limit, or None if there is none."""
+        ratio = np.abs(c) / tlim
+        over = np.flatnonzero((ratio > 1.0).any(axis=1))
+        if not over.size:
+            return None
+        p = int(over[0])
+        j = int(np.argmax(ratio[p]))
+        w = self._waypoint_at(path, s_points[p], first, kept_idx)
+        return _Failure(RetimeStatus.GRAVITY_EXCEEDS_TORQUE,
+                        f"between waypoints {w} and {w + 1} (s = {s_points[p]:.6g}): gravity alone needs "
+                        f"{c[p, j]:.6g} N·m at joint '{self.model.joint_names[j]}', above its torque limit "
+                        f"{tlim[j]:.6g} N·m")
+
+    def _explain(self, status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc):
+        if status == SolveStatus.START_NOT_CONTROLLABLE and x_start == 0.0 and abc is not None:
+            # from rest the limits cannot be met further on: a place where the arm cannot stand still
+            # (the solver would have to rush through it); say where
+            found = self._gravity_failure(abc[2], s_eval, path, first, kept_idx, tlim)
+            if found is not None:
+                return found
         if status == SolveStatus.START_NOT_CONTROLLABLE:
             return _Failure(RetimeStatus.START_NOT_CONTROLLABLE,
                             f"start_velocity: path speed {math.sqrt(x_start):.6g} rad/s at waypoint "
@@ -588,14 +727,17 @@ class Retimer:
         i = max(int(idx), 0)
         w = self._waypoint_at(path, s[i], first, kept_idx)
         if abc is not None:
-            c = abc[2][2 * i:2 * i + 3]
-            ratio = np.abs(c) / tlim
-            p, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-            if ratio[p, j] > 1.0:
-                return _Failure(RetimeStatus.GRAVITY_EXCEEDS_TORQUE,
-                                f"between waypoints {w} and {w + 1} (s = {s_eval[2 * i + p]:.6g}): gravity alone "
-                                f"needs {c[p, j]:.6g} N·m at joint '{names[j]}', above its torque limit "
-                                f"{tlim[j]:.6g} N·m")
+            found = self._gravity_failure(abc[2][2 * i:2 * i + 3], s_eval[2 * i:2 * i + 3], path, first, kept_idx,
+                                          tlim)
+            if found is None:
+                # the stage-interior bound may have seen gravity above the limit between the points: look
+                # closer, on the failing stage and its neighbours
+                lo, hi = s[max(i - 1, 0)], s[min(i + 2, s.shape[0] - 1)]
+                s_dense = np.linspace(lo, hi, 65)
+                c = np.atleast_2d(self.dynamics.gravity(path(s_dense)))
+                found = self._gravity_failure(c, s_dense, path, first, kept_idx, tlim)
+            if found is not None:
+                return found
         return _Failure(RetimeStatus.INFEASIBLE,
                         f"no velocity profile satisfies the limits between waypoints {w} and {w + 1} "
                         f"(s = {s[i]:.6g} of {path.length:.6g}, gridpoint {i}); the torque or acceleration "

@@ -1,15 +1,15 @@
 """Background load for the latency benchmark: back-to-back 100-waypoint retiming requests.
 
-A *client process* (``python -m robot_dynamics_ros.benchmarking.retiming_load client``) calls the
+A *client process* (``python -m benchmarks.retiming_load client``) calls the
 ``RetimeTrajectory`` service in a loop, each call as soon as the previous one returned, with a smooth
 100-waypoint Panda path (a different one each time). It runs until SIGINT and prints one JSON line:
 requests answered, successes, mean/max round-trip time.
 
-Where the service runs is the scenario's choice (see :mod:`robot_dynamics_ros.benchmarking.latency`):
+Where the service runs is the scenario's choice (see :mod:`benchmarks.latency`):
 
 * ``retiming`` — in the same process as the node under test, added to the same executor (the
   node-under-test child is started with ``--with-retiming``): what ``robot-dynamics run`` does when it
-  hosts all nodes; the node serves ``~/retime`` from its own worker thread (``separate_executor``);
+  hosts all nodes; the node serves ``~/retime`` from its own worker thread (``<name>_worker``);
 * ``retiming-sep`` — in a process of its own (``... retiming_load serve``).
 
 Keeping the client in its own process keeps its CPU and GIL use out of the measuring process.
@@ -26,8 +26,10 @@ import time
 
 import numpy as np
 
+from benchmarks import child_env
+from reference import WAYPOINTS, request_path  # noqa: F401 - test/reference.py (request_path: the paths sent)
+
 SERVICE_NAME = "/bench_retiming/retime"
-WAYPOINTS = 100
 
 
 def available() -> bool:
@@ -51,17 +53,6 @@ def make_retiming_node(context):
     return rs.RetimingServiceNode(node_name, context=context, parameter_overrides=overrides)
 
 
-def request_path(k: int, waypoints: int = WAYPOINTS) -> np.ndarray:
-    """(waypoints, 7) a smooth Panda path (rad), different for each k, inside the joint limits."""
-    from robot_dynamics_ros.benchmarking.latency import ProbeRobot
-
-    base = ProbeRobot.panda().base_pose
-    s = np.linspace(0.0, 1.0, waypoints)[:, None]
-    phase = 0.37 * k
-    amp = np.array([0.5, 0.4, 0.5, 0.3, 0.6, 0.4, 0.8])
-    return base[None, :] + amp[None, :] * np.sin(2 * np.pi * s + phase + np.arange(7)[None, :])
-
-
 def client_main() -> int:
     """Call the retiming service back to back until SIGINT; print a JSON line with the counts."""
     import rclpy
@@ -70,7 +61,7 @@ def client_main() -> int:
     from trajectory_msgs.msg import JointTrajectoryPoint
 
     from robot_dynamics_interfaces.srv import RetimeTrajectory
-    from robot_dynamics_ros.benchmarking.latency import ProbeRobot
+    from benchmarks.latency import ProbeRobot
 
     names = list(ProbeRobot.panda().joint_names)
     ctx = rclpy.Context()
@@ -142,8 +133,8 @@ def serve_main() -> int:
 
 
 def _start(args: list[str]) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "robot_dynamics_ros.benchmarking.retiming_load", *args],
-                            stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.retiming_load", *args],
+                            stdout=subprocess.PIPE, text=True, env=child_env())
     line = proc.stdout.readline()
     if not line.startswith("READY"):
         proc.kill()
@@ -197,5 +188,5 @@ if __name__ == "__main__":
         sys.exit(client_main())
     if cmd == "serve":
         sys.exit(serve_main())
-    print("usage: python -m robot_dynamics_ros.benchmarking.retiming_load client|serve", file=sys.stderr)
+    print("usage: python -m benchmarks.retiming_load client|serve", file=sys.stderr)
     sys.exit(2)

@@ -2,7 +2,7 @@
 
 What is measured (one *scenario*):
 
-- A publisher *process* of its own (``python -m robot_dynamics_ros.benchmarking.latency publish``, see
+- A publisher *process* of its own (``python -m benchmarks.latency publish``, see
   :func:`publish`) sends ``sensor_msgs/JointState`` for the 7 arm joints of a Panda at a fixed rate
   (default 1 kHz), names in reversed URDF order (joint order is by name, so the node under test must map
   them). Every message carries a distinct pose ``q_k`` (a smooth multi-sine around a demo pose) and its send
@@ -38,7 +38,6 @@ from __future__ import annotations
 import array
 import os
 import platform
-import random
 import signal
 import subprocess
 import sys
@@ -49,6 +48,9 @@ from typing import Callable
 
 import numpy as np
 
+from benchmarks import child_env
+from reference import ProbeRobot, expected_gravity  # test/reference.py: Pinocchio called directly
+
 from robot_dynamics_ros.nodes.common import make_executor as common_make_executor
 from robot_dynamics_ros.nodes.common import spin_until_shutdown
 
@@ -58,7 +60,6 @@ NODE_KINDS = ("relay", "gravity")
 EXECUTOR_KINDS = ("single", "multi", "events")
 TOPOLOGIES = ("inproc", "twoproc")
 
-ROBOT = "panda"
 JOINT_STATES_TOPIC = "joint_states"
 COMMAND_TOPIC = "bench_effort_controller/commands"
 #: a command matches the expected value when every component is within this (rad or N·m)
@@ -69,17 +70,16 @@ SWEEP_MAX_DROP_FRACTION = 0.01
 
 # --------------------------------------------------------------------------------------------- environment
 def isolate_dds(domain_id: int | None = None) -> int:
-    """Give this process (and its children) its own ROS_DOMAIN_ID and localhost-only discovery.
+    """Give this process (and its children) a private ROS_DOMAIN_ID and localhost-only discovery.
 
-    Must run before ``rclpy.init``. Keeps an already set ``ROS_DOMAIN_ID`` unless ``domain_id`` is given.
-    Also sets ``MALLOC_TOP_PAD_`` (64 MiB) for children when unset (glibc trimming slows numpy code; see
+    Must run before ``rclpy.init``. ``domain_id`` None: a private domain chosen by
+    :func:`robot_dynamics_ros.commands.isolation.private_environment`, never the caller's. Also sets
+    ``MALLOC_TOP_PAD_`` (64 MiB) for children when unset (glibc trimming slows numpy code; see
     shared/NOTES.md, "Benchmarks"). Returns the domain id in use.
     """
-    if domain_id is not None:
-        os.environ["ROS_DOMAIN_ID"] = str(domain_id)
-    elif "ROS_DOMAIN_ID" not in os.environ:
-        os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(101, 200))
-    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    from robot_dynamics_ros.commands import isolation
+
+    os.environ.update(isolation.private_environment(domain_id))
     os.environ.setdefault("MALLOC_TOP_PAD_", "67108864")
     return int(os.environ["ROS_DOMAIN_ID"])
 
@@ -155,25 +155,6 @@ def cpu_seconds(pid: int | str = "self", tid: int | None = None) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ the robot
-@dataclass(frozen=True)
-class ProbeRobot:
-    """The arm the benchmark drives: URDF path, joint names (URDF order), held joints, base pose."""
-
-    urdf: str
-    joint_names: tuple[str, ...]
-    held_joints: dict[str, float]
-    base_pose: np.ndarray
-
-    @classmethod
-    def panda(cls) -> ProbeRobot:
-        from robot_dynamics_ros.robots import ROBOTS
-
-        entry = ROBOTS[ROBOT]
-        names = tuple(f"panda_joint{i}" for i in range(1, 8))
-        return cls(str(entry.path), names, dict(entry.held_joints),
-                   np.array([entry.demo_pose[n] for n in names]))
-
-
 def probe_positions(robot: ProbeRobot, count: int) -> np.ndarray:
     """(count, n) joint positions (rad), one distinct pose per message, in ``robot.joint_names`` order.
 
@@ -184,28 +165,6 @@ def probe_positions(robot: ProbeRobot, count: int) -> np.ndarray:
     periods = np.array([997.0, 1009.0, 1013.0, 1019.0, 1021.0, 1031.0, 1033.0, 1039.0, 1049.0])[: robot.base_pose.size]
     phases = np.linspace(0.0, 2.0, robot.base_pose.size)
     return robot.base_pose[None, :] + 0.25 * np.sin(2.0 * np.pi * k / periods[None, :] + phases[None, :])
-
-
-def expected_gravity(robot: ProbeRobot, q: np.ndarray) -> np.ndarray:
-    """g(q) (N·m), (count, n) for (count, n) positions: Pinocchio's ``computeGeneralizedGravity`` directly.
-
-    Held joints (Panda fingers) at their catalogue values. Independent of the package's own dynamics code.
-    """
-    import pinocchio as pin
-
-    model = pin.buildModelFromUrdf(robot.urdf)
-    data = model.createData()
-    qfull = pin.neutral(model)
-    for name, value in robot.held_joints.items():
-        if model.existJointName(name):
-            qfull[model.joints[model.getJointId(name)].idx_q] = value
-    idx_q = [model.joints[model.getJointId(n)].idx_q for n in robot.joint_names]
-    idx_v = [model.joints[model.getJointId(n)].idx_v for n in robot.joint_names]
-    out = np.empty_like(q)
-    for i, row in enumerate(q):
-        qfull[idx_q] = row
-        out[i] = pin.computeGeneralizedGravity(model, data, qfull)[idx_v]
-    return out
 
 
 # ---------------------------------------------------------------------------------------------- the nodes
@@ -639,13 +598,13 @@ LOADS = (None, "retiming", "retiming-sep")
 
 
 def _child_command(sc: Scenario) -> list[str]:
-    cmd = [sys.executable, "-m", "robot_dynamics_ros.benchmarking.latency", "serve",
+    cmd = [sys.executable, "-m", "benchmarks.latency", "serve",
            "--node", sc.node, "--executor", sc.executor]
     return cmd + (["--with-retiming"] if sc.load == "retiming" else [])
 
 
 def _publisher_command(sc: Scenario, count: int, mark: int, out: str) -> list[str]:
-    return [sys.executable, "-m", "robot_dynamics_ros.benchmarking.latency", "publish",
+    return [sys.executable, "-m", "benchmarks.latency", "publish",
             "--rate", repr(float(sc.rate_hz)), "--count", str(count), "--mark", str(mark), "--out", out]
 
 
@@ -653,7 +612,7 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
     """Run one scenario over real DDS and return its statistics (see the module docstring).
 
     With ``sc.load`` set, back-to-back retiming requests run during the whole run
-    (:mod:`robot_dynamics_ros.benchmarking.retiming_load`); only across two processes.
+    (:mod:`benchmarks.retiming_load`); only across two processes.
     """
     import rclpy
 
@@ -684,7 +643,7 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
             executor.add_node(nut)
         else:
             child = subprocess.Popen(_child_command(sc), stdout=subprocess.PIPE, text=True,
-                                     env=dict(os.environ))
+                                     env=child_env())
             line = child.stdout.readline()
             if not line.startswith("READY"):
                 raise RuntimeError(f"node-under-test process did not start (said {line!r}, "
@@ -709,14 +668,14 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
         os.close(fd)
         pub_proc = subprocess.Popen(_publisher_command(sc, n_warm + n_meas, n_warm, send_file),
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                    env=dict(os.environ))
+                                    env=child_env())
         line = pub_proc.stdout.readline()
         if not line.startswith("READY"):
             raise RuntimeError(f"publisher process did not start (said {line!r}, exit {pub_proc.poll()})")
         _wait_for(lambda: receiver.count_publishers(COMMAND_TOPIC) >= 1, 20.0, "DDS discovery")
         time.sleep(0.2)
         if sc.load:
-            from robot_dynamics_ros.benchmarking.retiming_load import make_retiming_load
+            from benchmarks.retiming_load import make_retiming_load
 
             load = make_retiming_load(separate=sc.load == "retiming-sep")
             load.start()
@@ -792,7 +751,7 @@ def _stop_child(child: subprocess.Popen) -> None:
 # ---------------------------------------------------------------------------------------------- the suite
 @dataclass
 class SuiteConfig:
-    """What ``robot-dynamics bench latency`` runs (see :func:`run_suite`)."""
+    """What ``benchmarks/bench_latency.py`` runs (see :func:`run_suite`)."""
 
     duration_s: float = 60.0
     rate_hz: float = 1000.0
@@ -1025,7 +984,7 @@ def serve(node_kind: str, executor_kind: str, with_retiming: bool = False) -> in
     rclpy.init(context=ctx)
     nodes = [make_node_under_test(node_kind, ctx, ProbeRobot.panda())]
     if with_retiming:
-        from robot_dynamics_ros.benchmarking.retiming_load import make_retiming_node
+        from benchmarks.retiming_load import make_retiming_node
 
         nodes.append(make_retiming_node(ctx))
     executor = make_executor(executor_kind, ctx)

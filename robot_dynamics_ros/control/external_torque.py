@@ -1,0 +1,254 @@
+"""External joint torque and collision detection as a ROS-free core: joint states in, τ_ext and a flag out.
+
+The estimate is the generalized-momentum observer's residual
+(:class:`~robot_dynamics_ros.control.momentum_observer.MomentumObserver`: De Luca & Mattone 2003; Haddadin,
+De Luca & Albu-Schäffer 2017) on the package's model, with the model's friction. The joint torque τ_m it
+balances is, per ``ObserverSettings.torque_source``:
+
+* ``"measured"``: the joint states' ``effort`` (joint torque sensors, or motor current × torque constant as
+  ros2_control reports it);
+* ``"commanded"``: the last effort command sent to the drives (:meth:`ExternalTorqueCore.on_command`), for
+  robots whose joint states carry no effort;
+* ``"auto"`` (default): measured when every joint's effort is finite, else commanded.
+
+The input policy (readiness, plausibility gates, staleness by stamp and by arrival, clock jumps) is
+:class:`~robot_dynamics_ros.control.core.ControlCore`'s, as in the control nodes. On stale or incomplete
+input the observer restarts (its integral over a gap would be meaningless), nothing is published and the
+level is ERROR while a collision flag is held; the flag itself is only cleared by the detector's release
+rule or :meth:`ExternalTorqueCore.reset_collision`, never by missing data.
+
+Collision (:class:`~robot_dynamics_ros.control.momentum_observer.CollisionDetector`): per-joint thresholds
+on |τ_ext| with hysteresis and a minimum duration. The external wrench at a frame is the least-squares
+solution of Jᵀ(q) F = τ_ext (Haddadin 2017 §V; exact when the contact is at that frame and J has rank 6).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+import numpy as np
+
+from robot_dynamics_ros.control.core import ERROR, OK, WARN, ControlCore, CoreSettings
+from robot_dynamics_ros.control.momentum_observer import CollisionDetector, MomentumObserver
+
+__all__ = ["TORQUE_SOURCES", "ObserverSettings", "ObserverResult", "ExternalTorqueCore"]
+
+#: values of :attr:`ObserverSettings.torque_source`
+TORQUE_SOURCES = ("auto", "measured", "commanded")
+
+
+@dataclass(frozen=True)
+class ObserverSettings(CoreSettings):
+    """Settings of :class:`ExternalTorqueCore` (frozen; change with :meth:`ExternalTorqueCore.with_settings`).
+
+    Attributes (besides :class:`~robot_dynamics_ros.control.core.CoreSettings`'):
+        gain: observer gain K_O, 1/s (time constant 1/K_O), all joints.
+        threshold: collision threshold |τ_ext|, N·m (N); one value for all joints or one per model joint.
+        release: fraction of the threshold below which a joint counts as released.
+        min_duration: s a threshold must be exceeded (or every joint released) before the flag changes.
+        torque_source: ``"auto"``, ``"measured"`` or ``"commanded"`` (module docstring).
+        friction: subtract the model's friction torque (URDF ``<dynamics>``).
+        integration: ``"euler"`` or ``"trapezoid"`` (see ``momentum_observer.INTEGRATIONS``).
+    """
+
+    gain: float = 50.0
+    threshold: tuple[float, ...] = (10.0,)
+    release: float = 0.5
+    min_duration: float = 0.002
+    torque_source: str = "auto"
+    friction: bool = True
+    integration: str = "euler"
+
+    def check(self) -> None:
+        super().check()
+        if not (math.isfinite(self.gain) and self.gain > 0):
+            raise ValueError(f"gain = {self.gain!r}: must be a positive number (1/s)")
+        if not self.threshold or any(not (t > 0) for t in self.threshold):
+            raise ValueError(f"threshold = {list(self.threshold)}: must be positive N·m (inf disables a joint)")
+        if not 0.0 < self.release <= 1.0:
+            raise ValueError(f"release = {self.release!r}: must be in (0, 1]")
+        if not (math.isfinite(self.min_duration) and self.min_duration >= 0):
+            raise ValueError(f"min_duration = {self.min_duration!r}: must be ≥ 0 s")
+        if self.torque_source not in TORQUE_SOURCES:
+            raise ValueError(f"torque_source = {self.torque_source!r}: must be one of {list(TORQUE_SOURCES)}")
+
+
+class ObserverResult(NamedTuple):
+    """One observer step.
+
+    Attributes:
+        tau_ext: (n,) list, model joint order, N·m (N); None when nothing is to be published.
+        collision: the collision flag (held across missing data).
+        onset: True at the step where a collision was declared.
+        joints: names of joints above their threshold at this step.
+        level: OK / WARN / ERROR. reason: one line.
+    """
+
+    tau_ext: list[float] | None
+    collision: bool
+    onset: bool
+    joints: tuple[str, ...]
+    level: int
+    reason: str
+
+
+class ExternalTorqueCore(ControlCore):
+    """The external-torque observer policy (see the module docstring).
+
+    Args:
+        model: :class:`~robot_dynamics_ros.model.RobotModel`.
+        settings: :class:`ObserverSettings`.
+        command_joints: order of the effort command topic the ``commanded`` source reads (model joint
+            names); None: model order.
+        engine: a dynamics engine over ``model`` (default: a new ``PinocchioDynamics``).
+
+    Raises:
+        ValueError: a setting out of range; a threshold list whose length is neither 1 nor n; a command
+            joint that is not a model joint.
+    """
+
+    def __init__(self, model, settings: ObserverSettings | None = None, command_joints=None, engine=None):
+        self.settings = settings if settings is not None else ObserverSettings()
+        self.settings.check()
+        self.clamped = 0
+        self.nonfinite = 0
+        self.fault = ""
+        self._bind(model, engine, command_joints)
+        self._build()
+
+    def _build(self) -> None:
+        s, n = self.settings, self.model.n
+        thr = np.asarray(s.threshold, dtype=float)
+        if thr.size not in (1, n):
+            raise ValueError(f"threshold: {thr.size} values for {n} joints (give 1 or {n})")
+        self.observer = MomentumObserver(self.engine, s.gain, friction=s.friction,
+                                         max_dt=s.state_timeout, integration=s.integration)
+        self.detector = CollisionDetector(n, np.broadcast_to(thr, (n,)), release=s.release,
+                                          min_duration=s.min_duration)
+        self._commanded = np.full(n, np.nan)
+        self._last_sample_ns: int | None = None
+        self._last: ObserverResult | None = None
+
+    # ------------------------------------------------------------------ configuration
+    def set_settings(self, settings: ObserverSettings) -> None:
+        """Use new settings; the observer restarts (its state belongs to the old gain), a declared
+        collision stays declared.
+
+        Raises:
+            ValueError: a setting out of range (the old settings stay).
+        """
+        settings.check()
+        collision = self.detector.collision
+        self.settings = settings
+        self._timeout_ns = int(settings.state_timeout * 1e9)
+        self._bind(self.model, self.engine, self.mapper.command_joints, self.mapper)
+        self._build()
+        self.detector.collision = collision
+
+    def with_settings(self, **changes) -> None:
+        self.set_settings(replace(self.settings, **changes))
+
+    def set_model(self, model, engine=None) -> None:
+        """Swap in another model (payload or gravity change): the observer restarts, the flag stays."""
+        collision = self.detector.collision
+        self._bind(model, engine, self.mapper.command_joints, self.mapper)
+        self._build()
+        self.detector.collision = collision
+
+    def reset_collision(self) -> None:
+        """Clear the collision flag (an operator's acknowledgement)."""
+        self.detector.reset()
+
+    # ------------------------------------------------------------------ input
+    def on_command(self, values) -> bool:
+        """The effort command sent to the drives, in command joint order (the ``commanded`` source).
+
+        Returns False (and keeps the previous command) when the length is wrong or a value is not finite.
+        """
+        mapper = self.mapper
+        if len(values) != len(mapper.command_joints) or not all(math.isfinite(v) for v in values):
+            return False
+        self._commanded[mapper.command_index] = values
+        return True
+
+    def _torque(self) -> tuple[np.ndarray | None, str]:
+        src = self.settings.torque_source
+        measured = self.mapper.effort
+        if src in ("measured", "auto") and np.all(np.isfinite(measured)):
+            return measured, "measured"
+        if src == "measured":
+            missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
+            return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
+        if np.all(np.isfinite(self._commanded)):
+            return self._commanded, "commanded"
+        return None, ("no joint torque: joint_states carry no effort and no effort command has been heard"
+                      if src == "auto" else "no effort command heard yet (torque_source = commanded)")
+
+    # ------------------------------------------------------------------ step
+    def _hold(self, level: int, reason: str) -> ObserverResult:
+        self.observer.reset()
+        self._last_sample_ns = None
+        d = self.detector
+        return ObserverResult(None, d.collision, False, (), ERROR if d.collision else level,
+                              reason + (" (collision flag held)" if d.collision else ""))
+
+    def step(self, now_ns: int, arrival_now_ns: int) -> ObserverResult:
+        """Advance the observer to the newest accepted joint state and return τ_ext and the flag.
+
+        Called after each accepted joint state (a step without a new sample returns the previous
+        result unchanged). The sample time is the state's header stamp, or its arrival time when the
+        stamp is zero.
+        """
+        if self.fault:
+            return self._hold(ERROR, self.fault)
+        mapper = self.mapper
+        if not mapper.ready:
+            r = self._waiting()
+            return self._hold(r.level, r.reason)
+        age, jumped = self._age(now_ns, arrival_now_ns)
+        if jumped or age * 1e9 > self._timeout_ns:
+            return self._hold(ERROR, self._stale_text(age, jumped) + ": observer restarted, nothing published")
+        stamp = int(mapper.stamp_ns.max())
+        sample_ns = stamp if stamp > 0 else int(mapper.arrival_ns.max())
+        if sample_ns == self._last_sample_ns and self._last is not None:
+            return self._last
+        tau_m, source = self._torque()
+        if tau_m is None:
+            return self._hold(WARN, source)
+        try:
+            r = self.observer.update(sample_ns * 1e-9, mapper.q, mapper.qd, tau_m)
+        except ValueError as exc:  # a non-finite model term: nothing of it is published
+            self.nonfinite += 1
+            return self._hold(ERROR, f"observer input rejected: {exc}")
+        if not np.all(np.isfinite(r)):
+            self.nonfinite += 1
+            return self._hold(ERROR, "non-finite external torque withheld")
+        self._last_sample_ns = sample_ns
+        state = self.detector.update(sample_ns * 1e-9, r)
+        names = tuple(self.model.joint_names[i] for i in state.joints)
+        if state.collision:
+            res = ObserverResult(r.tolist(), True, state.onset, names, ERROR,
+                                 f"collision: |tau_ext| above threshold on {list(names)}" if names
+                                 else "collision declared, waiting for release")
+        else:
+            settling = self.observer.samples < 2  # the first sample only initializes the momentum
+            res = ObserverResult(r.tolist(), False, False, names, WARN if settling else OK,
+                                 f"observer starting ({source} torque)" if settling else f"running ({source} torque)")
+        self._last = res
+        return res
+
+    # ------------------------------------------------------------------ wrench
+    def wrench(self, frame: str) -> np.ndarray | None:
+        """External wrench (6,) at ``frame``'s origin, base-frame axes: (f_x, f_y, f_z, m_x, m_y, m_z) in N
+        and N·m, the least-squares solution of Jᵀ F = τ_ext with J the frame's LOCAL_WORLD_ALIGNED
+        Jacobian at the last state; None before the first estimate.
+
+        Raises:
+            UserError: ``frame`` is not a link or joint of the model.
+        """
+        if self._last is None or self._last.tau_ext is None:
+            return None
+        J = self.engine.frame_jacobian(self.mapper.q, frame)
+        F, *_ = np.linalg.lstsq(J.T, np.asarray(self._last.tau_ext), rcond=1e-6)
+        return F

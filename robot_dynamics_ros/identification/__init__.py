@@ -1,0 +1,1 @@
+"""System identification: regressor, base parameters, physically consistent estimation, data I/O."""

@@ -1,0 +1,385 @@
+"""Physically consistent identification of the inertial and friction parameters, regularized toward a prior.
+
+The problem (a maximum a-posteriori estimate with a Gaussian prior centred on the URDF's values)::
+
+    minimize_θ  Σ_k,j ((Y π(θ) + Y_f φ + Y_a Ia − tau)_kj / σ_j)²  +  Σ_p ((x_p − x0_p) / s_p)²
+
+* x = (π, φ, Ia): 10 inertial parameters per body (:mod:`~robot_dynamics_ros.identification.regressor`
+  convention), (fc, fv, fo) per joint, optionally the armature Ia per joint.
+* π(θ) is the log-Cholesky parametrization (Rucker & Wensing, "Smooth parameterization of rigid-body
+  inertia", IEEE RA-L 7(2), 2022): the pseudo-inertia J = [[Σ, h], [hᵀ, m]], Σ = ½ tr(I) E − I, is
+  written J = U Uᵀ with U = e^α [[e^d1, s12, s13, t1], [0, e^d2, s23, t2], [0, 0, e^d3, t3], [0, 0, 0, 1]].
+  Every θ ∈ R¹⁰ gives J ≻ 0, which is exactly physical consistency (Wensing, Kim & Slotine, "Linear matrix
+  inequalities for physically consistent inertial parameter identification", IEEE RA-L 3(1), 2018): m > 0,
+  I ≻ 0 and the triangle inequalities of the principal moments (the body is a positive mass density).
+  Coulomb and viscous coefficients and armature are bounded below by 0; the offset is free.
+* σ_j is the torque noise of joint j, estimated from the residual of an ordinary least-squares fit on the
+  identifiable columns (so that every joint weighs by its own noise); s_p the prior's spread
+  (:func:`default_prior_std`). A direction of parameter space the data does not excite (a null-space
+  direction of Y, or one whose information is far below 1/s²) stays at the URDF's value; one the data
+  excites is decided by the data.
+
+The data term is reduced once by a QR factorization of the weighted regressor (‖A x − b‖² = ‖R x − Qᵀb‖²
++ const), so the nonlinear solve (scipy ``least_squares``, trust-region reflective, analytic Jacobian)
+works on P + P rows whatever the number of samples.
+
+Identifiability report: the linearized posterior covariance (AᵀA/σ² + diag(1/s²))⁻¹; a parameter whose
+posterior standard deviation is below half its prior spread is "identified" by the data, the others are
+"kept near the URDF" and listed as such.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import qr
+from scipy.optimize import least_squares
+
+from robot_dynamics_ros.identification.base import BaseParameters, base_parameters, condition_number
+from robot_dynamics_ros.identification.regressor import FRICTION_NAMES, Regressor
+
+__all__ = ["log_cholesky_from_parameters", "parameters_from_log_cholesky", "default_prior_std",
+           "Identification", "identify", "structural_base", "IDENTIFIED_RATIO", "MIN_VELOCITY"]
+
+#: a parameter counts as identified when its posterior std is below this fraction of its prior spread
+IDENTIFIED_RATIO = 0.5
+#: default |qd| below which a joint's torque sample is left out of the fit (rad/s or m/s)
+MIN_VELOCITY = 0.05
+
+
+# --------------------------------------------------------------------------------------------------
+# log-Cholesky parametrization
+# --------------------------------------------------------------------------------------------------
+def _pseudo_inertia(pi: np.ndarray) -> np.ndarray:
+    """pi (10,) -> J (4, 4) = [[Σ, h], [hᵀ, m]] with Σ = ½ tr(I) E − I (I about the frame origin)."""
+    m, h = pi[0], pi[1:4]
+    I = np.array([[pi[4], pi[5], pi[7]], [pi[5], pi[6], pi[8]], [pi[7], pi[8], pi[9]]])
+    J = np.empty((4, 4))
+    J[:3, :3] = 0.5 * np.trace(I) * np.eye(3) - I
+    J[:3, 3] = J[3, :3] = h
+    J[3, 3] = m
+    return J
+
+
+def _parameters_of_pseudo_inertia(J: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`_pseudo_inertia`: I = tr(Σ) E − Σ."""
+    S = J[:3, :3]
+    I = np.trace(S) * np.eye(3) - S
+    return np.array([J[3, 3], J[0, 3], J[1, 3], J[2, 3], I[0, 0], I[0, 1], I[1, 1], I[0, 2], I[1, 2], I[2, 2]])
+
+
+def _U(theta: np.ndarray) -> np.ndarray:
+    a, d1, d2, d3, s12, s23, s13, t1, t2, t3 = theta
+    return np.exp(a) * np.array([[np.exp(d1), s12, s13, t1], [0.0, np.exp(d2), s23, t2],
+                                 [0.0, 0.0, np.exp(d3), t3], [0.0, 0.0, 0.0, 1.0]])
+
+
+def parameters_from_log_cholesky(theta) -> tuple[np.ndarray, np.ndarray]:
+    """θ (10,) = (α, d1, d2, d3, s12, s23, s13, t1, t2, t3) -> (pi (10,), dpi/dθ (10, 10)).
+
+    The COM is c = (t1, t2, t3) m and the mass m = e^{2α} kg (Rucker & Wensing 2022, eq. 7).
+    """
+    theta = np.asarray(theta, dtype=float)
+    U = _U(theta)
+    pi = _parameters_of_pseudo_inertia(U @ U.T)
+    D = np.empty((10, 10))
+    e = np.exp(theta[0])
+    slots = [None, (0, 0), (1, 1), (2, 2), (0, 1), (1, 2), (0, 2), (0, 3), (1, 3), (2, 3)]
+    for k in range(10):
+        if k == 0:
+            dU = U
+        else:
+            dU = np.zeros((4, 4))
+            r, c = slots[k]
+            dU[r, c] = e * (np.exp(theta[k]) if k <= 3 else 1.0)
+        dJ = dU @ U.T + U @ dU.T
+        D[:, k] = _parameters_of_pseudo_inertia(dJ)
+    return pi, D
+
+
+def log_cholesky_from_parameters(pi, eps: float = 1e-9) -> np.ndarray:
+    """pi (10,) -> θ (10,); a singular or indefinite J (point mass, massless body, rounding) is first
+    moved to J + δ E₄ with δ = eps · max(tr J, 1e-6) + the negative part of its smallest eigenvalue."""
+    J = _pseudo_inertia(np.asarray(pi, dtype=float))
+    lam = np.linalg.eigvalsh(J)[0]
+    tr = max(np.trace(J), 1e-6)
+    if lam <= eps * tr:
+        J = J + (eps * tr - min(lam, 0.0) + eps * tr) * np.eye(4)
+    P = np.eye(4)[::-1]
+    L = np.linalg.cholesky(P @ J @ P)
+    U = P @ L @ P  # upper triangular, J = U Uᵀ
+    s = U[3, 3]
+    V = U / s
+    return np.array([np.log(s), np.log(V[0, 0]), np.log(V[1, 1]), np.log(V[2, 2]),
+                     V[0, 1], V[1, 2], V[0, 2], V[0, 3], V[1, 3], V[2, 3]])
+
+
+# --------------------------------------------------------------------------------------------------
+# priors
+# --------------------------------------------------------------------------------------------------
+def default_prior_std(pi0: np.ndarray) -> np.ndarray:
+    """Prior spread s (10,) of one body's parameters around its URDF values pi0 (10,).
+
+    Mass 30 % + 0.05 kg; first moments 30 % + 5 cm × m + 0.005 kg·m; inertias about the origin 50 % of
+    their mean diagonal + 1e-3 kg·m². Wide enough that torque data decides every excited direction,
+    finite so that unexcited directions stay at the URDF.
+    """
+    m0 = abs(pi0[0])
+    s = np.empty(10)
+    s[0] = 0.3 * m0 + 0.05
+    s[1:4] = 0.3 * np.abs(pi0[1:4]) + 0.05 * m0 + 0.005
+    s[4:] = 0.5 * (abs(pi0[4]) + abs(pi0[6]) + abs(pi0[9])) / 3.0 + 1e-3
+    return s
+
+
+def _friction_prior(model) -> tuple[np.ndarray, np.ndarray]:
+    """URDF <dynamics> friction (Coulomb) and damping (viscous), offset 0; spreads from the effort limit."""
+    n = model.n
+    x0 = np.zeros(3 * n)
+    s = np.zeros(3 * n)
+    for j in range(n):
+        x0[3 * j], x0[3 * j + 1] = model.friction[j], model.damping[j]
+        e = model.effort_limit[j]
+        base = max(0.05 * e, 1.0) if np.isfinite(e) else 5.0
+        v = model.velocity_limit[j]
+        s[3 * j], s[3 * j + 1], s[3 * j + 2] = base, base / (v if np.isfinite(v) and v > 0 else 1.0), base
+    return x0, s
+
+
+def structural_base(reg: Regressor, *, armature: bool = False, samples: int = 60, seed: int = 0) -> BaseParameters:
+    """Base parameters of the model (inertial + friction [+ armature] columns) from random states."""
+    rng = np.random.default_rng(seed)
+    n = reg.n
+    q = rng.uniform(-np.pi, np.pi, (samples, n))
+    qd = rng.normal(0.0, 1.0, (samples, n))
+    qdd = rng.normal(0.0, 1.0, (samples, n))
+    W = _stack(reg, q, qd, qdd, armature)
+    return base_parameters(W.reshape(-1, W.shape[2]), _names(reg, armature))
+
+
+def _names(reg: Regressor, armature: bool) -> tuple[str, ...]:
+    joints = reg.model.joint_names
+    names = list(reg.parameter_names) + [f"{j}.{f}" for j in joints for f in FRICTION_NAMES]
+    if armature:
+        names += [f"{j}.Ia" for j in joints]
+    return tuple(names)
+
+
+def _stack(reg: Regressor, q, qd, qdd, armature: bool) -> np.ndarray:
+    parts = [reg.inertial(q, qd, qdd), reg.friction(qd)]
+    if armature:
+        parts.append(reg.armature(qdd))
+    return np.concatenate(parts, axis=2)
+
+
+# --------------------------------------------------------------------------------------------------
+# the estimate
+# --------------------------------------------------------------------------------------------------
+@dataclass
+class Identification:
+    """Result of :func:`identify`. Arrays follow ``names`` (P,) = inertial (10 nb), friction (3 n)[, armature (n)].
+
+    Attributes:
+        x, x_prior: (P,) estimate and prior (URDF) values; prior_std, posterior_std (P,).
+        identified: (P,) bool, posterior_std < IDENTIFIED_RATIO · prior_std.
+        noise_std: (n,) torque noise per joint estimated from the OLS residual, N·m.
+        data_rank: rank of the data's regressor; base: the model's structural base parameters;
+        condition: condition number of the data's base regressor (columns normalized).
+        armature: whether armature columns were fitted.  status: the solver's message.
+    """
+
+    regressor: Regressor
+    names: tuple[str, ...]
+    x: np.ndarray
+    x_prior: np.ndarray
+    prior_std: np.ndarray
+    posterior_std: np.ndarray
+    identified: np.ndarray
+    noise_std: np.ndarray
+    data_rank: int
+    base: BaseParameters
+    condition: float
+    armature: bool
+    status: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n_inertial(self) -> int:
+        return self.regressor.n_params
+
+    @property
+    def inertial(self) -> np.ndarray:
+        """pi (10 nb,) of the identified bodies."""
+        return self.x[:self.n_inertial]
+
+    @property
+    def friction(self) -> np.ndarray:
+        """(n, 3): (fc N·m, fv N·m·s/rad, fo N·m) per joint."""
+        n = self.regressor.n
+        return self.x[self.n_inertial:self.n_inertial + 3 * n].reshape(n, 3)
+
+    @property
+    def armature_values(self) -> np.ndarray:
+        """(n,) kg·m² (zeros when not fitted)."""
+        n = self.regressor.n
+        return self.x[self.n_inertial + 3 * n:] if self.armature else np.zeros(n)
+
+    def predict(self, q, qd, qdd, prior: bool = False) -> np.ndarray:
+        """Predicted motor torque (N, n), N·m, of the identified model (or of the prior with ``prior``)."""
+        W = _stack(self.regressor, q, qd, qdd, self.armature)
+        return W @ (self.x_prior if prior else self.x)
+
+
+def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: float = 1.0,
+             min_velocity: float = MIN_VELOCITY, sample_correlation: float = 1.0,
+             max_nfev: int = 100) -> Identification:
+    """Identify the inertial parameters of every body of ``model`` and the friction of every joint.
+
+    Args:
+        model: the :class:`~robot_dynamics_ros.model.RobotModel` whose URDF is the prior.
+        q, qd, qdd: (N, n) rad, rad/s, rad/s² in ``model.joint_names`` order.
+        tau: (N, n) measured joint torque, N·m (motor side, the sign of the model).
+        armature: also fit a rotor inertia per joint (prior 0, spread 0.1 kg·m²).
+        prior_weight: multiplies 1/s of the prior (larger keeps closer to the URDF).
+        min_velocity: rad/s (m/s). Near a velocity reversal, Coulomb friction is not fc·sign(qd) (stiction,
+            the transition of a real or smoothed friction law), so the torque of joint j at samples with
+            |qd_j| < min_velocity is left out of the fit. A joint below it at more than 90 % of the
+            samples counts as static: all its samples are kept and its Coulomb and viscous terms are not
+            identified (their columns are zeroed; they keep the URDF's values).
+        sample_correlation: how many consecutive samples count as one independent measurement (≥ 1).
+            Filtered data have correlated errors: a smoothing filter h makes it 1/Σh²
+            (:attr:`~robot_dynamics_ros.identification.data.Prepared.correlation`); the data's weight is
+            divided by it, so the posterior spread is not over-optimistic.
+        max_nfev: cap on solver iterations.
+
+    Raises:
+        ValueError: bad shapes or non-finite values (naming the array and joint); fewer samples than
+            parameters the data can identify.
+    """
+    reg = Regressor(model)
+    tau = reg.check_array(tau, "tau")
+    W = _stack(reg, q, qd, qdd, armature)
+    N, n, P = W.shape
+    if tau.shape[0] != N:
+        raise ValueError(f"tau: expected {N} samples, got {tau.shape[0]}")
+    names = _names(reg, armature)
+    pi0 = reg.parameters()
+    s_in = np.concatenate([default_prior_std(pi0[10 * i:10 * i + 10]) for i in range(reg.nb)])
+    f0, s_f = _friction_prior(model)
+    x0 = np.concatenate([pi0, f0] + ([np.zeros(n)] if armature else []))
+    s0 = np.concatenate([s_in, s_f] + ([np.full(n, 0.1)] if armature else []))
+    fit = _map_solve(model, W, tau, qd, names, x0, s0 / float(prior_weight), reg.nb, armature, min_velocity,
+                     max_nfev, sample_correlation)
+    return Identification(reg, names, fit.x, x0, fit.s0, fit.post, fit.post < IDENTIFIED_RATIO * fit.s0,
+                          fit.noise, fit.rank, structural_base(reg, armature=armature), fit.condition, armature,
+                          fit.status, fit.warnings)
+
+
+@dataclass
+class _Fit:
+    x: np.ndarray
+    s0: np.ndarray
+    post: np.ndarray
+    noise: np.ndarray
+    rank: int
+    condition: float
+    status: str
+    warnings: list
+
+
+def _map_solve(model, W, tau, qd, names, x0, s0, n_bodies, armature, min_velocity, max_nfev,
+               sample_correlation=1.0) -> _Fit:
+    """The MAP solve shared by arm and payload identification.
+
+    W (N, n, P): columns = ``n_bodies`` inertial blocks of 10 (log-Cholesky), then (fc, fv, fo) per joint,
+    then (armature) the rotor inertias; tau (N, n); x0, s0 (P,) prior mean and spread. See the module
+    docstring (row selection by ``min_velocity``, noise per joint from the OLS residual, QR reduction).
+    """
+    N, n, P = W.shape
+    slow = np.abs(np.asarray(qd, dtype=float).reshape(N, n)) < min_velocity
+    static = slow.mean(axis=0) > 0.9
+    nin = 10 * n_bodies
+    warnings = []
+    W = W.copy()
+    for j in np.nonzero(static)[0]:
+        W[:, j, nin + 3 * j:nin + 3 * j + 2] = 0.0
+    if np.any(static):
+        warnings.append("static joints (|qd| < %g at > 90 %% of the samples): Coulomb and viscous friction not "
+                        "identified for %s" % (min_velocity, ", ".join(np.array(model.joint_names)[static])))
+    keep = ~(slow & ~static[None, :])  # (N, n) rows of the fit
+    A = W[keep]
+    b = tau[keep]
+    joint_of_row = np.broadcast_to(np.arange(n), (N, n))[keep]
+    # what this data identifies, and the OLS residual that sets each joint's noise level
+    data_base = base_parameters(A, names)
+    if data_base.rank == 0:
+        raise ValueError("the data excites no parameter (all regressor columns are zero)")
+    if A.shape[0] <= 2 * data_base.rank:
+        raise ValueError(f"{A.shape[0]} torque samples in the fit: too few for the {data_base.rank} parameters "
+                         "the data can identify")
+    A_ind = A[:, data_base.independent]
+    sol, *_ = np.linalg.lstsq(A_ind, b, rcond=None)
+    res = b - A_ind @ sol
+    rows = np.bincount(joint_of_row, minlength=n)
+    if np.any(rows == 0):
+        raise ValueError(f"no sample of joint '{model.joint_names[int(np.argmin(rows))]}' moves faster than "
+                         f"{min_velocity} rad/s while others do")
+    dof = np.maximum(rows - data_base.rank * rows / rows.sum(), 1.0)
+    noise = np.sqrt(np.bincount(joint_of_row, res ** 2, minlength=n) / dof)
+    rms_tau = np.sqrt(np.bincount(joint_of_row, b ** 2, minlength=n) / rows)
+    noise = np.maximum(noise, 1e-6 * rms_tau + 1e-9)
+    # whitened data term reduced by QR
+    wrow = 1.0 / (noise[joint_of_row] * np.sqrt(max(float(sample_correlation), 1.0)))
+    Q, R = qr(A * wrow[:, None], mode="economic")
+    c = Q.T @ (b * wrow)
+    nlin = P - nin
+    lin_lower = np.full(nlin, -np.inf)
+    lin_lower[0:3 * n:3] = 0.0  # Coulomb ≥ 0
+    lin_lower[1:3 * n:3] = 0.0  # viscous ≥ 0
+    if armature:
+        lin_lower[3 * n:] = 0.0
+    theta0 = np.concatenate([log_cholesky_from_parameters(x0[10 * i:10 * i + 10]) for i in range(n_bodies)]
+                            + [np.maximum(x0[nin:], lin_lower)])
+    lower = np.concatenate([np.full(nin, -np.inf), lin_lower])
+
+    def unpack(theta):
+        x = np.empty(P)
+        blocks = []
+        for i in range(n_bodies):
+            sl = slice(10 * i, 10 * i + 10)
+            x[sl], D = parameters_from_log_cholesky(theta[sl])
+            blocks.append(D)
+        x[nin:] = theta[nin:]
+        return x, blocks
+
+    def fun(theta):
+        x, _ = unpack(theta)
+        return np.concatenate([R @ x - c, (x - x0) / s0])
+
+    def jac(theta):
+        # dx/dθ is block diagonal: small products (a large threaded BLAS call is slow on a loaded machine)
+        _, blocks = unpack(theta)
+        Jd = np.empty((P, P))
+        Jp = np.zeros((P, P))
+        for i, D in enumerate(blocks):
+            sl = slice(10 * i, 10 * i + 10)
+            Jd[:, sl] = R[:, sl] @ D
+            Jp[sl, sl] = D / s0[sl, None]
+        Jd[:, nin:] = R[:, nin:]
+        Jp[nin:, nin:] = np.diag(1.0 / s0[nin:])
+        return np.vstack([Jd, Jp])
+
+    # a trial step may overflow exp(θ): trf sees the non-finite cost and shrinks the step
+    with np.errstate(over="ignore", invalid="ignore"):
+        sol = least_squares(fun, theta0, jac=jac, bounds=(lower, np.full(P, np.inf)), method="trf",
+                            xtol=1e-10, ftol=1e-9, gtol=1e-10, max_nfev=max_nfev, x_scale=1.0)
+    x, _ = unpack(sol.x)
+    H = R.T @ R + np.diag(1.0 / s0 ** 2)
+    post = np.sqrt(np.clip(np.diag(np.linalg.inv(H)), 0.0, None))
+    if sol.status == 0:
+        warnings.append(f"solver stopped at its cap of {max_nfev} evaluations (the estimate is physically "
+                        "consistent; the last steps are typically slow when a body approaches the consistency "
+                        "boundary)")
+    elif not sol.success:
+        warnings.append(f"solver stopped: {sol.message}")
+    return _Fit(x, s0, post, noise, data_base.rank, condition_number(A, data_base), str(sol.message), warnings)

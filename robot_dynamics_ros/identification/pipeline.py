@@ -1,0 +1,113 @@
+"""From a prepared recording to an identified model and its report (what ``robot-dynamics identify`` runs).
+
+Steps: split into contiguous fit/validation blocks (:mod:`~robot_dynamics_ros.identification.validate`),
+identify on the fit block (:func:`~robot_dynamics_ros.identification.estimate.identify`), predict the
+validation block with the URDF and with the identified model, and collect a JSON-ready report.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from robot_dynamics_ros.identification.data import Prepared
+from robot_dynamics_ros.identification.estimate import MIN_VELOCITY, Identification, identify
+from robot_dynamics_ros.identification.validate import errors, split
+
+__all__ = ["Outcome", "run", "plot"]
+
+
+@dataclass
+class Outcome:
+    """result: the Identification; report: JSON-ready dict; validation arrays for the plot:
+    t_val (M,), tau_val (M, n) raw, pred_urdf, pred_ident (M, n)."""
+
+    result: Identification
+    report: dict
+    t_val: np.ndarray
+    tau_val: np.ndarray
+    pred_urdf: np.ndarray
+    pred_ident: np.ndarray
+
+
+def _category(name: str) -> str:
+    p = name.rsplit(".", 1)[1]
+    return {"m": "mass", "mx": "first moment", "my": "first moment", "mz": "first moment", "fc": "Coulomb",
+            "fv": "viscous", "fo": "offset", "Ia": "armature"}.get(p, "inertia")
+
+
+def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
+        prior_weight: float = 1.0, min_velocity: float = MIN_VELOCITY) -> Outcome:
+    """Identify on the fit block, validate on the held-out block. Raises ValueError (bad split, data)."""
+    sp = split(data, holdout)
+    q, qd, qdd, tau, _ = sp.take(data, "fit")
+    res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
+                   sample_correlation=data.correlation)
+    names = model.joint_names
+    report: dict = {
+        "robot": model.description.name, "joints": list(names),
+        "samples": int(data.t.size), "dt_s": data.dt, "filter_window_samples": data.window,
+        "fit_block_s": [float(data.t[sp.fit][0]), float(data.t[sp.fit][-1])],
+        "notes": list(data.notes), "warnings": list(res.warnings),
+        "structural_base_parameters": res.base.rank, "data_rank": res.data_rank,
+        "condition_number": res.condition, "noise_std": res.noise_std, "solver": res.status,
+        "min_velocity": min_velocity,
+    }
+    if sp.validation.stop > sp.validation.start:
+        qv, qdv, qddv, _, tau_raw = sp.take(data, "validation")
+        pu = res.predict(qv, qdv, qddv, prior=True)
+        pi = res.predict(qv, qdv, qddv)
+        moving = np.abs(qdv) >= min_velocity
+        eu, ei = errors(pu, tau_raw, moving), errors(pi, tau_raw, moving)
+        report["validation_block_s"] = [float(data.t[sp.validation][0]), float(data.t[sp.validation][-1])]
+        report["validation"] = {
+            jn: {"urdf_rms": eu["rms"][j], "urdf_max": eu["max"][j], "identified_rms": ei["rms"][j],
+                 "identified_max": ei["max"][j], "peak": eu["peak"][j],
+                 "urdf_rms_moving": eu["rms_moving"][j], "identified_rms_moving": ei["rms_moving"][j],
+                 "identified_rms_over_peak": ei["rms_over_peak"][j]} for j, jn in enumerate(names)}
+        # "worse" beyond the scatter of an M-sample RMS (σ/sqrt(2M), 3 of them): below it, a draw of the noise
+        margin = 1.0 + 3.0 / np.sqrt(2.0 * max(len(qv), 1))
+        worse = [jn for j, jn in enumerate(names) if ei["rms"][j] > margin * eu["rms"][j]]
+        if worse:
+            report["warnings"].append(f"identified model worse than the URDF on the held-out block for "
+                                      f"{', '.join(worse)}")
+        t_val = data.t[sp.validation]
+    else:
+        pu = pi = tau_raw = np.zeros((0, model.n))
+        t_val = np.zeros(0)
+        report["warnings"].append("no held-out block (--holdout 0): the model is not validated")
+    not_ident = [nm for nm, ok in zip(res.names, res.identified) if not ok]
+    by_cat: dict[str, list[int]] = {}
+    for nm, ok in zip(res.names, res.identified):
+        c = by_cat.setdefault(_category(nm), [0, 0])
+        c[0] += int(ok)
+        c[1] += 1
+    report["identified_counts"] = {k: {"identified": v[0], "total": v[1]} for k, v in by_cat.items()}
+    report["not_identified"] = not_ident
+    report["parameters"] = {nm: {"urdf": res.x_prior[k], "identified": res.x[k], "prior_std": res.prior_std[k],
+                                 "posterior_std": res.posterior_std[k], "excited": bool(res.identified[k])}
+                            for k, nm in enumerate(res.names)}
+    return Outcome(res, report, t_val, tau_raw, pu, pi)
+
+
+def plot(path, outcome: Outcome, joint_names) -> None:
+    """Measured vs URDF vs identified torque on the held-out block, one panel per joint (PNG, Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(joint_names)
+    fig, axes = plt.subplots(n, 1, figsize=(9, 1.8 * n + 0.6), sharex=True, squeeze=False)
+    for j, ax in enumerate(axes[:, 0]):
+        ax.plot(outcome.t_val, outcome.tau_val[:, j], color="0.6", lw=0.8, label="measured")
+        ax.plot(outcome.t_val, outcome.pred_urdf[:, j], color="tab:red", lw=1.0, label="URDF")
+        ax.plot(outcome.t_val, outcome.pred_ident[:, j], color="tab:blue", lw=1.0, ls="--", label="identified")
+        ax.set_ylabel(f"{joint_names[j]}\nN·m", fontsize=7)
+        ax.tick_params(labelsize=7)
+    axes[0, 0].legend(fontsize=7, ncol=3, loc="upper right")
+    axes[0, 0].set_title("held-out block: measured torque vs model predictions", fontsize=9)
+    axes[-1, 0].set_xlabel("t (s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,194 @@
+"""Motor limits beyond the URDF effort limit: rated (continuous) vs peak torque, and how long a peak may last.
+
+A servo motor's datasheet gives a **rated** torque it can deliver continuously (thermal equilibrium) and a
+**peak** torque it can deliver for a short time (``peak_duration``). The URDF ``effort`` limit is a
+single number and says nothing about time. A trajectory is accepted by :func:`evaluate` when, per joint:
+
+* |τ(t)| ≤ margin · peak at every instant;
+* every contiguous interval with |τ| > rated lasts at most ``peak_duration``;
+* the RMS torque over the whole trajectory is ≤ rated (the thermal budget of a repeated cycle: copper
+  losses go with τ², so the RMS torque is the continuous torque that heats the winding the same).
+
+File format (``motor_limits.yaml``, shaped like MoveIt's ``joint_limits.yaml``)::
+
+    motor_limits:
+      shoulder_lift_joint: {rated_torque: 120.0, peak_torque: 180.0, peak_duration: 2.0}   # N·m, N·m, s
+      elbow_joint:         {rated_torque: 80.0,  peak_torque: 120.0, peak_duration: 2.0}
+
+Joints absent from the file keep today's behaviour: the URDF effort limit is their peak and their rated
+torque, with no duration or RMS limit.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robot_dynamics_ros.errors import UserError
+
+__all__ = ["MotorLimits", "MotorReport", "load_motor_limits", "evaluate"]
+
+
+@dataclass(frozen=True)
+class MotorLimits:
+    """Per-joint motor limits, (n,) arrays in model joint order.
+
+    Attributes:
+        rated: continuous torque, N·m (inf where unlimited).
+        peak: short-time torque, N·m.
+        peak_duration: longest contiguous time above rated, s (inf where unlimited).
+        configured: (n,) bool, True where the motor_limits file names the joint.
+    """
+
+    rated: np.ndarray
+    peak: np.ndarray
+    peak_duration: np.ndarray
+    configured: np.ndarray
+
+    @classmethod
+    def from_effort_limits(cls, effort_limit) -> MotorLimits:
+        e = np.asarray(effort_limit, dtype=float)
+        return cls(e.copy(), e.copy(), np.full(e.shape, np.inf), np.zeros(e.shape, dtype=bool))
+
+
+def load_motor_limits(model, source: str | Path | Mapping | None) -> MotorLimits:
+    """Motor limits of ``model`` from a ``motor_limits.yaml`` path or its loaded mapping (None: defaults).
+
+    Raises:
+        UserError: unreadable file, unknown joint, missing or non-positive values, rated > peak (the line
+            names the file and the joint).
+    """
+    lim = MotorLimits.from_effort_limits(model.effort_limit)
+    if source is None:
+        return lim
+    where = "motor_limits"
+    data = source
+    if isinstance(source, (str, Path)):
+        import yaml
+
+        where = str(source)
+        try:
+            with open(source, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh)
+        except FileNotFoundError:
+            raise UserError(f"motor limits {where!r}: no such file") from None
+        except (OSError, yaml.YAMLError) as exc:
+            raise UserError(f"motor limits {where!r}: cannot read: {exc}") from None
+    if isinstance(data, Mapping) and "motor_limits" in data:
+        data = data["motor_limits"]
+    if not isinstance(data, Mapping):
+        raise UserError(f"{where}: expected a mapping 'motor_limits: {{joint: {{rated_torque, peak_torque, "
+                        "peak_duration}}}}'")
+    rated, peak, dur, conf = lim.rated.copy(), lim.peak.copy(), lim.peak_duration.copy(), lim.configured.copy()
+    for joint, entry in data.items():
+        if joint not in model.index:
+            raise UserError(f"{where}: joint {joint!r} is not an actuated joint of {model.description.name}")
+        if not isinstance(entry, Mapping):
+            raise UserError(f"{where}: joint {joint!r}: expected a mapping, got {entry!r}")
+        i = model.index[joint]
+        values = {}
+        for key in ("rated_torque", "peak_torque", "peak_duration"):
+            if key not in entry:
+                raise UserError(f"{where}: joint {joint!r}: missing {key}")
+            try:
+                values[key] = float(entry[key])
+            except (TypeError, ValueError):
+                raise UserError(f"{where}: joint {joint!r}: {key}={entry[key]!r} is not a number") from None
+            if not (values[key] > 0 and not math.isnan(values[key])):
+                raise UserError(f"{where}: joint {joint!r}: {key}={values[key]} must be positive")
+        if values["rated_torque"] > values["peak_torque"]:
+            raise UserError(f"{where}: joint {joint!r}: rated_torque {values['rated_torque']} > peak_torque "
+                            f"{values['peak_torque']}")
+        rated[i], peak[i], dur[i], conf[i] = (values["rated_torque"], values["peak_torque"],
+                                              values["peak_duration"], True)
+    return MotorLimits(rated, peak, dur, conf)
+
+
+@dataclass(frozen=True)
+class MotorReport:
+    """Per-joint figures of a trajectory against :class:`MotorLimits` (arrays (n,)).
+
+    Attributes:
+        peak: max |τ|, N·m. rms: RMS of τ over the trajectory (trapezoidal in time), N·m.
+        longest_above_rated: longest contiguous time with |τ| > rated, s (crossings interpolated linearly).
+        ok_peak, ok_duration, ok_rms: each limit held (peak against margin · peak torque).
+        binding: per joint the limit closest to binding: "peak", "duration", "rms" or "" (none within 1 %).
+    """
+
+    peak: np.ndarray
+    rms: np.ndarray
+    longest_above_rated: np.ndarray
+    ok_peak: np.ndarray
+    ok_duration: np.ndarray
+    ok_rms: np.ndarray
+    binding: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.ok_peak.all() and self.ok_duration.all() and self.ok_rms.all())
+
+    def as_dict(self, joint_names) -> dict:
+        return {name: {"peak_torque": float(self.peak[i]), "rms_torque": float(self.rms[i]),
+                       "longest_above_rated_s": float(self.longest_above_rated[i]),
+                       "ok": bool(self.ok_peak[i] and self.ok_duration[i] and self.ok_rms[i]),
+                       "binding": self.binding[i]}
+                for i, name in enumerate(joint_names)}
+
+
+def _longest_above(t: np.ndarray, a: np.ndarray, level: float) -> float:
+    """Longest contiguous time with a(t) > level, a sampled at t and linear in between."""
+    if not np.isfinite(level):
+        return 0.0
+    above = a > level
+    if not above.any():
+        return 0.0
+    longest, start = 0.0, None
+    for k in range(len(t)):
+        if above[k] and start is None:
+            if k == 0:
+                start = t[0]
+            else:  # crossing between k-1 and k
+                start = t[k - 1] + (level - a[k - 1]) / (a[k] - a[k - 1]) * (t[k] - t[k - 1])
+        elif not above[k] and start is not None:
+            end = t[k - 1] + (level - a[k - 1]) / (a[k] - a[k - 1]) * (t[k] - t[k - 1])
+            longest = max(longest, end - start)
+            start = None
+    if start is not None:
+        longest = max(longest, t[-1] - start)
+    return float(longest)
+
+
+def evaluate(t, tau, limits: MotorLimits, *, margin: float = 1.0) -> MotorReport:
+    """Check a sampled torque trajectory against motor limits (module docstring).
+
+    Args:
+        t: (K,) sample times, s, increasing. tau: (K, n) joint torques, N·m.
+        limits: :class:`MotorLimits`. margin: fraction (0, 1] of the peak torque allowed at any instant.
+
+    Raises:
+        ValueError: shapes that do not match, fewer than 2 samples.
+    """
+    t = np.asarray(t, dtype=float)
+    tau = np.asarray(tau, dtype=float)
+    if tau.ndim != 2 or tau.shape[0] != t.shape[0] or t.shape[0] < 2 or tau.shape[1] != limits.rated.shape[0]:
+        raise ValueError(f"evaluate: t {t.shape} and tau {tau.shape} do not match {limits.rated.shape[0]} joints")
+    a = np.abs(tau)
+    peak = a.max(axis=0)
+    duration = t[-1] - t[0]
+    rms = np.sqrt(np.trapezoid(tau ** 2, t, axis=0) / duration) if duration > 0 else peak
+    longest = np.array([_longest_above(t, a[:, j], limits.rated[j]) for j in range(tau.shape[1])])
+    cap = margin * limits.peak
+    ok_peak = peak <= cap * (1 + 1e-9)
+    ok_dur = longest <= limits.peak_duration * (1 + 1e-9)
+    ok_rms = rms <= limits.rated * (1 + 1e-9)
+    binding = []
+    for j in range(tau.shape[1]):
+        use = {"peak": peak[j] / cap[j], "duration": (longest[j] / limits.peak_duration[j]
+                                                     if np.isfinite(limits.peak_duration[j]) else 0.0),
+               "rms": rms[j] / limits.rated[j] if np.isfinite(limits.rated[j]) else 0.0}
+        name, value = max(use.items(), key=lambda kv: kv[1])
+        binding.append(name if value >= 0.99 else "")
+    return MotorReport(peak, rms, longest, ok_peak, ok_dur, ok_rms, tuple(binding))
