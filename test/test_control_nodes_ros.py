@@ -206,8 +206,9 @@ def test_no_state_diagnostic_names_incompatible_qos(world):
     assert node.diag.level == 1 and "qos_overrides./joint_states.subscription" in node.diag.message
 
 
-def test_latest_state_wins_and_skips_are_counted(world):
-    node = world.gravity()
+@pytest.mark.parametrize("latest", [True, False])
+def test_latest_state_wins_and_skips_are_counted(world, latest):
+    node = world.gravity(latest_state_wins=latest)
     got = world.record("/effort_controller/commands")
     pub = world.state_pub()
     assert world.wait(lambda: pub.get_subscription_count() > 0)
@@ -217,6 +218,11 @@ def test_latest_state_wins_and_skips_are_counted(world):
     time.sleep(0.2)
     assert world.wait(lambda: got)
     world.wait(lambda: False, 0.2)
+    if not latest:   # every state answered in order
+        assert len(got) == 8 and node.diag.counters.get("skipped", 0) == 0
+        for k in range(8):
+            np.testing.assert_allclose(got[k], gravity_of(PANDA.base_pose + 0.01 * k), atol=1e-9)
+        return
     assert len(got) == 1 and node.diag.counters.get("skipped", 0) == 7
     np.testing.assert_allclose(got[0], gravity_of(PANDA.base_pose + 0.07), atol=1e-9)
 

@@ -869,6 +869,8 @@ CONTROL_PARAMS = [
               "node's namespace; remapping 'joint_states' works as well).", read_only=True),
     ParamSpec("clamp_to_effort_limits", True, "Clamp each torque to ± the URDF effort limit (counted in "
               "diagnostics as clamp_count)."),
+    ParamSpec("latest_state_wins", True, "Act on the newest queued joint state and skip (count) the older "
+              "ones; false: answer every state in order (offline comparisons such as replay).", read_only=True),
     ParamSpec("state_timeout", 0.1, "A joint state older than this (s; by header stamp against the node "
               "clock and by arrival time) is stale: the safe command is published instead.",
               range=(1e-4, 3600.0)),
@@ -972,6 +974,7 @@ class ControlShell:
         self.diag = diag
         self.log = log
         self._state_type = JointState
+        self._latest_wins = bool(node.p.get("latest_state_wins", True))
         self._clock = node.get_clock()
         #: the node's use_sim_time (the node updates it): without sim time, ROS time is the system time and
         #: time.time_ns() saves ~3 µs per message over the clock's now()
@@ -1055,9 +1058,10 @@ class ControlShell:
         """
         node = self.node
         core = node.core
-        raw, skipped = take_newest(node.sub, raw, self._state_type)
-        if skipped:
-            self.diag.count("skipped", skipped)
+        if self._latest_wins:
+            raw, skipped = take_newest(node.sub, raw, self._state_type)
+            if skipped:
+                self.diag.count("skipped", skipped)
         fields = node._reader.read(raw)
         if fields is None:   # an encoding the CDR reader does not read, or a broken message
             fields = self.read(node._reader, raw)
