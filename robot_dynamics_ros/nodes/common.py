@@ -984,6 +984,7 @@ class ControlShell:
         self.incompatible_qos = 0
         self._configured_at = None
         self._last_accepted = -1
+        self._jumps = 0
         self._last_state_at = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -1119,6 +1120,10 @@ class ControlShell:
                 node.pub.publish(w.write(res.command))
                 diag.count("safe")
             self.report(res)
+        if mapper.clock_jumps != self._jumps:
+            self._jumps = mapper.clock_jumps
+            node.get_logger().warning(f"node clock jumped back ({mapper.clock_jumps} so far): joint-state stamp "
+                                      "ordering restarted")
         if mapper.accepted != self._last_accepted:
             self._last_accepted, self._last_state_at = mapper.accepted, time.monotonic()
         since = self._last_state_at or self._configured_at
