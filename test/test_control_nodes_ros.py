@@ -280,3 +280,26 @@ def test_backward_sim_time_jump_and_future_stamp_over_dds(world):
     assert at(50.5, 50.6, PANDA.base_pose + 0.2)             # 0.1 s ahead of /clock: accepted (skew)
     assert at(50.55, 50.55, PANDA.base_pose + 0.3)           # the correct next state is not blocked
     np.testing.assert_allclose(got[-1], gravity_of(PANDA.base_pose + 0.3), atol=1e-9)
+
+
+def test_description_text_is_data_never_a_path_and_a_bad_one_keeps_the_model(world):
+    """A description naming an existing URDF file is refused as 'not URDF XML' (the file is not opened),
+    the node keeps its model; a valid one swaps it. Both parameters set: urdf_path wins, with a warning."""
+    from std_msgs.msg import String
+
+    from robot_dynamics_ros import robots
+    from robot_dynamics_ros.nodes.common import description_qos, source_conflict
+
+    node = world.gravity(urdf_path="")
+    desc = world.peer.create_publisher(String, "/robot_description", description_qos())
+    desc.publish(String(data=robots.ROBOTS["panda"].path.read_text()))
+    assert world.wait(lambda: node.model is not None)
+    first = node.model
+    desc.publish(String(data=str(robots.ROBOTS["ur5"].path)))       # a path to a real URDF file
+    assert world.wait(lambda: "not URDF XML" in node.loader.last_error), node.loader.last_error
+    assert node.model is first and len(node.loader.last_error) < 400
+    desc.publish(String(data="<robot name='x'>" + "<link name='a'/>" * 10 + "<broken"))
+    assert world.wait(lambda: node.loader.last_error and node.loader.last_error != "", 2.0)
+    assert node.model is first
+    text = source_conflict({"urdf_path": "panda", "robot_description": "<robot/>"})
+    assert "using urdf_path" in text and source_conflict({"urdf_path": "panda", "robot_description": ""}) is None
