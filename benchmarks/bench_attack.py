@@ -107,7 +107,9 @@ def seg_joint_states(ctx, args):
 def _run_joint_states(ctx, target, pub, phases, kinds) -> dict:
     from benchmarks import attack
 
+    log_start = target.log_size()
     records = ctx.collect(pub, phases)
+    log = parse_log(target.log_lines_between(log_start))
     rows = []
     by_name = {r["name"]: r for r in records}
     for kind in kinds:
@@ -130,10 +132,50 @@ def _run_joint_states(ctx, target, pub, phases, kinds) -> dict:
                 hits = r.get("t_hostile", [])
                 row[node]["caused_within_100ms_of_reading"] = sum(
                     1 for t, c in cmds if c == -1 and any(0 <= t - h <= 0.1 for h in hits))
+        for node in CONTROL_NODES:
+            row[node]["diagnostic_counts"] = counter_delta(ctx, target, node, t0, t1)
+        # the gravity node answers every state it accepts: good commands / good states sent (for the baseline
+        # the "hostile" messages are good states too)
+        good_sent = row["sent_good"] + (row["sent_hostile"] if kind == "good_only" else 0)
+        row["gravity_good_answered_pct"] = _round(100.0 * row["gravity_compensation"]["good"] / max(1, good_sent), 1)
         row.update(target.rss_window(t0, t1))
+        row["log"] = log_summary(log, t0, t1)
         rows.append(row)
     death = target.check_death("joint_states")
     return {"rows": rows, "death": death}
+
+
+def log_summary(log, t0: float, t1: float, limit: int = 4) -> dict:
+    """Per node, the distinct WARN/ERROR texts logged in [t0, t1] (digits blanked, first 90 characters)."""
+    out: dict[str, list[str]] = {}
+    for t, level, _, node, text in log:
+        if t0 <= t <= t1 and level in ("WARN", "ERROR", "FATAL") and node:
+            key = re.sub(r"\d+(\.\d+)?(e[+-]?\d+)?", "#", text)[:90]
+            seen = out.setdefault(node, [])
+            if key not in seen and len(seen) < limit:
+                seen.append(key)
+    return out
+
+
+def counter_delta(ctx, target, node: str, t0: float, t1: float) -> dict:
+    """Change of the node's diagnostic counters (integer values, e.g. received / rejected / stale) from its
+    last status before ``t0`` to its last status up to ``t1`` + 0.15 s (the period is 0.1 s)."""
+    statuses = [d for d in ctx.rec.diagnostics.get(f"/{target.cfg.tag}/diagnostics", []) if d[2].startswith(node)]
+    before = [d[3] for d in statuses if d[0] <= t0]
+    after = [d[3] for d in statuses if d[0] <= t1 + 0.15]
+    if not after:
+        return {}
+    a, b = (before[-1] if before else {}), after[-1]
+
+    def ints(values):
+        out = {}
+        for k, v in values.items():
+            if not k.endswith("_rate_hz") and v.isdigit():
+                out[k] = int(v)
+        return out
+
+    a, b = ints(a), ints(b)
+    return {k: b[k] - a.get(k, 0) for k in sorted(b) if b[k] - a.get(k, 0)}
 
 
 def seg_sim_time(ctx, args):

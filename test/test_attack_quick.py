@@ -114,11 +114,16 @@ def test_backward_sim_time_jump_is_followed_within_two_state_timeouts(doc):
         assert st[node]["nonfinite"] == 0
 
 
+@pytest.mark.xfail(strict=True, reason="a state stamped 0.9 x state_timeout ahead is accepted and the correct "
+                   "states after it are refused as out of order until the clock passes it: the gravity node "
+                   "answers ~20-35 % of them (control/joint_mapping.py ordering, control cores)")
 def test_future_stamp_never_blocks_later_correct_states(doc):
     fut = next(r for r in _rows(doc) if r["kind"] == "future_stamp")
+    base = next(r for r in _rows(doc) if r["kind"] == "good_only")
+    # the gravity node answers each accepted state: as many good states answered as in the baseline
+    assert fut["gravity_good_answered_pct"] >= base["gravity_good_answered_pct"] - 5.0, (fut, base)
     for node in ("gravity_compensation", "computed_torque"):
         assert fut[node]["max_gap_ms"] <= GAP_TARGET_MS, fut
-        assert fut[node]["good"] > 0, fut
 
 
 def test_every_retiming_request_is_answered(doc):
