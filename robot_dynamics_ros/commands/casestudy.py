@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-__all__ = ["case_model", "case_line", "kinematic_trapezoid", "solve_full", "measure", "track", "configure_parser",
+__all__ = ["case_model", "case_line", "kinematic_trapezoid", "scurve_baseline", "solve_full", "measure", "track", "configure_parser",
            "run"]
 
 TOOL = "tool0"
@@ -142,22 +142,128 @@ def kinematic_trapezoid(path, velocity_limit, acceleration: float = TRAPEZOID_AC
     return Timing("trapezoid", T, sampler, info={"path_acceleration": A, "path_speed": Vc})
 
 
-def solve_full(model, path, s, x_ref, limits, *, margin: float = MARGIN, jerk_limit=JERK, period: float = 1e-3,
-               steps: int = 6, dynamics=None, engine=None):
-    """Torque + jerk + rated/peak + margin: the jerk-limited timing (:func:`~..retiming.jerk.solve_jerk_limited`)
-    with per-joint torque limits lowered until the motor rules hold.
+def _double_s(L, V, A, J):
+    """Rest-to-rest double-S (7-segment) profile on [0, L] with |sd| ≤ V, |sdd| ≤ A, |sddd| ≤ J
+    (Biagiotti & Melchiorri, *Trajectory Planning for Automatic Machines and Robots*, 2008, §3.4): the peak
+    speed Vp ≤ V is the largest whose acceleration and deceleration phases fit in L (their length is
+    Vp · Ta, Ta the phase duration). Returns (breakpoints (8,), jerks (7,)) of the piecewise-constant jerk."""
+    def phase(vp):
+        if vp * J >= A * A:
+            tj = A / J
+            return tj, tj + vp / A
+        tj = math.sqrt(vp / J)
+        return tj, 2 * tj
 
-    The torque limit used by the solver is rated + λ (margin · peak − rated) for every joint (margin · peak
-    where that is below rated), λ ∈ [0, 1] bisected: λ = 1 is the instantaneous limit; λ = 0 keeps |τ| ≤
-    rated, so no interval above rated and RMS ≤ rated whatever the timing. Each candidate is sampled at
-    ``period`` and checked with :func:`~..retiming.motor_limits.evaluate` (torques by ``engine``, batched
-    ``rnea``; default ``dynamics``).
+    tj, ta = phase(V)
+    if V * ta <= L:
+        vp = V
+    else:
+        lo, hi = 0.0, V
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if mid * phase(mid)[1] <= L:
+                lo = mid
+            else:
+                hi = mid
+        vp = lo
+        tj, ta = phase(vp)
+    tv = (L - vp * ta) / vp
+    durs = [tj, ta - 2 * tj, tj, max(tv, 0.0), tj, ta - 2 * tj, tj]
+    jerks = [J, 0.0, -J, 0.0, -J, 0.0, J]
+    return np.concatenate(([0.0], np.cumsum(durs))), np.array(jerks)
+
+
+def scurve_baseline(model, path, res, jerk_limit, torque_limit, dynamics, *, period: float = 1e-3,
+                    rel_tol: float = 1e-3):
+    """Post-smoothing baseline: a path-exact double-S s(t) built from a TOPP-RA result, then slowed down
+    uniformly until every joint limit holds.
+
+    Path limits from the TOPP-RA profile (``res``, a :class:`~..retiming.retimer.RetimeResult`): V = its
+    largest sd, A = its largest |sdd|, and a path jerk J_s = min_j jerk_limit_j / max_s |q'_j(s)| (the
+    term q' s⃛ of the joint jerk). The profile is then stretched in time by κ ≥ 1 (sd / κ, sdd / κ²,
+    s⃛ / κ³), κ bisected to the smallest value at which velocity, torque (``dynamics``) and the jerk from
+    finite differences of the 1 kHz accelerations hold — the same check as the other timings.
 
     Returns:
-        (JerkSolution, MotorReport, λ, torque limit (n,), solves) — the fastest candidate found that passes.
+        :class:`Timing` named ``scurve``.
+    """
+    seg = res.segments[0]
+    L = path.length
+    V = float(np.sqrt(seg.x.max()))
+    A = float(np.abs(seg.u).max())
+    s_chk = np.linspace(0.0, L, 2000)
+    dq = path.evaluate(s_chk)[1]
+    jl = np.broadcast_to(np.asarray(jerk_limit, float), (model.n,))
+    Js = float(np.min(jl / np.maximum(np.abs(dq).max(axis=0), 1e-12)))
+    tb, jerks = _double_s(L, V, A, Js)
+    # state at the breakpoints
+    s0, v0, a0 = [0.0], [0.0], [0.0]
+    for k in range(7):
+        h = tb[k + 1] - tb[k]
+        j = jerks[k]
+        s0.append(s0[-1] + v0[-1] * h + a0[-1] * h ** 2 / 2 + j * h ** 3 / 6)
+        v0.append(v0[-1] + a0[-1] * h + j * h ** 2 / 2)
+        a0.append(a0[-1] + j * h)
+    s0, v0, a0 = np.array(s0), np.array(v0), np.array(a0)
+    T0 = float(tb[-1])
+
+    def base(t):
+        t = np.clip(t, 0.0, T0)
+        k = np.clip(np.searchsorted(tb, t, side="right") - 1, 0, 6)
+        h = t - tb[k]
+        j = jerks[k]
+        s = s0[k] + v0[k] * h + a0[k] * h ** 2 / 2 + j * h ** 3 / 6
+        return (np.clip(s, 0.0, L), np.maximum(v0[k] + a0[k] * h + j * h ** 2 / 2, 0.0), a0[k] + j * h)
+
+    def sampler_for(kappa):
+        def sampler(t):
+            s, sd, sdd = base(np.asarray(t, float) / kappa)
+            sd, sdd = sd / kappa, sdd / kappa ** 2
+            q, dq_, ddq_ = path.evaluate(s)
+            return q, dq_ * sd[:, None], dq_ * sdd[:, None] + ddq_ * (sd ** 2)[:, None]
+        return sampler
+
+    def ok(kappa):
+        T = T0 * kappa
+        t = np.append(np.arange(0.0, T, period), T)
+        q, qd, qdd = sampler_for(kappa)(t)
+        if (np.abs(qd) > model.velocity_limit).any():
+            return False
+        if (np.abs(np.diff(qdd, axis=0) / np.diff(t)[:, None]) > jl).any():
+            return False
+        return not (np.abs(np.atleast_2d(dynamics.rnea(q, qd, qdd))) > torque_limit).any()
+
+    lo, hi = 1.0, 1.0
+    if not ok(1.0):
+        while not ok(hi):
+            lo, hi = hi, hi * 1.5
+        while hi - lo > rel_tol * hi:
+            mid = 0.5 * (lo + hi)
+            if ok(mid):
+                hi = mid
+            else:
+                lo = mid
+    return Timing("scurve", T0 * hi, sampler_for(hi), info={"stretch": hi, "path_limits": [V, A, Js]})
+
+
+def solve_full(model, path, s, x_ref, limits, *, margin: float = MARGIN, jerk_limit=JERK, period: float = 1e-3,
+               steps: int = 6, dynamics=None):
+    """Torque + jerk + rated/peak + margin: the jerk-limited timing (:func:`~..retiming.jerk.solve_jerk_limited`)
+    with the torque limits of the joints that break a motor rule lowered until the rules hold.
+
+    First solved with |τ| ≤ margin · peak. Joints whose time above rated or RMS is then too high get the
+    torque limit base + λ (margin · peak − base), λ bisected in [0, 1) (the other joints keep margin · peak),
+    where base = rated (or margin · peak if lower), raised to the largest gravity torque along the path if
+    that is higher (the arm must be able to stand still on the path). With |τ| ≤ rated a joint is never
+    above rated and its RMS is ≤ rated, so λ = 0 passes whenever gravity stays below rated. Each candidate is
+    sampled every ``period`` s and checked with :func:`~..retiming.motor_limits.evaluate` (torques by
+    ``dynamics``, batched ``rnea``; default the in-package Newton–Euler engine of ``model``).
+
+    Returns:
+        (JerkSolution, MotorReport, λ (1.0 when no joint needed lowering), torque limit (n,), solves).
 
     Raises:
-        UserError: not even λ = 0 passes (gravity alone above rated somewhere on the path for too long).
+        UserError: no λ passes (e.g. gravity alone above rated for longer than peak_duration).
     """
     from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
     from robot_dynamics_ros.errors import UserError
@@ -165,49 +271,61 @@ def solve_full(model, path, s, x_ref, limits, *, margin: float = MARGIN, jerk_li
     from robot_dynamics_ros.retiming.motor_limits import evaluate
 
     dynamics = dynamics or NewtonEulerDynamics(model)
-    engine = engine or dynamics
     cap = margin * limits.peak
-    base = np.minimum(limits.rated, cap)
+    gravity = np.abs(np.atleast_2d(dynamics.gravity(path(np.linspace(0.0, path.length, 400))))).max(axis=0)
+    base = np.minimum(np.maximum(np.minimum(limits.rated, cap), gravity * (1 + 1e-3)), cap)
     jl = np.broadcast_to(np.asarray(jerk_limit, dtype=float), (model.n,))
 
-    def attempt(lam):
-        tl = base + lam * (cap - base)
-        sol = solve_jerk_limited(path, s, x_ref, dynamics, velocity_limit=model.velocity_limit,
-                                 acceleration_limit=model.acceleration_limit, torque_limit=tl, jerk_limit=jl)
+    def attempt(tl):
+        try:
+            sol = solve_jerk_limited(path, s, x_ref, dynamics, velocity_limit=model.velocity_limit,
+                                     acceleration_limit=model.acceleration_limit, torque_limit=tl, jerk_limit=jl)
+        except ValueError:
+            return None
         t = np.append(np.arange(0.0, sol.duration, period), sol.duration)
         _, _, _, _, q, qd, qdd, _ = sol.sample(t)
-        tau = np.atleast_2d(engine.rnea(q, qd, qdd))
-        return sol, evaluate(t, tau, limits, margin=margin), tl
+        tau = np.atleast_2d(dynamics.rnea(q, qd, qdd))
+        return sol, evaluate(t, tau, limits, margin=margin)
 
-    solves = 1
-    sol, rep, tl = attempt(1.0)
+    first = attempt(cap.copy())
+    if first is None:
+        raise UserError("casestudy: the jerk-limited timing found no profile within margin · peak torque")
+    sol, rep = first
     if rep.ok:
-        return sol, rep, 1.0, tl, solves
-    best = None
+        return sol, rep, 1.0, cap, 1
+    lower = ~(rep.ok_duration & rep.ok_rms)
+    best, solves = None, 1
     lo, hi = 0.0, 1.0
     for k in range(steps):
         lam = lo if k == 0 else 0.5 * (lo + hi)
-        cand = attempt(lam)
+        tl = np.where(lower, base + lam * (cap - base), cap)
+        cand = attempt(tl)
         solves += 1
-        if cand[1].ok:
-            best = (*cand, lam)
+        if cand is not None and cand[1].ok:
+            best = (cand[0], cand[1], lam, tl)
             lo = lam
         elif k == 0:
-            raise UserError("casestudy: even |τ| ≤ rated everywhere breaks the motor limits (gravity alone is "
-                            "above rated too long); move the line closer to the base")
+            names = [model.joint_names[j] for j in np.flatnonzero(lower)]
+            raise UserError(f"casestudy: motor limits of {names} cannot be met even with |τ| ≤ rated (or gravity) "
+                            "everywhere: gravity alone is above rated too long; move the line closer to the base")
         else:
             hi = lam
-    sol, rep, tl, lam = best
+    sol, rep, lam, tl = best
     return sol, rep, lam, tl, solves
 
 
 def measure(t, q, qd, qdd, tau, limits, margin):
-    """Figures of one sampled timing: peak/RMS torque, time above rated, binding limit, max jerk (finite
-    differences of qdd), peak velocity fraction."""
+    """Motor figures (:func:`~..retiming.motor_limits.evaluate`) and the max jerk per joint (n,) from finite
+    differences of qdd, with the arm at rest (qdd = 0) one period before and after: a timing that starts
+    with a step in acceleration has that step counted."""
     from robot_dynamics_ros.retiming.motor_limits import evaluate
 
     rep = evaluate(t, tau, limits, margin=margin)
-    jerk = np.abs(np.diff(qdd, axis=0) / np.diff(t)[:, None]).max(axis=0)
+    h = float(t[1] - t[0])
+    zero = np.zeros((1, qdd.shape[1]))
+    padded = np.concatenate((zero, qdd, zero))
+    tt = np.concatenate(([t[0] - h], t, [t[-1] + h]))
+    jerk = np.abs(np.diff(padded, axis=0) / np.diff(tt)[:, None]).max(axis=0)
     return rep, jerk
 
 
@@ -295,6 +413,7 @@ def run(args: argparse.Namespace) -> int:
     timings.append(Timing("full", sol.duration, full_sampler, full_ms,
                           {"torque_limit_used": tl.tolist(), "lambda": lam, "solves": solves,
                            "slp_iterations": sol.iterations}))
+    scurve = scurve_baseline(model, seg.path, res, args.jerk_limit, args.margin * model.effort_limit, engine)
     names = model.joint_names
     out = {"robot": "ur10", "payload_kg": args.payload, "line": {"start_m": list(LINE_START),
            "displacement_m": list(LINE_DISPLACEMENT), "points": args.points,
@@ -324,6 +443,12 @@ def run(args: argparse.Namespace) -> int:
               f"above rated {rep.longest_above_rated[1]:5.2f} s  elbow peak {rep.peak[2]:6.1f} rms {rep.rms[2]:6.1f}"
               + (f"  tool error PD {entry['tracking_error_m']['pd'] * 1e3:6.2f} mm, FF+PD "
                  f"{entry['tracking_error_m']['feedforward_pd'] * 1e3:6.2f} mm" if not args.no_sim else ""))
+    # the post-smoothing baseline the full solution is compared with (duration only)
+    out["scurve_post_smoothing"] = {"cycle_s": scurve.duration, **scurve.info}
+    lb, full_T = out["cases"]["topp_ra"]["cycle_s"], out["cases"]["full"]["cycle_s"]
+    out["full_closer_to_topp_ra_than_to_scurve"] = bool(full_T - lb < scurve.duration - full_T)
+    print(f"scurve     cycle {scurve.duration:7.3f} s  (path-exact double-S on s(t) from the TOPP-RA limits, "
+          f"stretched ×{scurve.info['stretch']:.3f} until velocity, torque and jerk hold)")
     if args.plot:
         _plot(args.plot, curves, limits, args.margin, args.jerk_limit, out)
         out["plot"] = args.plot
