@@ -144,3 +144,15 @@ def test_cli_prints_the_three_timings_and_json_last(case, tmp_path, capsys):
     assert data["cases"]["full"]["max_jerk"] <= cs.JERK * (1 + TOL)
     assert data["cases"]["trapezoid"]["max_jerk"] > 40 * cs.JERK  # its acceleration steps
     assert (tmp_path / "case.png").stat().st_size > 10_000
+
+
+def test_config_motor_limits_file_is_the_case_default():
+    from pathlib import Path
+
+    from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
+
+    model = cs.case_model()
+    config = Path(__file__).resolve().parents[1] / "config" / "ur10_motor_limits.yaml"
+    loaded, default = load_motor_limits(model, config), cs.case_motor_limits(model)
+    for field in ("rated", "peak", "peak_duration"):
+        np.testing.assert_allclose(getattr(loaded, field), getattr(default, field))

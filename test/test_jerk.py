@@ -143,3 +143,19 @@ def test_a_path_where_the_torque_only_solution_stops_is_refused_with_the_place()
         solve_jerk_limited(seg.path, seg.s, seg.x, NewtonEulerDynamics(model), velocity_limit=model.velocity_limit,
                            acceleration_limit=model.acceleration_limit, torque_limit=0.9 * model.effort_limit,
                            jerk_limit=np.full(model.n, 500.0))
+
+
+def test_jerk_limits_from_joint_limits_yaml():
+    from pathlib import Path
+
+    from robot_dynamics_ros.errors import UserError
+
+    config = Path(__file__).resolve().parents[1] / "config" / "ur10_joint_limits.yaml"
+    model = RobotModel.from_urdf(UR10, joint_limits=config)
+    np.testing.assert_array_equal(model.jerk_limit, np.full(6, 50.0))
+    plain = RobotModel.from_urdf(UR10)
+    assert np.isinf(plain.jerk_limit).all()
+    off = RobotModel.from_urdf(UR10, joint_limits={"elbow_joint": {"has_jerk_limits": False, "max_jerk": 5.0}})
+    assert np.isinf(off.jerk_limit).all()  # the flag decides, as for MoveIt's other limits
+    with pytest.raises(UserError, match="elbow_joint.*max_jerk=-1.0 must be a positive"):
+        RobotModel.from_urdf(UR10, joint_limits={"elbow_joint": {"has_jerk_limits": True, "max_jerk": -1}})
