@@ -185,3 +185,25 @@ def test_tiny_sample_period_is_refused_before_allocating(retimer):
     assert not res.success and "sample_period" in res.message and res.status.value == "invalid_request"
     ok = retimer.retime(request_path(0, 10), joint_names=NAMES, options=_options(sample_period=1e-5))
     assert ok.success and ok.t.size == pytest.approx(ok.duration / 1e-5, abs=2)
+
+
+def test_gravity_above_the_limit_between_gridpoints_is_named(retimer, urdf_limits, pin_arm):
+    """A case hypothesis found: gravity alone exceeds 0.5 × effort only between the collocation points of
+    one stage; the answer names gravity (not a bare "infeasible") and Pinocchio confirms it at the
+    reported place."""
+    import re
+
+    lower, upper, vel, eff = urdf_limits
+    rng = np.random.default_rng(7178997)
+    lo, hi = np.maximum(lower, -2.5) + 0.05, np.minimum(upper, 2.5) - 0.05
+    wp = np.clip(PANDA.base_pose + rng.uniform(-0.4, 0.4, size=(10, 7)), lo, hi)
+    res = retimer.retime(wp, joint_names=NAMES, options=_options(torque_margin=0.5, sample_period=0.002))
+    assert res.status.value == "gravity_exceeds_torque", res.message
+    _assert_reason(res)
+    m = re.search(r"gravity alone needs (\S+) N·m at joint '(\S+)'", res.message)
+    j = NAMES.index(m.group(2))
+    t = np.linspace(0.0, 1.0, 200)[:, None]
+    poly = np.concatenate([a + t * (b - a) for a, b in zip(wp[:-1], wp[1:])])
+    data = pin_arm.createData()
+    g = np.array([pin.computeGeneralizedGravity(pin_arm, data, q)[j] for q in poly])
+    assert np.abs(g).max() > 0.5 * eff[j]

@@ -162,3 +162,23 @@ def test_bad_inputs():
         JointPath.from_waypoints(np.zeros((1, 3)))
     with pytest.raises(ValueError, match="duplicates"):
         JointPath.from_waypoints(np.zeros((2, 3)))
+
+
+def test_split_for_turn_keeps_the_curve_and_grades_the_stages():
+    """Halving intervals where the curvature varies strongly changes no polynomial (values and the first
+    two derivatives agree to round-off everywhere), keeps every old knot, and lets the turn-limited grid
+    use fewer stages than uniform stages sized for each interval's largest |q''|."""
+    from robot_dynamics_ros.retiming.path import _min_stages
+
+    rng = np.random.default_rng(3)
+    wp = rng.uniform(-2.0, 2.0, (5, 4))
+    path, *_ = JointPath.within_tolerance(wp, np.zeros(4), 1e-3, np.full(4, -3.0), np.full(4, 3.0))
+    split = path.split_for_turn(0.02)
+    assert set(path.knots) <= set(split.knots) and split.knots.shape[0] > path.knots.shape[0]
+    s = np.linspace(0.0, path.length, 20001)
+    for a, b in zip(path.evaluate(s), split.evaluate(s)):
+        np.testing.assert_allclose(b, a, atol=1e-9 * max(1.0, np.abs(a).max()))
+    np.testing.assert_array_equal(split.waypoint_knots, path.waypoint_knots)
+    before = _min_stages(path.knots, path.coefficients, 0.02).sum()
+    after = _min_stages(split.knots, split.coefficients, 0.02).sum()
+    assert after < 0.85 * before

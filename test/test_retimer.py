@@ -135,7 +135,7 @@ def test_names_in_any_order_and_held_absent_joints(panda):
     assert c.success, c.message
     np.testing.assert_array_equal(c.q[:, 6], 0.4)
     np.testing.assert_array_equal(c.q[:, 2], -0.2)
-    np.testing.assert_array_equal(c.q[:, 0], c.q[:, 0].clip(-3, 3))  # a hold for a named joint is ignored
+    assert c.q[0, 0] == wp[0, 0] and c.q[-1, 0] == wp[-1, 0]  # a hold for a named joint is ignored
     np.testing.assert_array_equal(c.qd[:, [2, 6]], 0.0)
     # joint 3 neither named nor held: refused, naming it (no silent default position)
     c = retimer.retime(wp[:, keep], joint_names=[names[i] for i in keep], hold={"panda_joint7": 0.4},
@@ -618,3 +618,15 @@ def test_request_caps_are_checked_before_allocating(panda):
         res = retimer.retime(wp, options=RetimeOptions(path_tolerance=bad))
         assert res.status == RetimeStatus.INVALID_REQUEST
         assert res.message == f"options: path_tolerance={bad!r}: must be a positive distance (rad / m)"
+
+
+def test_cli_input_is_a_capped_regular_file(tmp_path, capsys, monkeypatch):
+    from robot_dynamics_ros.commands import retime as cmd
+
+    code, _, err = _cli(capsys, "--urdf", "panda", "--waypoints", "/dev/zero", "--out", str(tmp_path / "t.csv"))
+    assert code == 1 and err.strip() == "robot-dynamics retime: error: --waypoints '/dev/zero': not a regular file"
+    _write_csv(tmp_path / "wp.csv", ["panda_joint1"], [[0.0], [0.1]])
+    monkeypatch.setattr(cmd, "MAX_CSV_BYTES", 10)
+    code, _, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp.csv"), "--out",
+                        str(tmp_path / "t.csv"))
+    assert code == 1 and "larger than MAX_CSV_BYTES = 10 bytes" in err and len(err.strip().splitlines()) == 1

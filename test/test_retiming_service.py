@@ -323,3 +323,31 @@ def test_acceleration_limits_from_the_shipped_joint_limits_or_a_warning_in_every
             n.destroy_node()
     finally:
         rclpy.try_shutdown(context=ctx)
+
+
+def _polyline_distance(q, waypoints, spacing=1e-4):
+    """max over samples q (M, n) of the infinity-norm distance to the polyline through ``waypoints``,
+    from the polyline sampled every ``spacing`` (rad, infinity norm): exact to within spacing / 2."""
+    pts = []
+    for a, b in zip(waypoints[:-1], waypoints[1:]):
+        k = max(2, int(np.ceil(np.abs(b - a).max() / spacing)) + 1)
+        pts.append(a + np.linspace(0.0, 1.0, k)[:, None] * (b - a))
+    line = np.concatenate(pts)
+    return max(float(np.abs(line - x).max(axis=1).min()) for x in q)
+
+
+def test_path_tolerance_field_bounds_the_measured_deviation_from_the_polyline(ros):
+    model = ros["node"].model
+    names = list(model.joint_names)
+    rng = np.random.default_rng(5)
+    lo, hi = model.lower, model.upper
+    wp = lo + (hi - lo) * rng.uniform(0.3, 0.7, (5, model.n))  # an RRT-like path: straight legs, sharp corners
+    for tol in (0.0, 0.02):  # 0: the node's default_path_tolerance
+        resp = _call(ros, names, wp, sample_period=0.002, path_tolerance=tol)
+        assert resp.success, resp.message
+        limit = tol or ros["node"].p["default_path_tolerance"]
+        _, q, _, _, _ = _arrays(resp.trajectory)
+        measured = _polyline_distance(q, wp)
+        assert 0.0 <= resp.max_path_deviation <= limit * (1 + 1e-9)
+        assert measured <= limit + 5e-5, (measured, limit)
+        assert measured <= resp.max_path_deviation + 5e-5  # the reported figure is not an underestimate

@@ -99,6 +99,7 @@ class DemoRunner:
         try:
             self.sim_node = SimulatorNode(context=self.ctx, parameter_overrides=[
                 *source, Parameter("lockstep", value=not realtime), Parameter("publish_rate", value=float(rate)),
+                Parameter("lockstep_resend", value=5.0),  # a state sent twice would be a second control tick
                 Parameter("start_on_first_command", value=True),
                 Parameter("timestep", value=min(0.001, 1.0 / rate)),
                 Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, list(self.pose)),
@@ -170,7 +171,7 @@ class DemoRunner:
         t_end = time.monotonic() + wall_timeout
         next_status = status_every
         if self.sim_node._lockstep:
-            self.sim_node.publish_state()  # start the loop now (the 0.1 s re-publish timer covers a lost message)
+            self.sim_node.publish_state()  # start the loop now (lockstep_resend covers a lost message)
         while not self.sim_node.done:
             self.executor.spin_once(timeout_sec=0.05)
             if time.monotonic() > t_end:
@@ -234,6 +235,8 @@ def run_demo(robot: str = "panda", *, duration: float = 5.0, rate: float = 1000.
     private domain, localhost-only discovery).
     """
     wall0 = time.monotonic()
+    log(f"starting the simulator and the gravity node for '{robot}' (the first run compiles numba kernels once, "
+        "up to 2 min; cached after)")
     with DemoRunner(robot, rate=rate, executor=executor, log=log, domain_id=domain_id, localhost=localhost,
                     realtime=realtime) as runner:
         names = runner.model.joint_names
@@ -301,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
 
         log("\nstage 2: tracking a time-optimal trajectory (robot-dynamics track)")
         tracked = track(args.robot, out_dir=args.out, modes=track_modes, bag=False, plot=not args.no_plot,
-                        domain_id=domain_id, localhost=localhost)
+                        domain_id=domain_id, localhost=localhost, log=lambda text: log(f"  {text}"))
         print_report(tracked, log=log)
         short["tracking"] = {mode: {k: m[k] for k in ("tool_error_max_mm", "tool_error_rms_mm",
                                                       "joint_error_max_rad")}

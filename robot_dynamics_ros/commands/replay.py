@@ -23,9 +23,9 @@ every message the node publishes (commands, ``/diagnostics``, ...), stamped with
 being replayed. OUT_BAG is checked before any work (it and ``OUT_BAG.partial`` must not exist, its folder
 must be writable, it must not be IN_BAG or inside it) and IN_BAG is size-capped (``--max-input-mb``;
 devices and FIFOs refused): the records are held in memory. OUT_BAG is written when the replay ends,
-atomically (a temporary sibling folder renamed when complete: a failure leaves nothing). Ctrl-C during the
-replay keeps what was recorded and writes it to ``OUT_BAG.partial``, saying so; a Ctrl-C during that write
-is held until the bag is complete.
+atomically (a temporary sibling folder renamed when complete: a failure leaves nothing). Ctrl-C (or SIGTERM)
+during the replay keeps what was recorded and writes it to ``OUT_BAG.partial``, saying so; a Ctrl-C during
+that write is held until the bag is complete.
 
 DDS: the node under test and the replayer run on a private domain chosen by the code (never
 ``$ROS_DOMAIN_ID``) with localhost-only discovery, as ``demo`` and ``track`` do: the replayed effort commands
@@ -34,10 +34,11 @@ discovery range, to watch the replay with other tools.
 
 The summary gives messages in/out, dropped inputs (a command was expected and none came), latency
 percentiles (publish of the joint state to receipt of its command, wall clock) and the max difference
-between the recorded commands and an offline recomputation of the same inputs: for
-``gravity_compensation`` tau = g(q) (+ viscous/Coulomb friction, clamped to the effort limits, as
-configured), computed here with :class:`~robot_dynamics_ros.dynamics.pinocchio_engine.PinocchioDynamics` on a
-model of its own (Featherstone 2008, §5.3: g(q) = RNEA(q, 0, 0)). The last stdout line is the JSON summary.
+between the recorded commands and an offline recomputation of the same inputs by the node's own ROS-free
+control core (:class:`CoreRecomputation`: a separate ``GravityCompensator`` / ``ComputedTorqueController``
+with the running node's parameter values, fed the records at their bag time). Replay has no control law of
+its own; the comparison checks what lies between the core and the wire (transport, ordering, parameters,
+trajectory timing). The last stdout line is the JSON summary.
 Exit status: 0, or 2 when inputs were dropped or a command differs from the recomputation by more than
 ``--tolerance`` (N·m); 130 on Ctrl-C.
 
@@ -297,170 +298,97 @@ def check_joint_names(records: list[Record], model, js_topic: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------- offline
-class JointStateTracker:
-    """The last accepted position/velocity of each model joint, by name, with the nodes' acceptance rules.
+def _settings_for(settings_class, params: dict[str, Any], joint_names) -> Any:
+    """``settings_class`` (a frozen settings dataclass of a control core) from the node's parameter values:
+    every field whose name is a parameter takes its value; ``gains`` (computed torque) from the
+    ``gains.<joint>.<kind>`` parameters; the other fields keep their defaults."""
+    import dataclasses
 
-    A message is ignored when it has duplicate names, lengths that do not match ``name``, no model joint,
-    a non-finite position or an infinite velocity, a stamp older than one already held for a joint, or a
-    stamp more than ``state_timeout`` ahead of ``now``. A command is due for an accepted message once every
-    joint has a position (and a finite velocity when ``require_velocity``) and the message is not older
-    than ``state_timeout`` (by its stamp; unstamped messages count as fresh).
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(settings_class):
+        if f.name == "gains":
+            gains: dict[str, dict[str, float]] = {}
+            for j in joint_names:
+                for kind in ("p", "d", "kp", "kd"):
+                    key = f"gains.{j}.{kind}"
+                    if key in params:
+                        gains.setdefault(j, {})[kind] = float(params[key])
+            values["gains"] = gains
+        elif f.name in params:
+            values[f.name] = params[f.name]
+    return settings_class(**values)
+
+
+def _model_for(model, params: dict[str, Any]):
+    """``model`` with the node's ``gravity`` and ``payload.*`` parameters (when it has them), as a copy."""
+    payload = None
+    link = params.get("payload.link") or ""
+    if link:
+        a = list(params.get("payload.inertia", [0.0] * 6))
+        inertia = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
+        payload = (link, float(params.get("payload.mass", 0.0)), list(params.get("payload.com", [0.0] * 3)),
+                   inertia)
+    gravity = params.get("gravity")
+    return model.with_settings(gravity=list(gravity) if gravity is not None else None, payload=payload)
+
+
+class CoreRecomputation:
+    """Offline, the command the node should publish for each joint state: the node's own ROS-free control
+    core (:class:`~robot_dynamics_ros.control.gravity_compensator.GravityCompensator` or
+    :class:`~robot_dynamics_ros.control.computed_torque.ComputedTorqueController`), a separate instance with
+    the node's parameter values, fed the records in bag order at their bag time (arrival = now = the bag
+    time, as ``/clock`` tells the node). Replay holds no control law of its own: what it checks is that
+    the node over DDS commands what its core computes from the same inputs (transport, ordering, the
+    parameters reaching the node, the trajectory timing).
+
+    Args:
+        node_name: ``gravity_compensation`` or ``computed_torque``.
+        model: the robot model built from the same URDF, held joints and joint limits.
+        params: the running node's parameter values (name -> value).
+        epoch_ns: the computed-torque node's trajectory time base (its clock at start).
     """
 
-    def __init__(self, model, *, require_velocity: bool, state_timeout: float):
-        self.index = model.index
-        self.require_velocity = require_velocity
-        self.timeout_ns = int(round(state_timeout * 1e9))
-        self.q = np.full(model.n, np.nan)
-        self.qd = np.full(model.n, np.nan)
-        self.stamp = np.zeros(model.n, dtype=np.int64)
+    def __init__(self, node_name: str, model, params: dict[str, Any], *, epoch_ns: int = 0):
+        joints = list(params.get("joints") or []) or None
+        used = _model_for(model, params) if node_name == "gravity_compensation" else model
+        if node_name == "gravity_compensation":
+            from robot_dynamics_ros.control.gravity_compensator import GravityCompensator, GravitySettings
 
-    def update(self, msg, now_ns: int) -> bool:
-        """Apply one JointState received at ``now_ns`` (node clock); True when a command is due for it."""
-        names = list(msg.name)
-        pos, vel = list(msg.position), list(msg.velocity)
-        if len(set(names)) != len(names) or len(pos) != len(names) or len(vel) not in (0, len(names)):
-            return False
-        if len(msg.effort) not in (0, len(names)):
-            return False
-        idx = [(k, self.index[n]) for k, n in enumerate(names) if n in self.index]
-        if not idx or not all(math.isfinite(p) for p in pos) or any(math.isinf(v) for v in vel):
-            return False
-        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-        if stamp and (stamp > now_ns + self.timeout_ns or any(self.stamp[i] > stamp for _, i in idx)):
-            return False
-        for k, i in idx:
-            self.q[i] = pos[k]
-            if vel:
-                self.qd[i] = vel[k]
-            if stamp:
-                self.stamp[i] = stamp
-        if np.isnan(self.q).any() or (self.require_velocity and not np.isfinite(self.qd).all()):
-            return False
-        return not (stamp and now_ns - stamp > self.timeout_ns)
+            self.core = GravityCompensator(used, _settings_for(GravitySettings, params, model.joint_names), joints)
+            self.ticks_on_stamp = False
+        else:
+            from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
 
-
-class GravityRecomputation:
-    """Offline command of the gravity-compensation node for each joint state, as the node is configured.
-
-    Once every joint is known (:class:`JointStateTracker`), with a :class:`PinocchioDynamics` of its own
-    (Featherstone 2008 §5.3: g(q) = RNEA(q, 0, 0); friction from URDF ``<dynamics>``)::
-
-        tau = g(q) [+ tau_friction(qd)]   (g left out with hardware_compensates_gravity; zeros if disabled)
-        tau = clip(tau, -effort_limit, effort_limit)   (clamp_to_effort_limits)
-
-    in the node's command joint order (``joints``), N·m.
-    """
-
-    def __init__(self, model, params: dict[str, Any]):
-        from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
-
-        self.model = model
-        if "gravity" in params:
-            model.gravity = params["gravity"]
-        link = params.get("payload.link") or ""
-        if link:
-            a = list(params.get("payload.inertia", [0.0] * 6))
-            inertia = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
-            model.set_payload(link, float(params.get("payload.mass", 0.0)),
-                              params.get("payload.com", [0.0, 0.0, 0.0]), inertia)
-        self.engine = PinocchioDynamics(model)
-        self.friction = bool(params.get("friction_compensation", False))
-        self.hw_gravity = bool(params.get("hardware_compensates_gravity", False))
-        self.clamp = bool(params.get("clamp_to_effort_limits", True))
-        self.enabled = bool(params.get("enabled", True))
-        joints = list(params.get("joints") or model.joint_names)
-        self.command_index = np.array([model.index[j] for j in joints], dtype=int)
-        self.tracker = JointStateTracker(model, require_velocity=self.friction,
-                                         state_timeout=float(params.get("state_timeout", 0.1)))
+            self.core = ComputedTorqueController(
+                used, _settings_for(ComputedTorqueSettings, params, model.joint_names), joints,
+                epoch_ns=int(epoch_ns))
+            self.ticks_on_stamp = True
 
     def expected(self, records: list[Record]) -> list:
-        """The command (array) or None for each joint state of ``records``, in order."""
-        return [self(r.msg, r.t_ns) for r in records if r.index >= 0]
+        """The command (array, command joint order) or None for each joint state of ``records``, in order;
+        trajectory records are submitted to the core at their bag time."""
+        from robot_dynamics_ros.control.cdr import fields_from_message
+        from robot_dynamics_ros.control.interpolation import TrajectoryRejected
 
-    def __call__(self, msg, now_ns: int) -> np.ndarray | None:
-        if not self.tracker.update(msg, now_ns):
-            return None
-        if not self.enabled:
-            return np.zeros(len(self.command_index))
-        q, qd = self.tracker.q, self.tracker.qd
-        tau = np.zeros(self.model.n) if self.hw_gravity else self.engine.gravity(q)
-        if self.friction:
-            tau = tau + self.engine.friction_torque(qd)
-        if self.clamp:
-            tau = np.clip(tau, -self.model.effort_limit, self.model.effort_limit)
-        return tau[self.command_index]
-
-
-class ComputedTorqueRecomputation:
-    """Offline command of the computed-torque node ticking once per joint state (``tick_source:
-    joint_states``), as configured (``mode``, ``gains.<joint>.{p,d,kp,kd}``, ``joints``, clamp).
-
-    The desired state is sampled at the joint state's header stamp (its bag time if unstamped) by the
-    package's ``TrajectoryExecutor`` (joint_trajectory_controller semantics; each trajectory submitted at its
-    bag time, the node's clock when it received it), holding the first measured q before a trajectory.
-    The torque is computed here with a :class:`PinocchioDynamics` of its own (e = q_d - q, ė = qd_d - qd):
-
-    * feedforward:     tau = RNEA(q_d, qd_d, qdd_d) + P e + D ė   (Lynch & Park 2017, §11.4.1)
-    * computed_torque: tau = RNEA(q, qd, qdd_d + Kd ė + Kp e)      (Lynch & Park 2017, §11.4.1)
-    * gravity:         tau = g(q) + P e + D ė                       (Spong et al. 2006, §8.2)
-
-    then clipped to the URDF effort limits (``clamp_to_effort_limits``), in ``joints`` order, N·m.
-    """
-
-    def __init__(self, model, params: dict[str, Any], *, epoch_ns: int):
-        from robot_dynamics_ros.control.interpolation import TrajectoryExecutor
-        from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
-        from robot_dynamics_ros.nodes.computed_torque import DEFAULT_GAINS
-
-        self.model = model
-        self.engine = PinocchioDynamics(model)
-        self.mode = str(params.get("mode", "feedforward"))
-        self.gains = {k: np.array([float(params.get(f"gains.{j}.{k}", DEFAULT_GAINS[k])) for j in model.joint_names])
-                      for k in ("p", "d", "kp", "kd")}
-        self.clamp = bool(params.get("clamp_to_effort_limits", True))
-        self.check_limits = bool(params.get("check_position_limits", True))
-        joints = list(params.get("joints") or model.joint_names)
-        self.command_index = np.array([model.index[j] for j in joints], dtype=int)
-        self.epoch_ns = int(epoch_ns)
-        self.trajectories = TrajectoryExecutor(model.n, epoch_ns=self.epoch_ns)
-        self.tracker = JointStateTracker(model, require_velocity=True,
-                                         state_timeout=float(params.get("state_timeout", 0.1)))
-
-    def expected(self, records: list[Record]) -> list:
-        """The command (array) or None for each joint state of ``records`` (trajectories applied in order)."""
-        from robot_dynamics_ros.control.interpolation import TrajectoryRejected, validate_joint_trajectory
-
+        core = self.core
         out = []
-        m = self.model
         for r in records:
             if r.index < 0:
                 try:
-                    spec = validate_joint_trajectory(r.msg, m.joint_names, lower=m.lower if self.check_limits
-                                                     else None, upper=m.upper if self.check_limits else None)
+                    spec = core.trajectory_from_message(r.msg)
                 except TrajectoryRejected:
                     continue
-                self.trajectories.submit(spec, (r.t_ns - self.epoch_ns) * 1e-9)
+                core.submit_trajectory(spec, core.time_s(r.t_ns))
                 continue
-            if not self.tracker.update(r.msg, r.t_ns):
+            fields = fields_from_message(r.msg)
+            if core.on_joint_state(fields, r.t_ns, r.t_ns) is not None:
                 out.append(None)
                 continue
-            q, qd = self.tracker.q.copy(), self.tracker.qd.copy()
-            if not self.trajectories.has_hold_position:
-                self.trajectories.set_hold_position(q)
-            stamp = r.msg.header.stamp.sec * 1_000_000_000 + r.msg.header.stamp.nanosec
-            d = self.trajectories.sample(((stamp or r.t_ns) - self.epoch_ns) * 1e-9)
-            g = self.gains
-            e, ed = d.q - q, d.qd - qd
-            if self.mode == "computed_torque":
-                tau = self.engine.rnea(q, qd, d.qdd + g["kd"] * ed + g["kp"] * e)
-            elif self.mode == "gravity":
-                tau = self.engine.gravity(q) + g["p"] * e + g["d"] * ed
+            if self.ticks_on_stamp:
+                res = core.step(r.t_ns, r.t_ns, sample_ns=fields.stamp_ns or r.t_ns)
             else:
-                tau = self.engine.rnea(d.q, d.qd, d.qdd) + g["p"] * e + g["d"] * ed
-            if self.clamp:
-                tau = np.clip(tau, -m.effort_limit, m.effort_limit)
-            out.append(np.asarray(tau)[self.command_index])
+                res = core.step(r.t_ns, r.t_ns)
+            out.append(None if res.command is None else np.asarray(res.command, dtype=float))
         return out
 
 
@@ -600,7 +528,14 @@ class Replayer:
             clock.clock.sec, clock.clock.nanosec = divmod(t_ns, 1_000_000_000)
             pub_clock.publish(clock)
 
-        spin = self.executor.spin_once
+        spin_once = self.executor.spin_once
+        _Interrupt.in_loop = True  # from here on a signal is noted and raised from Python code (spin)
+
+        def spin(timeout_sec: float) -> None:
+            spin_once(timeout_sec=timeout_sec)
+            if _Interrupt.hit:
+                raise KeyboardInterrupt
+
         # discovery, and the node's clock at the first record's time before anything is published
         deadline = time.monotonic() + 10.0
         while True:
@@ -657,6 +592,8 @@ class Replayer:
                 spin(timeout_sec=0.01)
         except KeyboardInterrupt:
             res.interrupted = True
+        finally:
+            _Interrupt.in_loop = False
         res.dropped += len(pending)
         pending.clear()
         res.wall_s = time.perf_counter() - t_wall0
@@ -690,7 +627,31 @@ def percentiles_us(latencies: list[float]) -> dict[str, float | None]:
             "max": round(float(a.max()), 1)}
 
 
+class _Interrupt:
+    """SIGINT and SIGTERM during ``replay``. Inside the replay loop the handler only takes note (an
+    exception raised while the executor runs native code would surface as a RuntimeError); the loop checks
+    after every spin and stops as on Ctrl-C, keeping what was recorded. Outside the loop it raises
+    KeyboardInterrupt."""
+
+    in_loop = False
+    hit = False
+
+    @classmethod
+    def handler(cls, signum, frame):
+        if cls.in_loop:
+            cls.hit = True
+            return
+        raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
+    import signal
+
+    previous = {}
+    if threading_is_main():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, _Interrupt.handler)
+    _Interrupt.in_loop = _Interrupt.hit = False
     try:
         return _run(args)
     except KeyboardInterrupt:  # before the replay loop (which keeps what it has) or after the write
@@ -699,6 +660,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"interrupted before the replay started: nothing was written to '{args.out}'", flush=True)
         return 130
+    finally:
+        _Interrupt.in_loop = False
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -735,11 +700,11 @@ def _run(args: argparse.Namespace) -> int:
     check_joint_names(records, model, args.joint_states_topic)
     replayer = Replayer(args.node, args.urdf, args.params, timeout=args.timeout, domain_id=args.domain_id)
     try:
-        if args.node == "gravity_compensation":
-            expected = GravityRecomputation(model, params).expected(records)
-        else:  # the node's trajectory clock counts from its start time (sim time: 0 before any /clock)
-            epoch = int(getattr(replayer.node, "_epoch_ns", 0))
-            expected = ComputedTorqueRecomputation(model, params, epoch_ns=epoch).expected(records)
+        node = replayer.node
+        node_params = {k: v.value for k, v in node.get_parameters_by_prefix("").items()}
+        # the node's trajectory clock counts from its start time (sim time: 0 before any /clock)
+        epoch = int(getattr(getattr(node, "core", None), "epoch_ns", getattr(node, "_epoch_ns", 0)))
+        expected = CoreRecomputation(args.node, model, node_params, epoch_ns=epoch).expected(records)
         res = replayer.run(records, expected, rate=rate)
         counters = dict(getattr(getattr(replayer.node, "diag", None), "counters", {}) or
                         getattr(getattr(replayer.node, "diagnostics", None), "counters", {}) or {})

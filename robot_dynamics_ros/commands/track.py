@@ -319,6 +319,7 @@ class _Run:
     tau_ff: np.ndarray        # (T, n) feedforward of the desired motion
     wall_s: float
     foreign: int = 0
+    resent: int = 0
 
 
 def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, ct_gains, epoch_ns,
@@ -356,6 +357,8 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         sim = SimulatorNode(context=ctx, parameter_overrides=[
             *source_params, Parameter("lockstep", value=True), Parameter("publish_clock", value=True),
             Parameter("clock_start", value=epoch_ns * 1e-9), Parameter("publish_rate", value=float(rate)),
+            # a state sent twice would be a second control tick: only after a long silence (a lost message)
+            Parameter("lockstep_resend", value=5.0),
             Parameter("timestep", value=1.0 / rate / steps),
             Parameter("joints", Parameter.Type.STRING_ARRAY, list(node.mapper.command_joints)),
             Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, list(model.joint_names)),
@@ -416,7 +419,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
     return _Run(mode, np.array([t_ns[k] for k in keep]), np.array([states[k][1] for k in keep]),
                 np.array([d[0] for d in des]), np.array([states[k][2] for k in keep]),
                 np.array([d[1] for d in des]), np.array([applied[k] for k in keep]),
-                np.array([d[2] for d in des]), wall, recorder.foreign_messages)
+                np.array([d[2] for d in des]), wall, recorder.foreign_messages, sim.resent)
 
 
 def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) -> dict:
@@ -442,6 +445,7 @@ def _metrics(run: _Run, model, engine, tool: str, start_ns: int, end_ns: int) ->
         "samples": int(sel.sum()),
         "wall_s": round(run.wall_s, 3),
         "foreign_desired_states_ignored": run.foreign,
+        "resent_states": run.resent,
         "_tool_err": tool_err,
         "_sel": sel,
     }
@@ -510,7 +514,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
           timing: str = "topp-ra", velocity_scale: float = 0.9, torque_margin: float = 0.7,
           pd_bandwidth: float = 10.0, ct_bandwidth: float = 30.0, tool: str | None = None,
           bag: bool = True, plot: bool = True, timestep: float = 0.00025, wall_timeout: float = 120.0,
-          domain_id: int | None = None, localhost: bool | None = None) -> dict:
+          domain_id: int | None = None, localhost: bool | None = None, log=lambda text: None) -> dict:
     """Run the tracking scenario and return its summary (see the module docstring).
 
     Args:
@@ -526,6 +530,8 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         timestep: MuJoCo step (s), at most 1/rate (rounded so that an integer number of steps fits).
         domain_id, localhost: DDS domain of every mode; default a private domain with localhost-only
             discovery (:func:`robot_dynamics_ros.commands.isolation.init_context`).
+        log: called with one progress line per step (timing, each mode), so a long first run (numba
+            compiles the retiming kernels once, 1-2 min) is never silent.
 
     Returns:
         ``{"robot", "joints", "tool_frame", "timing", "duration_s", "trajectory_peak_torque_fraction",
@@ -563,6 +569,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         raise UserError(f"robot '{entry.name}': every joint needs URDF velocity and effort limits")
 
     W = default_waypoints(model, entry)
+    log(f"timing the path ({timing}; the first run compiles the retiming kernels, 1-2 min, cached after)")
     plan = plan_trajectory(model, engine, W, timing=timing, velocity_scale=velocity_scale,
                            torque_margin=torque_margin, period=0.01)
     # the desired motion as the node will sample it, for the trajectory's own limit usage
@@ -596,6 +603,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
     runs, metrics = {}, {}
     try:
         for k, mname in enumerate(modes):
+            log(f"running mode {MODE_LABELS[mname]} ({plan.duration:.2f} s trajectory, domain {domain_id})")
             epoch_ns = (_EPOCH_S + k * _MODE_SPACING_S) * 1_000_000_000
             run_ = _run_mode(mname, model, engine, plan, source=source, held=held, rate=rate,
                              pd_gains=pd_gains, ct_gains=ct_gains, epoch_ns=epoch_ns, bag=writer,
@@ -699,7 +707,8 @@ def run(args) -> int:
     summary = track(args.urdf, out_dir=args.out, modes=parse_modes(args.modes), rate=args.rate,
                     timing=args.timing, velocity_scale=args.velocity_scale, torque_margin=args.torque_margin,
                     pd_bandwidth=args.pd_bandwidth, ct_bandwidth=args.ct_bandwidth, tool=args.tool,
-                    bag=not args.no_bag, plot=not args.no_plot, domain_id=args.domain_id)
+                    bag=not args.no_bag, plot=not args.no_plot, domain_id=args.domain_id,
+                    log=(lambda text: None) if args.json else (lambda text: print(text, flush=True)))
     if not args.json:
         print_report(summary)
     print(json.dumps(summary))

@@ -21,6 +21,8 @@ __all__ = ["BaseParameters", "base_parameters", "condition_number"]
 
 #: relative pivot threshold of the rank decision (columns of W are scaled to unit norm first)
 RANK_TOL = 1e-8
+#: columns whose norm is below this fraction of the largest column's count as zero
+ZERO_COLUMN = 1e-10
 
 
 @dataclass(frozen=True)
@@ -48,15 +50,17 @@ class BaseParameters:
 def base_parameters(W: np.ndarray, names, tol: float = RANK_TOL) -> BaseParameters:
     """Base parameters of the stacked regressor W (rows, P) with column names (P,).
 
-    Columns are normalized before pivoting (units differ: kg, kg·m, kg·m², N·m) and all-zero columns
-    (parameters no torque depends on) are dependent with K = 0. Raises ValueError when W has no rows.
+    Columns are normalized before pivoting (units differ: kg, kg·m, kg·m², N·m); zero columns (norm
+    below ZERO_COLUMN × the largest: parameters no torque depends on) are dependent with K = 0.
+    Raises ValueError when W has no rows.
     """
     W = np.asarray(W, dtype=float)
     if W.ndim != 2 or W.shape[0] == 0:
         raise ValueError(f"W: expected a non-empty (rows, P) matrix, got shape {W.shape}")
     P = W.shape[1]
     scale = np.linalg.norm(W, axis=0)
-    nz = scale > 0
+    # a column 1e-10 below the largest is rounding (e.g. the derivative of a constant), not excitation
+    nz = scale > ZERO_COLUMN * scale.max() if scale.size else scale > 0
     Ws = np.zeros_like(W)
     Ws[:, nz] = W[:, nz] / scale[nz]
     _, R, piv = qr(Ws, mode="economic", pivoting=True)

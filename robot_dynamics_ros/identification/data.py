@@ -217,7 +217,8 @@ def differentiate(x: np.ndarray, dt: float, window: int, deriv: int) -> np.ndarr
 @dataclass
 class Prepared:
     """Data ready for identification, model order. t (N,), q, qd, qdd (N, n) (filtered), tau (N, n)
-    filtered, tau_raw (N, n) as recorded (scaled); window (samples), dt (s); notes (what was done)."""
+    filtered, tau_raw (N, n) as recorded (scaled); window (samples), dt (s); notes (what was done).
+    ``correlation`` = 1/Σh² of the smoothing filter h: consecutive samples per independent one."""
 
     t: np.ndarray
     q: np.ndarray
@@ -229,9 +230,19 @@ class Prepared:
     window: int
     notes: list[str]
 
+    @property
+    def correlation(self) -> float:
+        from scipy.signal import savgol_coeffs
 
-def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window: int | None = None) -> Prepared:
+        return 1.0 if self.window < 5 else float(1.0 / np.sum(savgol_coeffs(self.window, 3) ** 2))
+
+
+def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window: int | None = None,
+            static: bool = False) -> Prepared:
     """Map names to the model, scale efforts, check values, resample if needed, filter and differentiate.
+
+    ``static``: the samples are poses at rest (a static-pose log): qd = qdd = 0, no filtering, no
+    resampling, every sample kept (window 1); ``t`` only orders the samples.
 
     Raises:
         UserError: a model joint missing from the data (naming it and the data's names), NaN/inf values
@@ -266,6 +277,15 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
             where = "" if what == "t" else f" of joint '{model.joint_names[j]}'"
             raise UserError(f"{rec.source}: {what}{where} is NaN or inf at sample {k} (t = {t[k]:.6g} s)")
     dts = np.diff(t)
+    scale = np.asarray(effort_scale if effort_scale is not None else np.ones(model.n), dtype=float)
+    if static:
+        if t.size < 10:
+            raise UserError(f"{rec.source}: {t.size} poses, need at least 10")
+        notes.append("static poses: qd = qdd = 0, recorded velocities/accelerations ignored, no filtering")
+        z = np.zeros_like(arrays["position"])
+        tau_s = arrays["effort"] * scale
+        return Prepared(t, arrays["position"], z, z.copy(), tau_s, tau_s.copy(), float(np.median(dts)) if
+                        t.size > 1 else 0.0, 1, notes)
     if np.any(dts <= 0):
         k = int(np.argmax(dts <= 0))
         raise UserError(f"{rec.source}: time does not increase at sample {k + 1} (t = {t[k + 1]:.6g} s)")
@@ -276,7 +296,6 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
                   for k, a in arrays.items()}
         notes.append(f"time steps vary by more than 5 % of the median {dt * 1e3:.3f} ms: resampled uniformly")
         t = tu
-    scale = np.asarray(effort_scale if effort_scale is not None else np.ones(model.n), dtype=float)
     tau_raw = arrays["effort"] * scale
     w = window or default_window(dt)
     if w % 2 == 0 or w < 5:

@@ -231,7 +231,8 @@ class Identification:
 
 
 def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: float = 1.0,
-             min_velocity: float = MIN_VELOCITY, max_nfev: int = 100) -> Identification:
+             min_velocity: float = MIN_VELOCITY, sample_correlation: float = 1.0,
+             max_nfev: int = 100) -> Identification:
     """Identify the inertial parameters of every body of ``model`` and the friction of every joint.
 
     Args:
@@ -245,6 +246,10 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
             |qd_j| < min_velocity is left out of the fit. A joint below it at more than 90 % of the
             samples counts as static: all its samples are kept and its Coulomb and viscous terms are not
             identified (their columns are zeroed; they keep the URDF's values).
+        sample_correlation: how many consecutive samples count as one independent measurement (≥ 1).
+            Filtered data have correlated errors: a smoothing filter h makes it 1/Σh²
+            (:attr:`~robot_dynamics_ros.identification.data.Prepared.correlation`); the data's weight is
+            divided by it, so the posterior spread is not over-optimistic.
         max_nfev: cap on solver iterations.
 
     Raises:
@@ -252,17 +257,52 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
             parameters the data can identify.
     """
     reg = Regressor(model)
-    tau = reg._check(tau, "tau")
+    tau = reg.check_array(tau, "tau")
     W = _stack(reg, q, qd, qdd, armature)
     N, n, P = W.shape
     if tau.shape[0] != N:
         raise ValueError(f"tau: expected {N} samples, got {tau.shape[0]}")
     names = _names(reg, armature)
+    pi0 = reg.parameters()
+    s_in = np.concatenate([default_prior_std(pi0[10 * i:10 * i + 10]) for i in range(reg.nb)])
+    f0, s_f = _friction_prior(model)
+    x0 = np.concatenate([pi0, f0] + ([np.zeros(n)] if armature else []))
+    s0 = np.concatenate([s_in, s_f] + ([np.full(n, 0.1)] if armature else []))
+    fit = _map_solve(model, W, tau, qd, names, x0, s0 / float(prior_weight), reg.nb, armature, min_velocity,
+                     max_nfev, sample_correlation)
+    return Identification(reg, names, fit.x, x0, fit.s0, fit.post, fit.post < IDENTIFIED_RATIO * fit.s0,
+                          fit.noise, fit.rank, structural_base(reg, armature=armature), fit.condition, armature,
+                          fit.status, fit.warnings)
+
+
+@dataclass
+class _Fit:
+    x: np.ndarray
+    s0: np.ndarray
+    post: np.ndarray
+    noise: np.ndarray
+    rank: int
+    condition: float
+    status: str
+    warnings: list
+
+
+def _map_solve(model, W, tau, qd, names, x0, s0, n_bodies, armature, min_velocity, max_nfev,
+               sample_correlation=1.0) -> _Fit:
+    """The MAP solve shared by arm and payload identification.
+
+    W (N, n, P): columns = ``n_bodies`` inertial blocks of 10 (log-Cholesky), then (fc, fv, fo) per joint,
+    then (armature) the rotor inertias; tau (N, n); x0, s0 (P,) prior mean and spread. See the module
+    docstring (row selection by ``min_velocity``, noise per joint from the OLS residual, QR reduction).
+    """
+    N, n, P = W.shape
     slow = np.abs(np.asarray(qd, dtype=float).reshape(N, n)) < min_velocity
     static = slow.mean(axis=0) > 0.9
+    nin = 10 * n_bodies
     warnings = []
+    W = W.copy()
     for j in np.nonzero(static)[0]:
-        W[:, j, reg.n_params + 3 * j:reg.n_params + 3 * j + 2] = 0.0
+        W[:, j, nin + 3 * j:nin + 3 * j + 2] = 0.0
     if np.any(static):
         warnings.append("static joints (|qd| < %g at > 90 %% of the samples): Coulomb and viscous friction not "
                         "identified for %s" % (min_velocity, ", ".join(np.array(model.joint_names)[static])))
@@ -288,33 +328,24 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
     noise = np.sqrt(np.bincount(joint_of_row, res ** 2, minlength=n) / dof)
     rms_tau = np.sqrt(np.bincount(joint_of_row, b ** 2, minlength=n) / rows)
     noise = np.maximum(noise, 1e-6 * rms_tau + 1e-9)
-    # prior
-    pi0 = reg.parameters()
-    s_in = np.concatenate([default_prior_std(pi0[10 * i:10 * i + 10]) for i in range(reg.nb)])
-    f0, s_f = _friction_prior(model)
-    x0 = np.concatenate([pi0, f0] + ([np.zeros(n)] if armature else []))
-    s0 = np.concatenate([s_in, s_f] + ([np.full(n, 0.1)] if armature else []))
-    s0 = s0 / float(prior_weight)
     # whitened data term reduced by QR
-    wrow = 1.0 / noise[joint_of_row]
-    Aw = A * wrow[:, None]
-    Q, R = qr(Aw, mode="economic")
+    wrow = 1.0 / (noise[joint_of_row] * np.sqrt(max(float(sample_correlation), 1.0)))
+    Q, R = qr(A * wrow[:, None], mode="economic")
     c = Q.T @ (b * wrow)
-    nin = reg.n_params
     nlin = P - nin
     lin_lower = np.full(nlin, -np.inf)
     lin_lower[0:3 * n:3] = 0.0  # Coulomb ≥ 0
     lin_lower[1:3 * n:3] = 0.0  # viscous ≥ 0
     if armature:
         lin_lower[3 * n:] = 0.0
-    theta0 = np.concatenate([log_cholesky_from_parameters(pi0[10 * i:10 * i + 10]) for i in range(reg.nb)]
+    theta0 = np.concatenate([log_cholesky_from_parameters(x0[10 * i:10 * i + 10]) for i in range(n_bodies)]
                             + [np.maximum(x0[nin:], lin_lower)])
     lower = np.concatenate([np.full(nin, -np.inf), lin_lower])
 
     def unpack(theta):
         x = np.empty(P)
         blocks = []
-        for i in range(reg.nb):
+        for i in range(n_bodies):
             sl = slice(10 * i, 10 * i + 10)
             x[sl], D = parameters_from_log_cholesky(theta[sl])
             blocks.append(D)
@@ -338,14 +369,17 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
         Jp[nin:, nin:] = np.diag(1.0 / s0[nin:])
         return np.vstack([Jd, Jp])
 
-    sol = least_squares(fun, theta0, jac=jac, bounds=(lower, np.full(P, np.inf)), method="trf",
-                        xtol=1e-12, ftol=1e-12, gtol=1e-10, max_nfev=max_nfev, x_scale=1.0)
+    # a trial step may overflow exp(θ): trf sees the non-finite cost and shrinks the step
+    with np.errstate(over="ignore", invalid="ignore"):
+        sol = least_squares(fun, theta0, jac=jac, bounds=(lower, np.full(P, np.inf)), method="trf",
+                            xtol=1e-10, ftol=1e-9, gtol=1e-10, max_nfev=max_nfev, x_scale=1.0)
     x, _ = unpack(sol.x)
     H = R.T @ R + np.diag(1.0 / s0 ** 2)
     post = np.sqrt(np.clip(np.diag(np.linalg.inv(H)), 0.0, None))
-    ident = post < IDENTIFIED_RATIO * s0
-    if not sol.success:
+    if sol.status == 0:
+        warnings.append(f"solver stopped at its cap of {max_nfev} evaluations (the estimate is physically "
+                        "consistent; the last steps are typically slow when a body approaches the consistency "
+                        "boundary)")
+    elif not sol.success:
         warnings.append(f"solver stopped: {sol.message}")
-    return Identification(reg, names, x, x0, s0, post, ident, noise, data_base.rank,
-                          structural_base(reg, armature=armature), condition_number(A, data_base), armature,
-                          str(sol.message), warnings)
+    return _Fit(x, s0, post, noise, data_base.rank, condition_number(A, data_base), str(sol.message), warnings)

@@ -46,6 +46,15 @@ class FourierTrajectory:
         qdd = -s @ (self.a * wl).T + c @ (self.b * wl).T
         return q, qd, qdd
 
+    def at_rest(self) -> FourierTrajectory:
+        """The same series with qd(0) = Σ_l a_l = 0 and qdd(0) = ω_f Σ_l l b_l = 0 (the last a and the first
+        b absorb the sums): every period then starts and ends at rest, at q(0) = q0 − Σ_l b_l / (ω_f l)."""
+        a, b = self.a.copy(), self.b.copy()
+        L = a.shape[1]
+        a[:, -1] = -a[:, :-1].sum(axis=1)
+        b[:, 0] = -(np.arange(2, L + 1) * b[:, 1:]).sum(axis=1)
+        return FourierTrajectory(a, b, self.q0.copy(), self.period)
+
     @classmethod
     def random(cls, n: int, harmonics: int, period: float, rng: np.random.Generator, q0=None,
                amplitude: float = 0.3) -> FourierTrajectory:
@@ -80,11 +89,13 @@ class FourierTrajectory:
 
 @dataclass
 class ExcitationResult:
-    """trajectory; condition (cond of the base regressor along it); q, qd, qdd, tau (N, n) at t (N,);
-    torque_ok: |tau| ≤ effort limit everywhere (model torque, no friction); evaluations."""
+    """trajectory; condition (cond of the base regressor along it); start_condition (of the random start);
+    q, qd, qdd, tau (N, n) at t (N,); torque_ok: |tau| ≤ effort limit everywhere (model torque, no
+    friction); evaluations (of the cost)."""
 
     trajectory: FourierTrajectory
     condition: float
+    start_condition: float
     t: np.ndarray
     q: np.ndarray
     qd: np.ndarray
@@ -95,14 +106,20 @@ class ExcitationResult:
 
 
 def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 200, q0=None,
-             qd_max=None, qdd_max=None, seed: int = 0, max_evaluations: int = 400) -> ExcitationResult:
+             qd_max=None, qdd_max=None, seed: int = 0, max_evaluations: int = 400,
+             restarts: int = 16) -> ExcitationResult:
     """Minimize cond(W_base) over the Fourier coefficients, within the limits (see the module docstring).
+
+    The series is kept at rest at t = 0 and t = T (:meth:`FourierTrajectory.at_rest`), so cycles repeat
+    smoothly and the robot starts from standstill at ``trajectory.sample([0])[0]``.
 
     Args:
         model: the RobotModel (limits from the URDF; ``qd_max``/``qdd_max`` (n,) override the velocity
             limit and give the acceleration limit, default ``model.acceleration_limit`` or 3 rad/s²).
         period: T s; harmonics: L; samples: points of the condition number's regressor per period.
         q0: centre pose (n,), default the middle of the position limits (0 when unlimited).
+        max_evaluations: cost evaluations in all; restarts: random starts tried first (at most a quarter
+            of the evaluations), the best seeds Powell's search. ``start_condition`` is the first start's.
     """
     from scipy.optimize import minimize
 
@@ -123,13 +140,13 @@ def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 
     base = structural_base(reg)
     t = np.linspace(0.0, period, samples, endpoint=False)
     rng = np.random.default_rng(seed)
-    start = FourierTrajectory.random(n, harmonics, period, rng, q0, amplitude=0.5 * float(np.min(vlim)))
+    start = FourierTrajectory.random(n, harmonics, period, rng, q0, amplitude=0.5 * float(np.min(vlim))).at_rest()
     start = start.scaled_into(lower, upper, vlim, alim, t)
     count = [0]
 
     def unpack(z):
         return FourierTrajectory(z[:n * harmonics].reshape(n, harmonics), z[n * harmonics:].reshape(n, harmonics),
-                                 np.asarray(q0, float), period)
+                                 np.asarray(q0, float), period).at_rest()
 
     def cost(z):
         count[0] += 1
@@ -144,14 +161,27 @@ def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 
             pen += np.sum(np.maximum(x - hi_, 0) ** 2 + np.maximum(lo_ - x, 0) ** 2)
         return np.log(c) + 1e3 * pen
 
+    # a few random starts first (one evaluation each), the best one seeds Powell's local search
     z0 = np.concatenate([start.a.ravel(), start.b.ravel()])
+    c0 = cost(z0)
+    first = start
+    for _ in range(min(restarts, max(max_evaluations // 4, 0))):
+        tr = FourierTrajectory.random(n, harmonics, period, rng, q0, amplitude=0.5 * float(np.min(vlim))).at_rest()
+        tr = tr.scaled_into(lower, upper, vlim, alim, t)
+        z = np.concatenate([tr.a.ravel(), tr.b.ravel()])
+        c = cost(z)
+        if c < c0:
+            z0, c0 = z, c
     res = minimize(cost, z0, method="Nelder-Mead" if z0.size <= 8 else "Powell",
-                   options={"maxfev": max_evaluations, "xtol": 1e-4, "ftol": 1e-4})
+                   options={"maxfev": max(max_evaluations - count[0], 1), "xtol": 1e-4, "ftol": 1e-4})
     best = unpack(res.x).scaled_into(lower, upper, vlim, alim, t)
     tt = np.linspace(0.0, period, max(samples, int(period * 100)) + 1)
+
+    def cond_of(tr):
+        W = _stack(reg, *tr.sample(tt), False)
+        return condition_number(W.reshape(-1, W.shape[2]), base)
+
     q, qd, qdd = best.sample(tt)
-    W = _stack(reg, q, qd, qdd, False)
-    cond = condition_number(W.reshape(-1, W.shape[2]), base)
     tau = NewtonEulerDynamics(model).rnea(q, qd, qdd)
     ok = bool(np.all(np.abs(tau) <= np.asarray(model.effort_limit)[None, :]))
-    return ExcitationResult(best, cond, tt, q, qd, qdd, tau, ok, count[0])
+    return ExcitationResult(best, cond_of(best), cond_of(first), tt, q, qd, qdd, tau, ok, count[0])

@@ -31,7 +31,7 @@ from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.identification.regressor import (inertial_to_parameters, parameters_to_inertial,
                                                          transform_parameters)
 
-__all__ = ["set_inertials", "identified_urdf", "friction_yaml", "write_text", "is_consistent"]
+__all__ = ["set_inertials", "identified_urdf", "friction_yaml", "read_friction_yaml", "write_text", "is_consistent"]
 
 
 def _fmt(v) -> str:
@@ -148,6 +148,40 @@ def friction_yaml(model, result) -> str:
         "units": {"coulomb": "N.m", "viscous": "N.m.s/rad", "offset": "N.m", "armature": "kg.m^2"},
         "joints": joints}}
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def read_friction_yaml(path: str | Path, joint_names) -> np.ndarray:
+    """The friction YAML (schema in the module docstring) as (n, 4): coulomb, viscous, offset, armature per
+    joint of ``joint_names`` (model order); joints the file does not list get zeros.
+
+    Raises:
+        UserError: unreadable file, not this schema (version 1), a listed joint not in ``joint_names``, a
+            missing, non-finite or (coulomb, viscous, armature) negative value — naming the file and joint.
+    """
+    import yaml
+
+    try:
+        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"friction YAML '{path}': cannot read: {exc}") from None
+    body = doc.get("robot_dynamics_friction") if isinstance(doc, dict) else None
+    if not isinstance(body, dict) or body.get("version") != 1 or not isinstance(body.get("joints"), dict):
+        raise UserError(f"friction YAML '{path}': expected 'robot_dynamics_friction' with version 1 and 'joints'")
+    index = {j: i for i, j in enumerate(joint_names)}
+    out = np.zeros((len(index), 4))
+    for jn, v in body["joints"].items():
+        if jn not in index:
+            raise UserError(f"friction YAML '{path}': joint '{jn}' is not in the model")
+        for k, key in enumerate(("coulomb", "viscous", "offset", "armature")):
+            try:
+                x = float(v.get(key, 0.0) if key == "armature" else v[key])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise UserError(f"friction YAML '{path}': joint '{jn}': '{key}' missing or not a number") from None
+            if not np.isfinite(x) or (key != "offset" and x < 0):
+                raise UserError(f"friction YAML '{path}': joint '{jn}': {key} = {x} must be finite"
+                                + ("" if key == "offset" else " and ≥ 0"))
+            out[index[jn], k] = x
+    return out
 
 
 def write_text(path: str | Path, text: str, what: str) -> None:

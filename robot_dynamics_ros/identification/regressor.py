@@ -164,7 +164,11 @@ class Regressor:
         raise ValueError(f"link '{link}' is fixed to the root link '{cur}': its load is not seen by any joint")
 
     # ------------------------------------------------------------------ regressors
-    def _check(self, a, name: str, N: int | None = None) -> np.ndarray:
+    def check_array(self, a, name: str, N: int | None = None) -> np.ndarray:
+        """``a`` as a float (N, n) array (a single (n,) state becomes (1, n)).
+
+        Raises ValueError naming ``name`` on a wrong shape, and the sample and joint of a non-finite value.
+        """
         x = np.asarray(a, dtype=float)
         if x.ndim == 1:
             x = x[None, :]
@@ -181,10 +185,10 @@ class Regressor:
         ``gravity=False`` leaves gravity out (base acceleration 0). Raises ValueError on a bad shape or a
         non-finite input (naming the array, sample and joint).
         """
-        q = self._check(q, "q")
+        q = self.check_array(q, "q")
         N = q.shape[0]
-        qd = self._check(qd, "qd", N)
-        qdd = self._check(qdd, "qdd", N)
+        qd = self.check_array(qd, "qd", N)
+        qdd = self.check_array(qdd, "qdd", N)
         t = self.table
         nb = self.nb
         qb = q[:, t.src] * t.mult + t.offset
@@ -251,7 +255,7 @@ class Regressor:
     def friction(self, qd) -> np.ndarray:
         """(N, n, 3 n): tau_f = Y_f phi with phi[3 j : 3 j + 3] = (fc, fv, fo) of joint j, i.e.
         fc·sign(qd) + fv·qd + fo (N·m, N·m·s/rad, N·m; Coulomb + viscous + constant offset)."""
-        qd = self._check(qd, "qd")
+        qd = self.check_array(qd, "qd")
         N, n = qd.shape
         Yf = np.zeros((N, n, 3 * n))
         for j in range(n):
@@ -262,7 +266,7 @@ class Regressor:
 
     def armature(self, qdd) -> np.ndarray:
         """(N, n, n): rotor inertia reflected to joint j (kg·m²), tau_a = Ia_j · qdd_j."""
-        qdd = self._check(qdd, "qdd")
+        qdd = self.check_array(qdd, "qdd")
         N, n = qdd.shape
         Ya = np.zeros((N, n, n))
         Ya[:, np.arange(n), np.arange(n)] = qdd

@@ -15,7 +15,8 @@ Two stepping modes:
   without commands when that is > 0).
 * ``lockstep``: every received command is applied, then the physics advances ``1 / publish_rate`` s and the
   new state is published — a deterministic closed loop over DDS whatever the machine load (the demo uses
-  it). The state is re-published every 0.1 s while no command arrives (start-up, a lost message).
+  it). The state is re-published every ``lockstep_resend`` s (0.1) while no command arrives (start-up, a
+  lost message).
 
 Names are relative (``joint_states``, ``<controller_name>/commands``, ``robot_description``), so a
 namespace (``-r __ns:=/r1``, a namespaced launch) moves every topic of the node; ``/clock`` stays global,
@@ -56,6 +57,8 @@ PARAMS = [
               choices=("Euler", "implicitfast", "implicit", "RK4"), read_only=True),
     ParamSpec("lockstep", False, "Step only when a command arrives (1/publish_rate s per command).",
               read_only=True),
+    ParamSpec("lockstep_resend", 0.1, "Lockstep: seconds without a command after which the last state is "
+              "published again (start-up, a lost message).", range=(0.01, 3600.0), read_only=True),
     ParamSpec("start_on_first_command", False, "Free running: keep the physics paused (state still "
               "published) until the first command after start or reset() arrives.", read_only=True),
     ParamSpec("publish_clock", False, "Publish the simulated time on /clock (rosgraph_msgs/Clock) and stamp "
@@ -131,7 +134,7 @@ class SimulatorNode(Node):
         self._period = 1.0 / self.p["publish_rate"]
         self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
         if self._lockstep:
-            self._timer = self.create_timer(0.1, self._kick)
+            self._timer = self.create_timer(min(0.1, float(self.p["lockstep_resend"])), self._kick)
         else:
             self._timer = self.create_timer(self._period, self._tick)
 
@@ -166,6 +169,8 @@ class SimulatorNode(Node):
         self._got_command = False
         self._sim_steps_done = 0
         self.commands = 0
+        #: lockstep: states published again after lockstep_resend s without a command
+        self.resent = 0
         self.diag.set("robot", model.description.name)
         self.diag.set_level(Diagnostics.OK, "running")
         self.get_logger().info(f"simulating '{model.description.name}' ({model.n} joints + {len(held)} held, "
@@ -261,9 +266,11 @@ class SimulatorNode(Node):
             self.done = True
 
     def _kick(self) -> None:
-        """Lockstep: re-publish the state when no command came for 0.1 s."""
+        """Lockstep: re-publish the state when no command came for ``lockstep_resend`` s."""
         if self.sim is not None and not self.done and not self._shut \
-                and time.monotonic() - self._last_cmd > 0.1:
+                and time.monotonic() - self._last_cmd > self.p["lockstep_resend"]:
+            self.resent += 1
+            self._last_cmd = time.monotonic()
             self._publish()
 
     def _tick(self) -> None:

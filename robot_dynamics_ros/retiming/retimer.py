@@ -4,10 +4,12 @@ Pipeline (each step in its own module):
 1. request checks (shapes, NaN, joint names, position limits, start/end velocity limits, gravity at every
    waypoint against the torque limit) — every failure is a :class:`RetimeResult` with ``success=False``
    and a message naming the joint, the waypoint index and the limit (never an exception);
-2. consecutive duplicates dropped, the path split where the motion turns back (:mod:`.path`);
-3. per segment: C² spline q(s) (:class:`~.path.JointPath`), gridpoints containing every knot, q, q', q''
-   at gridpoints and stage midpoints, torque coefficients a, b, c from one batched RNEA call
-   (:mod:`.constraints`), TOPP-RA (:mod:`.topp_ra`);
+2. continuous joints unwrapped the short way, waypoints within path_tolerance / 2 of the previous kept one
+   merged, the path split where the motion turns back (:mod:`.path`);
+3. per segment: C² spline q(s) within path_tolerance of the request's polyline
+   (:meth:`~.path.JointPath.within_tolerance`: knots added on the chords), gridpoints containing every knot
+   with turn-limited stages, q, q', q'' at gridpoints and stage midpoints, torque coefficients a, b, c from
+   one batched RNEA call (:mod:`.constraints`), TOPP-RA (:mod:`.topp_ra`);
 4. output sampling of the same piecewise-constant-sdd s(t) at a period or at the gridpoints, efforts from
    the same dynamics engine (:mod:`.sampling`).
 
@@ -117,7 +119,7 @@ class RetimeStatus(enum.Enum):
     """Outcome of :meth:`Retimer.retime` (never ``None``)."""
 
     SUCCESS = "success"
-    #: malformed request: NaN, unknown or duplicate joint name, wrong shape, bad option value
+    #: malformed request: NaN, unknown, duplicate or missing joint name, wrong shape, bad option value, a cap
     INVALID_REQUEST = "invalid_request"
     #: a waypoint (or the spline between two) outside a joint's position limits
     POSITION_LIMIT = "position_limit"
@@ -139,7 +141,9 @@ class RetimeOptions:
         velocity_scale: fraction (0, 1] of the velocity limits.
         acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none).
         torque_margin: fraction (0, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
-        gridpoints: number of gridpoints (≥ 2; at least one per waypoint is used). None → default.
+        gridpoints: requested number of gridpoints (2 .. MAX_GRIDPOINTS); more are used where needed: one
+            stage at least per knot (waypoints and added knots), turn-limited stages
+            (:data:`~.path.TURN_PER_STAGE`), MIN_SEGMENT_GRIDPOINTS per segment. None → default.
         sample_period: output period (s); None or 0 → one sample per gridpoint.
         friction: include URDF ``<dynamics>`` viscous damping and Coulomb friction in the torque
             constraint and the output efforts.
@@ -585,6 +589,7 @@ class Retimer:
             raise _Failure(RetimeStatus.INVALID_REQUEST,
                            f"path_tolerance={tol:g}: the path between waypoints {w} and {w + 1} cannot be kept "
                            f"within it ({why}); raise path_tolerance")
+        path = path.split_for_turn(_path.TURN_PER_STAGE)
         # a segment that is short next to the whole path still needs stages to start and stop
         count = requested if path.length >= total else max(MIN_SEGMENT_GRIDPOINTS,
                                                            int(round(requested * path.length / total)))
@@ -724,6 +729,13 @@ class Retimer:
         if abc is not None:
             found = self._gravity_failure(abc[2][2 * i:2 * i + 3], s_eval[2 * i:2 * i + 3], path, first, kept_idx,
                                           tlim)
+            if found is None:
+                # the stage-interior bound may have seen gravity above the limit between the points: look
+                # closer, on the failing stage and its neighbours
+                lo, hi = s[max(i - 1, 0)], s[min(i + 2, s.shape[0] - 1)]
+                s_dense = np.linspace(lo, hi, 65)
+                c = np.atleast_2d(self.dynamics.gravity(path(s_dense)))
+                found = self._gravity_failure(c, s_dense, path, first, kept_idx, tlim)
             if found is not None:
                 return found
         return _Failure(RetimeStatus.INFEASIBLE,

@@ -1,0 +1,148 @@
+"""``robot-dynamics identify``: dynamic parameters (and friction) of a robot from recorded joint data.
+
+    robot-dynamics identify --urdf URDF --data FILE --out IDENTIFIED.urdf
+                            [--effort-scale S | J=S,...] [--joint-map FROM=TO,...] [--topic TOPIC]
+                            [--payload LINK] [--holdout F] [--armature] [--prior-weight W] [--window N]
+                            [--static] [--min-velocity V]
+                            [--held J=V ...] [--gravity GX,GY,GZ] [--friction-yaml PATH] [--report PATH]
+                            [--plot PATH] [--json]
+
+``--data``: a CSV (``t``, ``<joint>/position``, ``/velocity``, ``/effort``, optional ``/acceleration``) or
+a rosbag2 with ``sensor_msgs/msg/JointState`` (see :mod:`robot_dynamics_ros.identification.data`). The URDF
+is the prior; the last ``--holdout`` fraction of the recording (default 0.25) is not fitted and serves to
+compare the URDF and the identified model. Writes ``--out`` (the URDF with identified inertials and
+``<dynamics>``), ``--friction-yaml`` (default ``<out>.friction.yaml``), ``--report`` (JSON, default
+``<out>.json``, ``<out>.report.json`` when --out is a .json) and ``--plot`` (PNG, default ``<out>.png``);
+nothing is written when identification fails.
+
+``--payload LINK``: the arm's parameters are taken from ``--urdf`` as they are (e.g. an identified URDF)
+and only a payload rigidly attached to LINK (mass, centre of mass, inertia) and the joint friction are
+estimated; ``--out`` is then a JSON with the payload (the ``~/set_payload`` request's fields).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from robot_dynamics_ros.errors import UserError
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--urdf", "--robot", dest="urdf", required=True,
+                        help="URDF file (the prior) or a robot of the catalogue (panda, ur5, ...)")
+    parser.add_argument("--data", required=True, help="CSV recording or rosbag2 (sqlite3 or mcap) with JointState")
+    parser.add_argument("--out", required=True, help="identified URDF to write (with --payload: a JSON)")
+    parser.add_argument("--topic", help="JointState topic of the bag (default: its only JointState topic)")
+    parser.add_argument("--effort-scale", metavar="S|J=S,...",
+                        help="tau_model = S * effort_data, for all joints or per joint (e.g. -1 for drivers "
+                             "that report the opposite sign)")
+    parser.add_argument("--joint-map", metavar="FROM=TO,...", help="data joint name -> model joint name")
+    parser.add_argument("--payload", metavar="LINK", help="identify only a payload on LINK, arm model fixed")
+    parser.add_argument("--holdout", type=float, default=0.25,
+                        help="fraction of the recording (its end) kept out of the fit for validation (0.25)")
+    parser.add_argument("--armature", action="store_true", help="also fit a rotor inertia per joint")
+    parser.add_argument("--prior-weight", type=float, default=1.0,
+                        help="weight of the URDF prior (larger stays closer to the URDF; default 1)")
+    parser.add_argument("--window", type=int, help="Savitzky-Golay window, samples (odd; default ~0.1 s)")
+    parser.add_argument("--static", action="store_true",
+                        help="the samples are poses at rest (static-pose log): qd = qdd = 0, no filtering")
+    parser.add_argument("--min-velocity", type=float, default=0.05,
+                        help="|qd| below which a joint's sample is left out of the fit, rad/s (default 0.05)")
+    parser.add_argument("--held", action="append", default=None, metavar="JOINT=VALUE",
+                        help="hold a joint fixed (as in the other commands); --held none holds nothing")
+    parser.add_argument("--gravity", metavar="GX,GY,GZ", help="gravity in the root link frame (0,0,-9.81)")
+    parser.add_argument("--friction-yaml", help="friction YAML to write (default <out>.friction.yaml)")
+    parser.add_argument("--report", help="JSON report to write (default <out>.json)")
+    parser.add_argument("--plot", help="PNG of the held-out block (default <out>.png); 'none' to skip")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+
+
+def _model(args):
+    from robot_dynamics_ros.commands._args import float_list, parse_held
+    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.robots import resolve
+
+    entry = resolve(args.urdf)
+    held = parse_held(args.held)
+    if held is None:
+        held = dict(entry.held_joints)
+    gravity = float_list(args.gravity, "--gravity", 3) if args.gravity else (0.0, 0.0, -9.81)
+    return RobotModel.from_urdf(entry.path, held_joints=held, gravity=gravity)
+
+
+def _summary(report: dict) -> str:
+    lines = [f"identify {report['robot']}: {report['samples']} samples, dt {report['dt_s'] * 1e3:.3g} ms, "
+             f"data rank {report['data_rank']} of {report['structural_base_parameters']} base parameters, "
+             f"condition number {report['condition_number']:.3g}"]
+    if "validation" in report:
+        lines.append(f"held-out block {report['validation_block_s'][0]:.3f}-{report['validation_block_s'][1]:.3f} s"
+                     "  (RMS / max torque error, N·m)")
+        lines.append(f"  {'joint':<24} {'URDF rms':>9} {'URDF max':>9} {'ident rms':>9} {'ident max':>9} "
+                     f"{'rms/peak':>8}")
+        for jn, v in report["validation"].items():
+            lines.append(f"  {jn:<24} {v['urdf_rms']:9.4g} {v['urdf_max']:9.4g} {v['identified_rms']:9.4g} "
+                         f"{v['identified_max']:9.4g} {100 * v['identified_rms_over_peak']:7.2f}%")
+    if "payload" in report:
+        p = report["payload"]
+        lines.append(f"payload on {p['link']}: mass {p['mass']:.4g} kg, com {p['com']} m")
+    counts = ", ".join(f"{k} {v['identified']}/{v['total']}" for k, v in report.get("identified_counts", {}).items())
+    if counts:
+        lines.append(f"excited by the data (others kept at the URDF): {counts}")
+    for w in report["notes"] + report["warnings"]:
+        lines.append(f"note: {w}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    from robot_dynamics_ros.identification import data as data_mod
+    from robot_dynamics_ros.identification import outputs, pipeline
+
+    if not args.prior_weight > 0:
+        raise UserError(f"--prior-weight: {args.prior_weight} must be > 0")
+    if not args.min_velocity >= 0:
+        raise UserError(f"--min-velocity: {args.min_velocity} must be ≥ 0")
+    model = _model(args)
+    rec = data_mod.read_recording(args.data, args.topic)
+    scale = data_mod.parse_effort_scale(args.effort_scale, model.joint_names)
+    prepared = data_mod.prepare(rec, model, joint_map=data_mod.parse_joint_map(args.joint_map),
+                                effort_scale=scale, window=args.window, static=args.static)
+    out = Path(args.out)
+    stem = out.with_suffix("")
+    files: list[tuple[str, str, str]] = []  # (what, path, text)
+    try:
+        if args.payload:
+            from robot_dynamics_ros.identification.payload import run_payload
+
+            outcome = run_payload(model, args.payload, prepared, holdout=args.holdout,
+                                  prior_weight=args.prior_weight, min_velocity=args.min_velocity)
+            files.append(("--out", str(out), outputs.json_text(outcome.report["payload"])))
+        else:
+            outcome = pipeline.run(model, prepared, holdout=args.holdout, armature=args.armature,
+                                   prior_weight=args.prior_weight, min_velocity=args.min_velocity)
+            urdf_text, notes = outputs.identified_urdf(model, outcome.result)
+            outcome.report["notes"] += notes
+            files.append(("--out", str(out), urdf_text))
+            files.append(("--friction-yaml", args.friction_yaml or f"{stem}.friction.yaml",
+                          outputs.friction_yaml(model, outcome.result)))
+    except ValueError as exc:
+        raise UserError(f"identify {args.data}: {exc}") from None
+    outcome.report["data"] = str(args.data)
+    report_path = args.report or (f"{stem}.report.json" if out.suffix.lower() == ".json" else f"{stem}.json")
+    outcome.report["outputs"] = [p for _, p, _ in files] + [report_path]
+    files.append(("--report", report_path, outputs.json_text(outcome.report)))
+    written = []
+    try:
+        for what, path, text in files:
+            outputs.write_text(path, text, what)
+            written.append(path)
+        if (args.plot or "").lower() != "none" and outcome.t_val.size:
+            plot_path = args.plot or f"{stem}.png"
+            pipeline.plot(plot_path, outcome, model.joint_names)
+            written.append(plot_path)
+    except UserError as exc:
+        raise UserError(f"{exc} (written before the failure: {', '.join(written) or 'nothing'})") from None
+    print(outputs.json_text(outcome.report) if args.json else _summary(outcome.report))
+    if not args.json:
+        print("wrote " + ", ".join(written), file=sys.stderr)
+    return 0
