@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
 
-from robot_dynamics_ros.commands import casestudy as cs  # noqa: E402
+from robot_dynamics_ros.commands import casestudy as cs
+from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits  # noqa: E402
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics  # noqa: E402
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited  # noqa: E402
 from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer  # noqa: E402
@@ -111,7 +112,9 @@ def main(argv=None) -> int:
     # the case's full solution with the motor-limit loop (what `robot-dynamics casestudy` runs)
     res = Retimer(ur10).retime(line.q, options=RetimeOptions(torque_margin=MARGIN))
     t0 = time.perf_counter()
-    cs.solve_full(ur10, res.segments[0].path, res.segments[0].s, res.segments[0].x, cs.case_motor_limits(ur10))
+    seg = res.segments[0]
+    solve_within_motor_limits(ur10, seg.path, seg.s, seg.x, cs.case_motor_limits(ur10), margin=MARGIN,
+                              jerk_limit=cs.JERK)
     case["full_with_motor_loop_ms"] = (time.perf_counter() - t0) * 1e3
     rows.append(case)
     print(json.dumps(case))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from robot_dynamics_ros.commands import casestudy as cs
+from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.retiming.motor_limits import MotorLimits
 from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
@@ -34,7 +35,8 @@ def case():
 def full(case):
     model, _, res, limits, _ = case
     seg = res.segments[0]
-    return cs.solve_full(model, seg.path, seg.s, seg.x, limits)
+    return solve_within_motor_limits(model, seg.path, seg.s, seg.x, limits, margin=cs.MARGIN,
+                                     jerk_limit=cs.JERK)
 
 
 def _motor_figures(t, tau, rated):
@@ -101,7 +103,8 @@ def test_motor_loop_lowers_the_torque_limit_until_the_time_above_rated_is_short_
     _, tau = dense_check(pm, t, q, qd, qdd)
     assert _motor_figures(t, tau, rated)[2][0] > 0.05  # unconstrained, the base joint stays above 80 N·m longer
 
-    sol, rep, lam, tl, solves = cs.solve_full(model, seg.path, seg.s, seg.x, strict, steps=3)
+    sol, rep, lam, tl, solves = solve_within_motor_limits(model, seg.path, seg.s, seg.x, strict, margin=cs.MARGIN,
+                                                             jerk_limit=cs.JERK, steps=3)
     assert lam < 1.0 and solves > 1 and tl[0] < cs.MARGIN * limits.peak[0]
     np.testing.assert_array_equal(tl[1:], cs.MARGIN * limits.peak[1:])  # only the joint that broke a rule
     t, q, qd, qdd = dense_samples(sol)

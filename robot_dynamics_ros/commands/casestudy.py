@@ -8,7 +8,8 @@ URDF effort limit. Three timings of the same joint path, side by side:
 1. ``trapezoid``: kinematic only — constant path acceleration and speed, the largest with every joint's
    |qdd| ≤ 3 rad/s² and |qd| ≤ its velocity limit anywhere on the path (dynamics ignored);
 2. ``topp_ra``: torque-limited TOPP-RA (|τ| ≤ margin · effort), no jerk limit;
-3. ``full``: torque + jerk + rated/peak + margin (:func:`solve_full`).
+3. ``full``: torque + jerk + rated/peak + margin
+   (:func:`~..retiming.motor_limits.solve_within_motor_limits`).
 
 For each: cycle time, peak and RMS torque against rated and peak, longest time above rated, max jerk
 (finite differences of the 1 kHz accelerations), and the tool's tracking error in MuJoCo under PD with
@@ -33,8 +34,8 @@ import time
 
 import numpy as np
 
-__all__ = ["case_model", "case_line", "kinematic_trapezoid", "scurve_baseline", "solve_full", "measure", "track", "configure_parser",
-           "run"]
+__all__ = ["case_model", "case_line", "case_motor_limits", "kinematic_trapezoid", "scurve_baseline", "measure",
+           "track", "configure_parser", "run"]
 
 TOOL = "tool0"
 PAYLOAD_KG = 15.0
@@ -250,74 +251,6 @@ def scurve_baseline(model, path, res, jerk_limit, torque_limit, dynamics, *, per
     return Timing("scurve", T0 * hi, sampler_for(hi), info={"stretch": hi, "path_limits": [V, A, Js]})
 
 
-def solve_full(model, path, s, x_ref, limits, *, margin: float = MARGIN, jerk_limit=JERK, period: float = 1e-3,
-               steps: int = 6, dynamics=None):
-    """Torque + jerk + rated/peak + margin: the jerk-limited timing (:func:`~..retiming.jerk.solve_jerk_limited`)
-    with the torque limits of the joints that break a motor rule lowered until the rules hold.
-
-    First solved with |τ| ≤ margin · peak. Joints whose time above rated or RMS is then too high get the
-    torque limit base + λ (margin · peak − base), λ bisected in [0, 1) (the other joints keep margin · peak),
-    where base = rated (or margin · peak if lower), raised to the largest gravity torque along the path if
-    that is higher (the arm must be able to stand still on the path). With |τ| ≤ rated a joint is never
-    above rated and its RMS is ≤ rated, so λ = 0 passes whenever gravity stays below rated. Each candidate is
-    sampled every ``period`` s and checked with :func:`~..retiming.motor_limits.evaluate` (torques by
-    ``dynamics``, batched ``rnea``; default the in-package Newton–Euler engine of ``model``).
-
-    Returns:
-        (JerkSolution, MotorReport, λ (1.0 when no joint needed lowering), torque limit (n,), solves).
-
-    Raises:
-        UserError: no λ passes (e.g. gravity alone above rated for longer than peak_duration).
-    """
-    from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
-    from robot_dynamics_ros.errors import UserError
-    from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
-    from robot_dynamics_ros.retiming.motor_limits import evaluate
-
-    dynamics = dynamics or NewtonEulerDynamics(model)
-    cap = margin * limits.peak
-    gravity = np.abs(np.atleast_2d(dynamics.gravity(path(np.linspace(0.0, path.length, 400))))).max(axis=0)
-    base = np.minimum(np.maximum(np.minimum(limits.rated, cap), gravity * (1 + 1e-3)), cap)
-    jl = np.broadcast_to(np.asarray(jerk_limit, dtype=float), (model.n,))
-
-    def attempt(tl):
-        try:
-            sol = solve_jerk_limited(path, s, x_ref, dynamics, velocity_limit=model.velocity_limit,
-                                     acceleration_limit=model.acceleration_limit, torque_limit=tl, jerk_limit=jl)
-        except ValueError:
-            return None
-        t = np.append(np.arange(0.0, sol.duration, period), sol.duration)
-        _, _, _, _, q, qd, qdd, _ = sol.sample(t)
-        tau = np.atleast_2d(dynamics.rnea(q, qd, qdd))
-        return sol, evaluate(t, tau, limits, margin=margin)
-
-    first = attempt(cap.copy())
-    if first is None:
-        raise UserError("casestudy: the jerk-limited timing found no profile within margin · peak torque")
-    sol, rep = first
-    if rep.ok:
-        return sol, rep, 1.0, cap, 1
-    lower = ~(rep.ok_duration & rep.ok_rms)
-    best, solves = None, 1
-    lo, hi = 0.0, 1.0
-    for k in range(steps):
-        lam = lo if k == 0 else 0.5 * (lo + hi)
-        tl = np.where(lower, base + lam * (cap - base), cap)
-        cand = attempt(tl)
-        solves += 1
-        if cand is not None and cand[1].ok:
-            best = (cand[0], cand[1], lam, tl)
-            lo = lam
-        elif k == 0:
-            names = [model.joint_names[j] for j in np.flatnonzero(lower)]
-            raise UserError(f"casestudy: motor limits of {names} cannot be met even with |τ| ≤ rated (or gravity) "
-                            "everywhere: gravity alone is above rated too long; move the line closer to the base")
-        else:
-            hi = lam
-    sol, rep, lam, tl = best
-    return sol, rep, lam, tl, solves
-
-
 def measure(t, q, qd, qdd, tau, limits, margin):
     """Motor figures (:func:`~..retiming.motor_limits.evaluate`) and the max jerk per joint (n,) from finite
     differences of qdd, with the arm at rest (qdd = 0) one period before and after: a timing that starts
@@ -377,6 +310,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits
     from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
     from robot_dynamics_ros.errors import UserError
     from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
@@ -407,8 +341,8 @@ def run(args: argparse.Namespace) -> int:
     timings = [kinematic_trapezoid(seg.path, model.velocity_limit)]
     timings.append(Timing("topp_ra", res.duration, topp_sampler, topp_ms))
     t0 = time.perf_counter()
-    sol, _, lam, tl, solves = solve_full(model, seg.path, seg.s, seg.x, limits, margin=args.margin,
-                                         jerk_limit=args.jerk_limit, dynamics=engine)
+    sol, _, lam, tl, solves = solve_within_motor_limits(model, seg.path, seg.s, seg.x, limits, margin=args.margin,
+                                                        jerk_limit=args.jerk_limit, dynamics=engine)
     full_ms = (time.perf_counter() - t0) * 1e3
 
     def full_sampler(t):
@@ -431,7 +365,8 @@ def run(args: argparse.Namespace) -> int:
         tau = np.atleast_2d(engine.rnea(q, qd, qdd))
         rep, jerk = measure(t, q, qd, qdd, tau, limits, args.margin)
         entry = {"cycle_s": tm.duration, "solve_ms": tm.solve_ms, "motor_ok": rep.ok,
-                 "max_jerk": float(jerk.max()), "max_velocity_fraction": float((np.abs(qd) / model.velocity_limit).max()),
+                 "max_jerk": float(jerk.max()),
+                 "max_velocity_fraction": float((np.abs(qd) / model.velocity_limit).max()),
                  "joints": rep.as_dict(names), **tm.info}
         for j, name in enumerate(names):
             entry["joints"][name]["peak_over_rated"] = float(rep.peak[j] / limits.rated[j])
