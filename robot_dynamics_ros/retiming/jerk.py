@@ -314,9 +314,10 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     zero = np.zeros((K, n))
     dqp, ddqp = dq[p], ddq[p]
     vel = np.isfinite(vlim)
-    if vel.any():  # q'^2 x / V^2 ≤ 1
-        rows_fixed.append(forms(np.where(vel, dqp ** 2 / np.where(vel, vlim, 1.0) ** 2, 0.0), zero, zero))
-        rhs_fixed.append(np.where(vel, 1.0, np.inf)[None, :].repeat(K, 0))
+    if vel.any():  # q'^2 x / V^2 ≤ 1: the same linear form for every joint, so only the tightest joint's row
+        tight = np.where(vel, dqp ** 2 / np.where(vel, vlim, 1.0) ** 2, 0.0).max(axis=1, keepdims=True)
+        rows_fixed.append(tight[:, :, None] * X[:, None, :])
+        rhs_fixed.append(np.ones((K, 1)))
     acc = np.isfinite(alim)
     if acc.any():
         A = np.where(acc, alim, 1.0)
