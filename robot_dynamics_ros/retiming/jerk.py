@@ -204,17 +204,18 @@ def _check_points(s):
 
 def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
                        jerk_limit, max_iterations: int = 15, rtol: float = 1e-3, margin: float = 1e-4,
-                       verify_period: float | None = 1e-3, max_rounds: int = 3) -> JerkSolution:
+                       verify_period: float | None = 1e-3, max_rounds: int = 3,
+                       verify_tol: float = 2e-4) -> JerkSolution:
     """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits,
     verified on the output.
 
     The LPs hold the rows at three points per stage; in between a row can exceed its limit by its curvature
     over half a stage. So the output is sampled every ``verify_period`` s (joint velocity, acceleration and
-    jerk by eq. (1), torque by ``dynamics``); where a limit is exceeded by a ratio r > 1 it is divided by
-    r (and tightened by ``margin``) and the problem solved again from the last profile, at most
-    ``max_rounds`` times (None: no verification).
+    jerk by eq. (1), torque by ``dynamics``); where a limit is exceeded by a ratio r > 1 + ``verify_tol``
+    it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile, at
+    most ``max_rounds`` times (None: no verification).
 
-    Args: as :func:`_solve_once`, plus verify_period (s) and max_rounds.
+    Args: as :func:`_solve_once`, plus verify_period (s), max_rounds and verify_tol (relative).
     Returns: :class:`JerkSolution` (``rounds`` solves; ``solve_ms`` over all of them).
     Raises: ValueError as :func:`_solve_once`.
     """
@@ -241,10 +242,10 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
                 continue
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratio = np.where(np.isfinite(lims[k]), val / lims[k], 0.0)
-            bad = ratio > 1.0
+            bad = ratio > 1.0 + verify_tol
             if bad.any():
                 over = True
-                work[k] = np.where(bad, work[k] / ratio, work[k])
+                work[k] = np.where(bad, work[k] / ratio * (1.0 - margin), work[k])
         if not over:
             break
         x0 = np.maximum(sol.x, 0.0)
