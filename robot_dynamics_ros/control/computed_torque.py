@@ -247,7 +247,11 @@ class ComputedTorqueController(ControlCore):
         return self.trajectory.submit(spec, received_s)
 
     # ------------------------------------------------------------------ step
-    def _safe(self, why: str) -> StepResult:
+    def safe_command(self, why: str) -> StepResult:
+        """Gravity only at the last known state, ``safe=True``, level ERROR (module docstring); also what a
+        node publishes once when it is deactivated. ``why`` starts the reason."""
+        if not self.mapper.ready:
+            return StepResult(None, True, WARN, why + ": no state known, nothing to hold")
         tau = self.engine.gravity(self.mapper.q).tolist()
         self._clamp(tau)
         cmd = self._finite_command(tau)
@@ -276,7 +280,7 @@ class ComputedTorqueController(ControlCore):
             return self._waiting()
         age, jumped = self._age(now_ns, arrival_now_ns)
         if jumped or age * 1e9 > self._timeout_ns:
-            return self._safe(self._stale_text(age, jumped))
+            return self.safe_command(self._stale_text(age, jumped))
         ex = self.trajectory
         q, qd = mapper.q, mapper.qd
         if not ex.has_hold_position:

@@ -1,0 +1,176 @@
+"""The attack benchmark's quick run over DDS, asserted against the hardening targets.
+
+``benchmarks/bench_attack.py --quick`` runs once for the module (separate processes: the nodes started as
+``robot-dynamics run`` starts them, a 1 kHz publisher, retiming clients; on this session's private ROS
+domain from test/conftest.py). Each test reads one concern from its JSON document. The benchmark judges a
+command against g(q) from Pinocchio called directly on the URDF (test/reference.py), so a command
+computed from a hostile message is told apart from one computed from a good state by its value.
+
+Tests of targets that the nodes do not meet yet carry ``xfail(strict=True)`` naming the defect and the file
+that owns it: when the defect is fixed they pass, pytest reports XPASS as a failure, and the mark goes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+GAP_TARGET_MS = 200.0          # 2 x state_timeout (0.1 s)
+RSS_TARGET_MB = 20.0
+LOST_TARGET_PCT = 1.0
+LOG_LINE_TARGET = 500
+#: wall time the quick run may take: its windows are fixed (~45 s); start-up and the answers of queued
+#: retiming requests depend on the machine's load (4 helpers share 2 cores here)
+WALL_LIMIT_S = 60.0
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def doc(tmp_path_factory):
+    out = tmp_path_factory.mktemp("attack") / "attack.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_attack.py"), "--quick", "--json",
+                           str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert proc.returncode in (0, 2), proc.stderr[-3000:]
+    d = json.loads(out.read_text())
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["targets"] == d["targets"]
+    return d
+
+
+def _rows(doc):
+    return doc["joint_states"]["rows"]
+
+
+def test_quick_run_is_complete_and_quick(doc):
+    assert all(doc["ready"].values()), doc["ready"]
+    for seg in ("joint_states", "sim_time", "retiming_clients", "shared_process", "descriptions"):
+        assert seg in doc and "error" not in doc[seg], (seg, doc.get(seg))
+    assert all("error" not in r for r in _rows(doc))
+    assert doc["wall_s"] <= WALL_LIMIT_S, doc["segment_wall_s"]
+    flood = next(r for r in _rows(doc) if r["kind"] == "rss_flood")
+    assert flood["sent_hostile"] == 100_000
+    for r in _rows(doc):
+        assert r["sent_hostile"] > 0 and r["sent_good"] > 0, r
+        # good states reached the gravity node: the baseline is answered with g(q) of the good pose
+        assert r["gravity_compensation"]["good"] > 0, r
+
+
+def test_no_node_dies_and_no_output_is_non_finite(doc):
+    assert doc["deaths"] == []
+    for r in _rows(doc):
+        for node in ("gravity_compensation", "computed_torque"):
+            assert r[node]["nonfinite"] == 0, (r["kind"], node)
+    for r in doc["descriptions"]["rows"]:
+        assert r["alive"], r
+        for node in ("gravity_compensation", "computed_torque"):
+            assert r[node]["nonfinite"] == 0, (r["description"], node)
+
+
+def test_good_states_alone_are_answered_with_gravity_only(doc):
+    """The baseline row: no hostile message, so every command is g(q) of the good pose."""
+    base = next(r for r in _rows(doc) if r["kind"] == "good_only")
+    for node in ("gravity_compensation", "computed_torque"):
+        assert base[node]["caused"] == 0 and base[node]["commands"] == base[node]["good"] > 0, base
+
+
+@pytest.mark.xfail(strict=True, reason="no plausibility gate: ±1e308 / 1e300 / 100 rad outside the limits / "
+                   "1e308 rad/s / NaN states are commanded (control/* cores, nodes/gravity_compensation.py, "
+                   "nodes/computed_torque.py)")
+def test_implausible_states_cause_no_command(doc):
+    caused = {(r["kind"], n): r[n]["caused"] for r in _rows(doc) if r["must_reject"]
+              for n in ("gravity_compensation", "computed_torque")}
+    assert all(v == 0 for v in caused.values()), caused
+
+
+@pytest.mark.xfail(strict=True, reason="a message with 10 000 names stalls both control nodes for > 0.5 s "
+                   "(control/joint_mapping.py name-order cache, nodes/common.py)")
+def test_command_gap_after_each_burst_within_two_state_timeouts(doc):
+    gaps = {(r["kind"], n): r[n]["max_gap_ms"] for r in _rows(doc) if r["kind"] != "rss_flood"
+            for n in ("gravity_compensation", "computed_torque")}
+    assert all(v <= GAP_TARGET_MS for v in gaps.values()), gaps
+
+
+@pytest.mark.xfail(strict=False, reason="name-ordering / unknown-name caches grow with every new name "
+                   "(control/joint_mapping.py); the growth measured varies with how many of the flood's "
+                   "messages the node reads (14-49 MB here), so the mark is not strict")
+def test_rss_growth_over_100000_hostile_messages_bounded(doc):
+    flood = next(r for r in _rows(doc) if r["kind"] == "rss_flood")
+    assert flood["rss_growth_mb"] <= RSS_TARGET_MB, flood
+
+
+def test_backward_sim_time_jump_is_followed_within_two_state_timeouts(doc):
+    st = doc["sim_time"]
+    for node in ("gravity_compensation", "computed_torque"):
+        assert st[node]["commands_before_jump"] > 0, st
+        assert st[node]["recovery_ms"] is not None and st[node]["recovery_ms"] <= GAP_TARGET_MS, st[node]
+        assert st[node]["diagnostics_ok_without_fresh_state"] == 0, st[node]
+        assert st[node]["nonfinite"] == 0
+
+
+@pytest.mark.xfail(strict=True, reason="a state stamped 0.9 x state_timeout ahead is accepted and the correct "
+                   "states after it are refused as out of order until the clock passes it: the gravity node "
+                   "answers ~20-35 % of them (control/joint_mapping.py ordering, control cores)")
+def test_future_stamp_never_blocks_later_correct_states(doc):
+    fut = next(r for r in _rows(doc) if r["kind"] == "future_stamp")
+    base = next(r for r in _rows(doc) if r["kind"] == "good_only")
+    # the gravity node answers each accepted state: as many good states answered as in the baseline
+    assert fut["gravity_good_answered_pct"] >= base["gravity_good_answered_pct"] - 5.0, (fut, base)
+    for node in ("gravity_compensation", "computed_torque"):
+        assert fut[node]["max_gap_ms"] <= GAP_TARGET_MS, fut
+
+
+def test_every_retiming_request_is_answered(doc):
+    rc = doc["retiming_clients"]
+    assert rc["clients"] == 10 and rc["requests"] >= 10
+    assert rc["unanswered"] == 0, rc
+    # the bad requests are refused, not solved
+    for kind in ("nan", "inf", "unknown_joint", "empty"):
+        if kind in rc["per_kind"]:
+            assert rc["per_kind"][kind]["success"] == 0, rc["per_kind"][kind]
+    sp = doc["shared_process"]["clients"]
+    assert sp["requests"] >= 1 and sp["unanswered"] == 0, sp
+
+
+@pytest.mark.xfail(strict=True, reason="a 100 000-point request in the gravity node's process costs 25-60 % "
+                   "of its commands (nodes/retiming_service.py: solver in a thread of the node's process)")
+def test_control_next_to_100000_point_request_loses_at_most_one_percent(doc):
+    g = doc["shared_process"]["gravity_compensation"]
+    assert g["lost_pct"] <= LOST_TARGET_PCT, g
+
+
+_DESCRIPTIONS = ["path_existing_urdf", "path_dev_zero", "path_fifo", "junk_50mb", "mass_1e300", "nested_150k"]
+_DESCRIPTION_DEFECTS = {
+    "path_existing_urdf": "a description that is a file path is opened and becomes the model "
+                          "(nodes/common.py ModelLoader -> shared_model -> RobotModel.from_urdf, not from_text)",
+    "nested_150k": "150 000 nested elements in <visual> are accepted as a model without an error line "
+                   "(no element-count cap in description.py)",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_DESCRIPTION_DEFECTS[n]))
+                                  if n in _DESCRIPTION_DEFECTS else n for n in _DESCRIPTIONS])
+def test_hostile_description_keeps_every_node_on_its_previous_model(doc, name):
+    row = next(r for r in doc["descriptions"]["rows"] if r["description"] == name)
+    assert row["acked"], row                          # every node's reader got it...
+    assert row["handled_by"] == ["computed_torque", "gravity_compensation", "retiming_service"], row  # ...and logged
+    assert row["alive"], row
+    assert row["model_kept"], row                     # commands still g(q) of the Panda, nothing else
+    assert not row.get("fifo_opened", False), row     # nobody held the FIFO open for reading
+    assert not row.get("file_opened", False), row     # the heavier URDF on disk did not become the model
+    assert row["error_lines"] >= 1, row               # the rejection is logged...
+    assert row["max_log_line_chars"] <= LOG_LINE_TARGET, row  # ... in short lines (no 50 MB echo)
+
+
+@pytest.mark.xfail(strict=True, reason="a description is parsed in the control nodes' executor: 50 MB of junk "
+                   "or 150 000 nested elements stop their commands for ~0.5 s (nodes/common.py ModelLoader)")
+def test_hostile_description_never_stalls_control_beyond_two_state_timeouts(doc):
+    gaps = {(r["description"], n): r[n]["max_gap_ms"] for r in doc["descriptions"]["rows"]
+            for n in ("gravity_compensation", "computed_torque")}
+    assert all(v <= GAP_TARGET_MS for v in gaps.values()), gaps
