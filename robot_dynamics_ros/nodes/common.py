@@ -962,6 +962,42 @@ def create_payload_service(node):
     return node.create_service(SetPayload, "~/set_payload", on_request)
 
 
+def create_collision_reaction(node):
+    """The computed-torque node's collision reaction: ``collision_topic`` (``std_msgs/Bool``, reliable +
+    transient local, as ``external_torque_observer`` publishes ``~/collision``; empty: no reaction) latches
+    the core's gravity-only command on ``True``; ``~/reset_collision`` (``std_srvs/Trigger``) resumes, and is
+    refused while the last flag heard is still ``True`` (the observer publishes only on change, so resuming
+    then would ignore an ongoing contact)."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import Bool
+    from std_srvs.srv import Trigger
+
+    state = {"flag": False}
+
+    def on_flag(msg) -> None:
+        state["flag"] = bool(msg.data)
+        if msg.data and node.core is not None and not node.core.collision:
+            node.core.set_collision()
+            node.get_logger().error("collision reported: commanding gravity only until ~/reset_collision")
+
+    def on_reset(request, response):
+        if state["flag"]:
+            response.success, response.message = False, "refused: the observer still reports a collision"
+        elif node.core is None:
+            response.success, response.message = False, "no robot model yet"
+        else:
+            node.core.reset_collision()
+            response.success, response.message = True, "resumed: holding the measured position"
+        node.get_logger().info(f"reset_collision: {response.message}")
+        return response
+
+    topic = str(node.p.get("collision_topic") or "")
+    if topic:
+        node.create_subscription(Bool, topic, on_flag, QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    return node.create_service(Trigger, "~/reset_collision", on_reset)
+
+
 class ControlShell:
     """The parts of a control node's shell both control nodes share: topics, lifecycle configure/cleanup,
     the safe command, rejection logging, diagnostics. The node keeps ``core``, ``pub``, ``sub``, ``loader``
