@@ -315,7 +315,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
 
     def forms(alpha, beta, gamma):
         """(K, n, 3) coefficients of alpha X + beta U + gamma V, alpha.. (K, n)."""
-        return alpha[:, :, None] * X[:, None, :] + beta[:, :, None] * U[:, None, :] + gamma[:, :, None] * V[:, None, :]
+        return (alpha[:, :, None] * X[:, None, :] + beta[:, :, None] * U[:, None, :]
+                + gamma[:, :, None] * V[:, None, :])
 
     rows_fixed, rhs_fixed = [], []
     zero = np.zeros((K, n))
@@ -397,8 +398,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         with np.errstate(divide="ignore"):
             cap = np.where(np.isfinite(jlim), (jlim / coef) ** (2 / 3), np.inf).min()
         bounds[xi] = (0.0, None if not np.isfinite(cap) else float(cap))
-    jk = interior & np.isfinite(jlim).any()
-    jerk_on = bool(np.isfinite(jlim).any())
+    jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
     Jm = np.where(np.isfinite(jlim), jlim, 1.0)
     L = forms(dddq[st], 3 * ddqp, dqp)  # (K, n, 3): q''' x + 3 q'' u + q' v
     w_grid = np.zeros(N)
@@ -409,7 +409,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         A_parts = [fixed_A]
         b_parts = [fixed_b]
         if jerk_on:
-            sel = jk
+            sel = interior
             xb = np.maximum(xbar_pts[sel], 1e-9 * max(float(xbar_pts.max()), 1e-12))[:, None]  # (k, 1)
             sc = np.sqrt(xb) / (1.5 * Jm[None, :])  # normalize by the tangent's value at x = 0
             tx = (1.0 / (3.0 * xb))[:, :, None] * X[sel][:, None, :]
