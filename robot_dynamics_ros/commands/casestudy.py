@@ -373,8 +373,8 @@ def run(args: argparse.Namespace) -> int:
                            "slp_iterations": sol.iterations}))
     scurve = scurve_baseline(model, seg.path, res, args.jerk_limit, args.margin * model.effort_limit, engine)
     names = model.joint_names
-    out = {"robot": "ur10", "payload_kg": args.payload, "tool_speed_limit": args.tool_speed, "line": {"start_m": list(LINE_START),
-           "displacement_m": list(LINE_DISPLACEMENT), "points": args.points,
+    out = {"robot": "ur10", "payload_kg": args.payload, "tool_speed_limit": args.tool_speed,
+           "line": {"start_m": list(LINE_START), "displacement_m": list(LINE_DISPLACEMENT), "points": args.points,
            "deviation_m": line.deviation}, "margin": args.margin, "jerk_limit": args.jerk_limit,
            "rated": dict(zip(names, limits.rated.tolist())), "peak": dict(zip(names, limits.peak.tolist())),
            "peak_duration": dict(zip(names, limits.peak_duration.tolist())), "cases": {}}
