@@ -181,3 +181,15 @@ def test_tool_speed_limit_holds_on_the_pinocchio_frame_velocity(case):
     jerk, _ = dense_check(pm, t, q, qd, qdd)
     assert np.abs(jerk).max() <= cs.JERK * (1 + TOL)
     assert sol.duration > line.length / vmax
+
+
+def test_motor_limits_gravity_cannot_meet_are_a_one_line_error_naming_the_joint(case):
+    from robot_dynamics_ros.errors import UserError
+
+    model, _, res, limits, _ = case
+    seg = res.segments[0]
+    rated = limits.rated.copy()
+    rated[1] = 150.0  # the shoulder needs ~200–244 N·m against gravity all along the line
+    hopeless = MotorLimits(rated, limits.peak, limits.peak_duration, limits.configured)
+    with pytest.raises(UserError, match=r"\['shoulder_lift_joint'\] cannot be met"):
+        solve_within_motor_limits(model, seg.path, seg.s, seg.x, hopeless, margin=cs.MARGIN, jerk_limit=cs.JERK)
