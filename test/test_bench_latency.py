@@ -231,6 +231,7 @@ def test_qos_depth_option_reaches_both_nodes_under_test(capsys, monkeypatch):
     """--qos-depth (default 100 = the gravity node's default) sets the same keep-last depth on the relay,
     the gravity node and the publisher; 0 or a non-integer is refused naming the option."""
     import rclpy
+    from rclpy.qos import ReliabilityPolicy
 
     parser = argparse.ArgumentParser()
     bench.configure_parser(parser)
@@ -247,7 +248,8 @@ def test_qos_depth_option_reaches_both_nodes_under_test(capsys, monkeypatch):
         relay = latency.make_relay(ctx)
         grav = latency.make_gravity_node(ctx, latency.ProbeRobot.panda())
         assert [x.qos_profile.depth for x in relay.subscriptions] == [37] and relay._pub.qos_profile.depth == 37
-        assert grav.p["qos_depth"] == 37 and grav.sub.qos_profile.depth == 37 and grav.pub.qos_profile.depth == 37
+        assert grav.sub.qos_profile.depth == 37 and grav.pub.qos_profile.depth == 37
+        assert grav.sub.qos_profile.reliability == grav.pub.qos_profile.reliability == ReliabilityPolicy.RELIABLE
         relay.destroy_node()
         grav.destroy_node()
     finally:

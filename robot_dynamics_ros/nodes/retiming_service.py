@@ -135,7 +135,7 @@ class RetimingServiceNode(Node):
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
-        self._specs = {s.name: s for s in [*naming.source_params(), *PARAMS]}
+        self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="retiming_service", period=self.p["diagnostics_period"])
