@@ -32,6 +32,7 @@ setup(
             "computed_torque = robot_dynamics_ros.nodes.computed_torque:main",
             "retiming_service = robot_dynamics_ros.nodes.retiming_service:main",
             "mujoco_simulator = robot_dynamics_ros.nodes.simulator:main",
+            "external_torque_observer = robot_dynamics_ros.nodes.external_torque_observer:main",
         ],
     },
 )

@@ -86,7 +86,7 @@ class RobotModel:
     * ``description`` (:class:`RobotDescription`), ``urdf_xml`` (the URDF text it was built from);
     * ``joint_names`` (tuple), ``n``, ``index`` (name -> position);
     * ``lower``, ``upper`` (rad or m), ``velocity_limit`` (rad/s or m/s), ``effort_limit`` (N·m or N),
-      ``acceleration_limit`` (rad/s² or m/s²), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
+      ``acceleration_limit`` (rad/s² or m/s²), ``jerk_limit`` (rad/s³ or m/s³), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
     * ``gravity`` (3,) m/s² in the root link frame (settable); ``held_joints`` (read-only mapping);
     * ``payload`` (:class:`Payload` or None); ``version`` (int, process-wide unique per model state);
     * ``warnings`` (tuple of one-line str): what the lenient loader accepted (description warnings, then
@@ -140,6 +140,7 @@ class RobotModel:
         self.velocity_limit = np.array([j.velocity for j in joints], dtype=float)
         self.effort_limit = np.array([j.effort for j in joints], dtype=float)
         self.acceleration_limit = np.full(self.n, np.inf)
+        self.jerk_limit = np.full(self.n, np.inf)
         self.damping = np.array([j.damping for j in joints], dtype=float)
         self.friction = np.array([j.friction for j in joints], dtype=float)
         self.joint_types: tuple[str, ...] = tuple(j.type for j in joints)
@@ -177,7 +178,7 @@ class RobotModel:
             gravity: (3,) m/s² in the root link frame.
             joint_limits: a MoveIt ``joint_limits.yaml`` path or its loaded mapping (with or without the
                 top-level ``joint_limits`` key): ``max_acceleration`` (when ``has_acceleration_limits``)
-                fills ``acceleration_limit``; ``max_velocity``/``max_effort``/``min_position``/
+                fills ``acceleration_limit``, ``max_jerk`` (when ``has_jerk_limits``) ``jerk_limit``; ``max_velocity``/``max_effort``/``min_position``/
                 ``max_position`` override the URDF when their ``has_*`` flag is true.
             strict: refuse what the lenient loader accepts with a warning (:attr:`warnings`).
 
@@ -248,6 +249,7 @@ class RobotModel:
         if not isinstance(data, Mapping):
             raise UserError(f"{where}: 'joint_limits' must be a mapping of joint names")
         fields = {"max_acceleration": ("has_acceleration_limits", self.acceleration_limit),
+                  "max_jerk": ("has_jerk_limits", self.jerk_limit),
                   "max_velocity": ("has_velocity_limits", self.velocity_limit),
                   "max_effort": ("has_effort_limits", self.effort_limit),
                   "min_position": ("has_position_limits", self.lower),

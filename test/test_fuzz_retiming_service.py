@@ -38,6 +38,7 @@ def service():
     probe = Probe()
     node = probe.add(RetimingServiceNode(f"retiming_{probe.tag}", context=probe.ctx,
                                          parameter_overrides=[Parameter("urdf_path", value="panda")]))
+    assert node.warm.wait(timeout=300), "retiming warm-up (first compile) did not finish"
     client = probe.node.create_client(RetimeTrajectory, f"/retiming_{probe.tag}/retime")
     assert client.wait_for_service(timeout_sec=30)
     yield probe, node, client

@@ -19,6 +19,7 @@ from std_msgs.msg import Float64MultiArray, String
 from std_srvs.srv import SetBool
 
 from robot_dynamics_ros import robots
+from robot_dynamics_ros.control.joint_mapping import RejectCode
 from robot_dynamics_ros.nodes.common import description_qos, make_executor
 from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
 
@@ -61,7 +62,8 @@ class Harness:
         rclpy.init(context=self.ctx)
         overrides = [Parameter("urdf_path", value="panda"),
                      Parameter("joints", Parameter.Type.STRING_ARRAY, CMD_ORDER),
-                     Parameter("state_timeout", value=0.5)]
+                     Parameter("state_timeout", value=float(params.pop("state_timeout", 5.0)))]
+        # (5 s: no safe command of the timer between two exchanges; the staleness tests pass their own)
         overrides += [Parameter(k.replace("__", "."), value=v) for k, v in params.items()]
         self.node = GravityCompensationNode(context=self.ctx, parameter_overrides=overrides)
         self.io = rclpy.create_node("test_io", context=self.ctx)
@@ -78,6 +80,9 @@ class Harness:
         self.executor.add_node(self.io)
         self.wait(lambda: self.pub.get_subscription_count() > 0 and
                   self.io.count_publishers("/effort_controller/commands") > 0)
+        # the start-up cross-check runs on a worker thread; no command until it has passed (or failed)
+        self.wait(lambda: self.node.diag.values.get("crossval") is not None or
+                  self.node.p["crossval_samples"] == 0, 120)
 
     def spin(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -151,7 +156,7 @@ def test_torques_equal_pinocchio_gravity_in_command_order(h, ref):
         np.testing.assert_allclose(cmd, ref.gravity(q, CMD_ORDER), rtol=0, atol=1e-9)
     assert h.node.mapper.unknown_name_count > 0 and "some_other_joint" in h.node.mapper.last_unknown
     # diagnostics: counters, rates, latency, staleness, crossval status
-    h.node._check_stale()
+    h.node._tick()
     kv = {v.key: v.value for v in h.node.diag.status().values}
     assert kv["received"] == "3" and kv["crossval"].startswith("passed: 20 states")
     assert float(kv["latency_p99_us"]) > 0 and float(kv["state_age_s"]) < 0.5 and kv["clamp_count"] == "0"
@@ -177,23 +182,45 @@ def test_bad_messages_rejected_node_serves_on(h, ref):
     np.testing.assert_allclose(cmd, ref.gravity(q, CMD_ORDER), atol=1e-9)
 
 
-def test_stale_states_produce_no_command_and_a_warning(h, ref):
+def test_stale_states_give_the_safe_command_and_recover(ref):
+    h = Harness(state_timeout=0.5)
+    try:
+        _stale_states_give_the_safe_command_and_recover(h, ref)
+    finally:
+        h.close()
+
+
+def _stale_states_give_the_safe_command_and_recover(h, ref):
     q = _state(np.random.default_rng(2))
     pos = [q[n] for n in MSG_ORDER]
     assert h.exchange(MSG_ORDER, pos) is not None
     assert h.node.diag.level == 0 or h.wait(lambda: h.node.diag.level == 0, 1.0)
-    # the publisher stops: the timer notices within state_timeout (0.5 s) + its period
-    assert h.wait(lambda: h.node._stale and "stale" in h.node.diag.message, 2.0)
-    assert h.exchange(MSG_ORDER, pos) is not None and not h.node._stale   # fresh data: back to normal
-    assert h.exchange(MSG_ORDER, pos, stamp_offset=-2.0) is None      # out of order AND stale
-    h.node.mapper.reset()
-    assert h.exchange(MSG_ORDER, pos, stamp_offset=-2.0) is None      # 2 s old > 0.5 s timeout
-    assert h.node.diag.counters.get("stale", 0) >= 1
+    # the publisher stops: the timer notices within state_timeout (0.5 s) + its period and publishes the
+    # hold command, g(q) at the last accepted state, with a WARN
+    n0 = len(h.commands)
+    assert h.wait(lambda: "stale" in h.node.diag.message and len(h.commands) > n0, 2.0)
+    np.testing.assert_allclose(h.commands[-1], ref.gravity(q, CMD_ORDER), atol=1e-9)
+    assert h.node.diag.level == 1 and "holding" in h.node.diag.message
     assert h.wait(lambda: any(s.level == b"\x01" and "stale" in s.message for s in h.diags), 3.0)
-    assert h.exchange(MSG_ORDER, pos, zero_stamp=True) is not None    # unstamped: judged by arrival time
+    # stale_policy zero: zeros, ERROR
+    assert h.node.set_parameters([Parameter("stale_policy", value="zero")])[0].successful
+    n1 = len(h.commands)
+    assert h.wait(lambda: len(h.commands) > n1 and h.commands[-1] == [0.0] * 7, 2.0)
+    assert h.node.diag.level == 2
+    # fresh data: back to normal
+    np.testing.assert_allclose(h.exchange(MSG_ORDER, pos), ref.gravity(q, CMD_ORDER), atol=1e-9)
+    assert h.node.diag.level == 0
+    rejected = h.node.diag.counters.get("rejected", 0)
+    h.send(MSG_ORDER, pos, stamp_offset=-2.0)                            # out of order: rejected
+    assert h.wait(lambda: h.node.diag.counters.get("rejected", 0) == rejected + 1, 1.0)
+    h.node.mapper.reset()
+    assert h.exchange(MSG_ORDER, pos, stamp_offset=-2.0) == [0.0] * 7   # 2 s old > 0.5 s: the safe zeros
+    assert h.exchange(MSG_ORDER, pos, zero_stamp=True) is not None      # unstamped: judged by arrival time
+    assert h.node.diag.level == 0
     # a stamp from a clock 5 s ahead is rejected and does not block the correct messages after it
-    assert h.exchange(MSG_ORDER, pos, stamp_offset=5.0) is None
-    assert h.exchange(MSG_ORDER, pos) is not None
+    h.send(MSG_ORDER, pos, stamp_offset=5.0)
+    assert h.wait(lambda: h.node.mapper.rejected[RejectCode.FUTURE] == 1, 1.0)
+    np.testing.assert_allclose(h.exchange(MSG_ORDER, pos), ref.gravity(q, CMD_ORDER), atol=1e-9)
 
 
 def test_enable_service_gravity_and_payload_parameters(h, ref):
@@ -248,9 +275,9 @@ def test_clamping_friction_and_hardware_gravity_options(h, ref):
     unclamped = ref.gravity(q, CMD_ORDER, gravity=[0, 0, -60.0])
     limits = np.array([87, 12, 87, 87, 87, 12, 12.0])  # URDF effort limits in CMD_ORDER
     np.testing.assert_allclose(cmd, np.clip(unclamped, -limits, limits), atol=1e-9)
-    assert h.node.clamp_count == int(np.sum(np.abs(unclamped) > limits)) > 0
-    h.node._check_stale()
-    assert {v.key: v.value for v in h.node.diag.status().values}["clamp_count"] == str(h.node.clamp_count)
+    assert h.node.core.clamped == int(np.sum(np.abs(unclamped) > limits)) > 0
+    h.node._tick()
+    assert {v.key: v.value for v in h.node.diag.status().values}["clamp_count"] == str(h.node.core.clamped)
 
 
 def test_nothing_published_after_shutdown(ref):
@@ -346,6 +373,8 @@ def test_model_joint_outside_command_list_enters_dynamics_at_its_reported_positi
         node.loader.subscription = type("S", (), {"topic_name": "/robot_description"})()
         node.loader._held = None   # (with the Panda's held fingers the UR5 would be refused even earlier)
         node.loader._on_description(String(data=robots.ROBOTS["ur5"].path.read_text()))
+        assert node.loader.wait_idle()        # parsed on the worker thread...
+        node.loader._deliver()                # ...handed over on the executor's (here: this) thread
         assert "panda_joint3" in node.loader.last_error and node.model.n == 7
         node.destroy_node()
     finally:
@@ -356,7 +385,7 @@ def test_staleness_on_simulated_time_with_use_sim_time():
     """use_sim_time: stamps are judged against /clock (as under Gazebo), not the wall clock."""
     from rosgraph_msgs.msg import Clock
 
-    h = Harness(use_sim_time=True)
+    h = Harness(use_sim_time=True, state_timeout=2.0)
     try:
         clock_pub = h.io.create_publisher(Clock, "/clock", 10)
         assert h.wait(lambda: clock_pub.get_subscription_count() > 0)
@@ -372,10 +401,11 @@ def test_staleness_on_simulated_time_with_use_sim_time():
             h.pub.publish(msg)
             return h.wait(lambda: len(h.commands) > n0, 0.3)
 
-        assert send_at(99.8)          # 0.2 s old in simulated time: fresh (timeout 0.5 s)
+        assert send_at(99.8)          # 0.2 s old in simulated time: fresh (timeout 2 s)
         assert not send_at(110.0)     # 10 s ahead of /clock: rejected as from the future
         h.node.mapper.reset()
-        assert not send_at(99.0)      # 1 s old: stale
-        assert send_at(99.9)
+        assert send_at(97.0)          # 3 s old: stale, the safe (hold) command
+        assert "stale" in h.node.diag.message
+        assert send_at(99.9) and h.node.diag.level == 0
     finally:
         h.close()

@@ -70,6 +70,7 @@ def cell():
 
     thread = threading.Thread(target=spin, daemon=True)
     thread.start()
+    assert nodes[1].warm.wait(timeout=300), "retiming warm-up (first compile) did not finish"
     clients = {ns: io.create_client(RetimeTrajectory, f"/{ns}/retiming_service/retime") for ns in ("r1", "r2")}
     for c in clients.values():
         assert c.wait_for_service(timeout_sec=20)

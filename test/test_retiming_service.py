@@ -40,6 +40,7 @@ def ros():
     executor.add_node(client_node)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
+    assert node.warm.wait(timeout=300), "retiming warm-up (first compile) did not finish"
     client = client_node.create_client(RetimeTrajectory, "/retiming_test/retime")
     from sensor_msgs.msg import JointState
 

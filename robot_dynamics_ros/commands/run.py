@@ -39,6 +39,8 @@ NODES: dict[str, tuple[str, str]] = {
     "gravity_compensation": ("robot_dynamics_ros.nodes.gravity_compensation", "GravityCompensationNode"),
     "computed_torque": ("robot_dynamics_ros.nodes.computed_torque", "ComputedTorqueNode"),
     "retiming_service": ("robot_dynamics_ros.nodes.retiming_service", "RetimingServiceNode"),
+    "external_torque_observer": ("robot_dynamics_ros.nodes.external_torque_observer",
+                                 "ExternalTorqueObserverNode"),
 }
 DEFAULT_NODES = ("mujoco_simulator", "gravity_compensation")
 

@@ -344,16 +344,18 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         if held:  # (an empty list would be typed BYTE_ARRAY by rclpy)
             source_params += [Parameter("held_joint_names", value=list(held)),
                               Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
+        # velocity_factor: the simulated arm under gravity + PD may really move faster than twice its
+        # velocity limit; the cores' sensor-plausibility gate must not stop the loop (lockstep would wait)
         params = [*source_params, Parameter("mode", value=mode), Parameter("tick_source", value="joint_states"),
-                  Parameter("use_sim_time", value=True)]
+                  Parameter("use_sim_time", value=True), Parameter("velocity_factor", value=1e6)]
         for i, j in enumerate(model.joint_names):
             params += [Parameter(f"gains.{j}.p", value=float(pd_gains[0][i])),
                        Parameter(f"gains.{j}.d", value=float(pd_gains[1][i])),
                        Parameter(f"gains.{j}.kp", value=float(ct_gains[0][i])),
                        Parameter(f"gains.{j}.kd", value=float(ct_gains[1][i]))]
         node = ComputedTorqueNode("computed_torque", context=ctx, parameter_overrides=params)
-        if node.model is not model:
-            raise UserError("internal: the node loaded another model object than the scenario's")
+        if tuple(node.model.joint_names) != tuple(model.joint_names):
+            raise UserError(f"internal: the node's joints {list(node.model.joint_names)} are not the scenario's")
         sim = SimulatorNode(context=ctx, parameter_overrides=[
             *source_params, Parameter("lockstep", value=True), Parameter("publish_clock", value=True),
             Parameter("clock_start", value=epoch_ns * 1e-9), Parameter("publish_rate", value=float(rate)),

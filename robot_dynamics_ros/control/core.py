@@ -31,7 +31,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from robot_dynamics_ros.control.joint_mapping import JointStateMapper, Rejection
+from robot_dynamics_ros.control.joint_mapping import CLOCK_JUMP_TOLERANCE_NS, JointStateMapper, Rejection
+from robot_dynamics_ros.control.laws import clamp_effort_list
 
 __all__ = ["OK", "WARN", "ERROR", "StepResult", "CoreSettings", "plausibility_bounds", "ControlCore",
            "wrap_angle"]
@@ -68,15 +69,17 @@ class CoreSettings:
             before the message is rejected as implausible.
         prismatic_margin: m; the same for prismatic joints.
         velocity_factor: a measured ``|qd|`` above this multiple of the joint's velocity limit is
-            implausible (encoder-differentiated velocities overshoot the limit briefly; ten times the
-            limit does not happen on a working sensor).
+            implausible. An order of magnitude, not the limit's edge: differentiated encoder velocities
+            overshoot, and an arm falling before its drives hold it (a simulator starting without
+            commands) reaches several times its rated speed; ten times it does not happen on a working
+            sensor.
     """
 
     state_timeout: float = 0.1
     clamp_to_effort_limits: bool = True
     position_margin: float = 0.1
     prismatic_margin: float = 0.01
-    velocity_factor: float = 2.0
+    velocity_factor: float = 10.0
 
     def check(self) -> None:
         """Raise ValueError naming the field when a value is out of range."""
@@ -165,26 +168,22 @@ class ControlCore:
             (nothing of the message is used).
         """
         mapper = self.mapper
-        mapper.check_clock(now_ns)
+        last = mapper._last_now
+        if last is not None and now_ns < last - CLOCK_JUMP_TOLERANCE_NS:
+            mapper.check_clock(now_ns)
+        else:
+            mapper._last_now = now_ns      # (what check_clock does on no jump, without the call)
         return mapper.update_fields(fields, arrival_ns, now_stamp_ns=now_ns, max_future_ns=self._timeout_ns)
 
     def _age(self, now_ns: int, arrival_now_ns: int) -> tuple[float, bool]:
         """``(age s, jumped)``: the state's age, and whether ``now_ns`` was a backward clock jump."""
         mapper = self.mapper
-        jumped = mapper.check_clock(now_ns)
+        jumped = now_ns != mapper._last_now and mapper.check_clock(now_ns)
         return mapper.age(now_ns, arrival_now_ns), jumped
 
     def _clamp(self, tau: list[float]) -> None:
         if self.settings.clamp_to_effort_limits:
-            lim = self._effort_limit
-            n = 0
-            for k, x in enumerate(tau):
-                if x > lim[k]:
-                    tau[k] = lim[k]
-                    n += 1
-                elif x < -lim[k]:
-                    tau[k] = -lim[k]
-                    n += 1
+            n = clamp_effort_list(tau, self._effort_limit)
             if n:
                 self.clamped += n
 

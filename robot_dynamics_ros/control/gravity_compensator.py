@@ -128,6 +128,21 @@ class GravityCompensator(ControlCore):
             g = g + self.engine.friction_torque(mapper.qd)
         return g.tolist()   # a few floats: Python list operations beat numpy calls (per-call overhead)
 
+    def safe_command(self, why: str) -> StepResult:
+        """The command of ``stale_policy`` at the last known state (module docstring), ``safe=True``;
+        also what a node publishes once when it is deactivated. ``why`` starts the reason."""
+        s = self.settings
+        if not self.mapper.ready:
+            return StepResult(None, True, WARN, why + ": no state known, nothing to hold")
+        if s.stale_policy == "zero" or not s.enabled:
+            return StepResult(list(self._zero), True, ERROR if s.enabled else WARN, why + ": commanding zeros")
+        tau = self._gravity(friction=False)
+        self._clamp(tau)
+        cmd = self._finite_command(tau)
+        if cmd is None:
+            return StepResult(None, True, ERROR, why + ": non-finite hold torque withheld")
+        return StepResult(cmd, True, WARN, why + ": holding g(q) at the last known state")
+
     def step(self, now_ns: int, arrival_now_ns: int) -> StepResult:
         """The command for now.
 
@@ -143,24 +158,19 @@ class GravityCompensator(ControlCore):
         if self.fault:
             return StepResult(None, False, ERROR, self.fault)
         mapper = self.mapper
-        if not mapper.ready:
+        if not mapper._ready:
             return self._waiting()
-        s = self.settings
-        age, jumped = self._age(now_ns, arrival_now_ns)
+        jumped = now_ns != mapper._last_now and mapper.check_clock(now_ns)
+        age = mapper.age(now_ns, arrival_now_ns)
         if jumped or age * 1e9 > self._timeout_ns:
-            why = self._stale_text(age, jumped)
-            if s.stale_policy == "zero" or not s.enabled:
-                return StepResult(list(self._zero), True, ERROR if s.enabled else WARN,
-                                  why + ": commanding zeros")
-            tau = self._gravity(friction=False)
-            self._clamp(tau)
-            cmd = self._finite_command(tau)
-            if cmd is None:
-                return StepResult(None, True, ERROR, why + ": non-finite hold torque withheld")
-            return StepResult(cmd, True, WARN, why + ": holding g(q) at the last known state")
+            return self.safe_command(self._stale_text(age, jumped))
+        s = self.settings
         if not s.enabled:
             return StepResult(list(self._zero), False, OK, _DISABLED)
-        tau = self._gravity(s.friction_compensation)
+        if s.friction_compensation or s.hardware_compensates_gravity:
+            tau = self._gravity(s.friction_compensation)
+        else:
+            tau = self.engine.gravity(mapper.q).tolist()
         self._clamp(tau)
         cmd = self._finite_command(tau)
         if cmd is None:

@@ -256,6 +256,7 @@ class JointStateMapper:
         self._q_min = bound(q_min, -math.inf, "q_min")
         self._q_max = bound(q_max, math.inf, "q_max")
         self._qd_max = bound(qd_max, math.inf, "qd_max")
+        self._qd_min = [-x for x in self._qd_max]
         self._q_min_a, self._q_max_a, self._qd_max_a = (np.array(b) for b in (self._q_min, self._q_max,
                                                                               self._qd_max))
         self._gate_q = any(math.isfinite(x) for x in self._q_min + self._q_max)
@@ -315,16 +316,18 @@ class JointStateMapper:
         """The gates on model-order lists ``qs`` (and ``vs``, may be empty); NaN passes both (a joint not
         in the message, a velocity "unknown")."""
         if self._gate_q:
-            for i, x in enumerate(qs):
-                if x < self._q_min[i] or x > self._q_max[i]:
+            for x, lo, hi in zip(qs, self._q_min, self._q_max):
+                if x < lo or x > hi:
+                    i = next(k for k, (y, a, b) in enumerate(zip(qs, self._q_min, self._q_max)) if y < a or y > b)
                     jn = self.joint_names[i]
-                    return self._reject(RejectCode.IMPLAUSIBLE, f"position['{jn}'] = {x!r} is outside the "
+                    return self._reject(RejectCode.IMPLAUSIBLE, f"position['{jn}'] = {qs[i]!r} is outside the "
                                         f"plausible range [{self._q_min[i]:.6g}, {self._q_max[i]:.6g}]", jn)
         if self._gate_qd and vs:
-            for i, v in enumerate(vs):
-                if v > self._qd_max[i] or v < -self._qd_max[i]:
+            for v, lo, hi in zip(vs, self._qd_min, self._qd_max):
+                if v < lo or v > hi:
+                    i = next(k for k, (w, a, b) in enumerate(zip(vs, self._qd_min, self._qd_max)) if w < a or w > b)
                     jn = self.joint_names[i]
-                    return self._reject(RejectCode.IMPLAUSIBLE, f"velocity['{jn}'] = {v!r}: |qd| is above "
+                    return self._reject(RejectCode.IMPLAUSIBLE, f"velocity['{jn}'] = {vs[i]!r}: |qd| is above "
                                         f"the plausible {self._qd_max[i]:.6g}", jn)
         return None
 

@@ -8,36 +8,39 @@ here:
   validated and merged in an ``on_set_parameters`` callback.
 * :func:`robot_source_params` / :class:`ModelLoader` — the robot model from the ``urdf_path`` parameter
   (a file or a name from :data:`robot_dynamics_ros.robots.ROBOTS`), the ``robot_description`` string
-  parameter, or the ``/robot_description`` topic (``std_msgs/String``, transient-local QoS, as
-  robot_state_publisher publishes it; a new description swaps the model at run time).
-  :func:`shared_model` keeps one model (and one Pinocchio engine) per process and URDF.
+  parameter (text, never a path), or the ``robot_description`` topic (``std_msgs/String``, transient-local
+  QoS, as robot_state_publisher publishes it; parsed on a worker thread; a new description swaps the model
+  at run time). :func:`shared_model` keeps the few most recent models of the process (LRU).
+* :class:`ControlShell`, :data:`CONTROL_PARAMS`, :func:`autostart`, :func:`create_payload_service`,
+  :func:`model_with_params` — what the two control nodes' lifecycle shells share.
 * :class:`Diagnostics` — ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics`` at 1 Hz: message rate,
   latency p50/p99/max, staleness, last error, clamp count and any other key the node sets.
 * :class:`RateLimitedLog` — one log line per key and period, with the count of suppressed lines.
-* :func:`joint_state_qos` / :func:`command_qos` / :func:`description_qos` / :func:`make_executor` /
-  :func:`spin_until_shutdown` (use it instead of ``executor.spin()``: the EventsExecutor's ``spin()`` does
-  not return on Ctrl-C) / :func:`run_node` (a node's ``main()``) / :func:`stamp_ns`.
+* :func:`state_subscription_qos` / :func:`take_newest` / :func:`qos_overrides` / :func:`joint_state_qos` /
+  :func:`command_qos` / :func:`description_qos` / :func:`make_executor` / :func:`spin_until_shutdown` (use
+  it instead of ``executor.spin()``: the EventsExecutor's ``spin()`` does not return on Ctrl-C) /
+  :func:`run_node` (a node's ``main()``).
 
-The joint_states -> command hot path of a node should touch only :class:`LatencyStats.add` and
-:meth:`Diagnostics.count` from here (a few array writes each).
+The joint_states -> command hot path of a node touches only :meth:`ControlShell.receive`,
+:func:`take_newest`, :class:`LatencyStats.add` and :meth:`Diagnostics.count` from here.
 """
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 __all__ = [
     "ParamSpec", "declare_parameters", "validate_parameters", "robot_source_params", "ModelLoader",
-    "shared_model", "shared_engine", "Diagnostics", "LatencyStats", "RateLimitedLog", "joint_state_qos",
-    "command_qos", "description_qos", "joint_state_fields", "make_executor", "freeze_gc", "spin_until_shutdown",
-    "run_node",
-    "stamp_ns", "EXECUTORS", "merged_parameters",
+    "shared_model", "shared_engine", "model_from_text", "source_conflict", "excerpt", "MODEL_CACHE_SIZE",
+    "Diagnostics", "LatencyStats", "RateLimitedLog", "joint_state_qos", "state_subscription_qos",
+    "STATE_QOS_DEPTH", "command_qos", "description_qos", "qos_overrides", "take_newest", "joint_state_fields",
+    "make_executor", "freeze_gc", "spin_until_shutdown", "run_node", "EXECUTORS", "merged_parameters",
 ]
 
 
@@ -132,26 +135,32 @@ class ParamSpec:
 def declare_parameters(node, specs: Iterable[ParamSpec]) -> dict[str, Any]:
     """Declare ``specs`` on ``node`` (overrides from a params YAML / command line apply) and return values.
 
+    An empty array default is declared as a typed empty array (``STRING_ARRAY`` / ``DOUBLE_ARRAY`` with
+    value ``[]``), not as an uninitialized parameter: rclpy's ``get_parameters`` service answers a request
+    that names an uninitialized parameter with no values at all, which hid every parameter of the request
+    from ``ros2 param get/dump`` and rqt_reconfigure.
+
     Raises:
         ValueError: an overridden value fails its spec's check (naming the parameter and the value).
     """
-    from rclpy.exceptions import ParameterUninitializedException
+    from rclpy.parameter import Parameter
 
     values = {}
     for spec in specs:
         t = spec.ros_type()
         default = spec.default
         if isinstance(default, (list, tuple)) and not default:
-            # an empty override ([] in a YAML file or a Parameter) arrives typed BYTE_ARRAY and would be
-            # refused for a string/double array: treat it as "not set" (= the empty default)
             override = getattr(node, "_parameter_overrides", {}).get(spec.name)
-            empty = override is not None and override.value is not None and len(override.value) == 0
-            node.declare_parameter(spec.name, t, spec.descriptor(), ignore_override=empty)
-            try:
-                value = node.get_parameter(spec.name).value
-            except ParameterUninitializedException:
-                # rclpy cannot hold a typed empty array: the parameter stays "not set", meaning []
+            # an empty override ([] in a YAML file or a Parameter) arrives typed BYTE_ARRAY: "not set"
+            empty = override is None or override.value is None or len(override.value) == 0
+            if empty:
+                # rclpy's declare_parameter infers BYTE_ARRAY from []: declare the typed empty value
+                # through the same internal step declare_parameters uses
+                param = Parameter(spec.name, t, [])
+                node._declare_parameter_common([param], {spec.name: spec.descriptor()})
                 value = []
+            else:
+                value = node.declare_parameter(spec.name, t, spec.descriptor()).value
         else:
             value = node.declare_parameter(spec.name, default, spec.descriptor()).value
         if isinstance(value, (list, tuple)) or hasattr(value, "tolist"):
@@ -204,15 +213,23 @@ def merged_parameters(specs: Mapping[str, ParamSpec], current: Mapping[str, Any]
 
 # --------------------------------------------------------------------------- robot model
 def robot_source_params() -> list[ParamSpec]:
-    """The parameters that say where the robot model comes from (shared by every dynamics node)."""
+    """The parameters that say where the robot model comes from (shared by every dynamics node).
+
+    Precedence: ``urdf_path`` (a file), else the ``robot_description`` parameter (XML text), else the
+    ``robot_description`` topic. When both parameters are set, ``urdf_path`` wins and the node logs a
+    warning naming both (a launch file that passes ``robot_description`` next to a params file with
+    ``urdf_path`` is the usual cause).
+    """
     return [
         ParamSpec("urdf_path", "", "URDF file path, or a robot name of robot_dynamics_ros.robots.ROBOTS "
-                  "(e.g. 'panda'). Empty: use robot_description, else the /robot_description topic."),
-        ParamSpec("robot_description", "", "URDF XML text (as robot_state_publisher's parameter). Used when "
-                  "urdf_path is empty."),
-        ParamSpec("robot_description_topic", "/robot_description",
+                  "(e.g. 'panda'). Takes precedence over robot_description (a warning says so when both are "
+                  "set). Empty: use robot_description, else the robot_description topic."),
+        ParamSpec("robot_description", "", "URDF XML text (as robot_state_publisher's parameter; never a path). "
+                  "Used when urdf_path is empty."),
+        ParamSpec("robot_description_topic", "robot_description",
                   "std_msgs/String topic (transient local) read when both urdf_path and robot_description "
-                  "are empty; a new message swaps the model at run time.", read_only=True),
+                  "are empty; relative names resolve in the node's namespace; a new message swaps the model "
+                  "at run time.", read_only=True),
         ParamSpec("held_joint_names", [], "Joints held fixed at held_joint_positions (e.g. gripper fingers); "
                   "empty: the robot catalogue's default for a named robot.", kind="string_array",
                   read_only=True),
@@ -226,8 +243,9 @@ def robot_source_params() -> list[ParamSpec]:
 def resolve_robot_source(params: Mapping[str, Any]) -> tuple[str | None, dict[str, float] | None, str]:
     """From the :func:`robot_source_params` values: ``(urdf source or None for the topic, held, label)``.
 
-    ``urdf source`` is a file path or XML text for ``RobotModel.from_urdf``; ``held`` is None when the
-    parameters give none (the caller may then use a catalogue default); ``label`` names the source.
+    ``urdf source`` is a file path (``urdf_path``) or XML text (the ``robot_description`` parameter,
+    label ``"parameter robot_description"``); ``held`` is None when the parameters give none (the caller
+    may then use a catalogue default); ``label`` names the source (the topic name for the topic).
 
     Raises:
         UserError: ``urdf_path`` is neither a file nor a known robot name; held joint lists of
@@ -251,38 +269,97 @@ def resolve_robot_source(params: Mapping[str, Any]) -> tuple[str | None, dict[st
     text = str(params.get("robot_description") or "")
     if text.strip():
         return text, held, "parameter robot_description"
-    return None, held, str(params.get("robot_description_topic") or "/robot_description")
+    return None, held, str(params.get("robot_description_topic") or "robot_description")
 
+
+def source_conflict(params: Mapping[str, Any]) -> str | None:
+    """The warning when both ``urdf_path`` and ``robot_description`` are set (``urdf_path`` is used)."""
+    if str(params.get("urdf_path") or "") and str(params.get("robot_description") or "").strip():
+        return (f"both urdf_path ('{params['urdf_path']}') and robot_description "
+                f"({len(str(params['robot_description']))} characters) are set: using urdf_path")
+    return None
+
+
+def excerpt(text: str, n: int = 60) -> str:
+    """The first ``n`` characters of ``text`` on one line (for a log line about untrusted input)."""
+    one = " ".join(str(text)[:4 * n].split())
+    return one[:n] + ("..." if len(one) > n or len(text) > 4 * n else "")
+
+
+def model_from_text(xml: str, *, held_joints=None, joint_limits=None):
+    """A :class:`~robot_dynamics_ros.model.RobotModel` from description text (a topic or a parameter):
+    data, never a path. ``RobotModel.from_text`` when the model module has it; else the text must start
+    with ``<`` before it reaches ``from_urdf`` (which would open anything else as a file).
+
+    Raises:
+        URDFError / UserError: not URDF XML (naming the first characters), or an invalid robot.
+    """
+    from robot_dynamics_ros.errors import URDFError
+    from robot_dynamics_ros.model import RobotModel
+
+    from_text = getattr(RobotModel, "from_text", None)
+    if from_text is not None:
+        return from_text(xml, label="robot_description", held_joints=held_joints, joint_limits=joint_limits)
+    if not xml.lstrip().startswith("<"):
+        raise URDFError(f"robot_description: not URDF XML (starts with '{excerpt(xml.lstrip())}')")
+    return RobotModel.from_urdf(xml, held_joints=held_joints, joint_limits=joint_limits)
+
+
+#: models kept by :func:`shared_model` (least recently used dropped first)
+MODEL_CACHE_SIZE = 4
 
 _SHARED_LOCK = threading.Lock()
-_SHARED_MODELS: dict[tuple, Any] = {}
-_SHARED_ENGINES: dict[int, Any] = {}
+_SHARED_MODELS: OrderedDict[tuple, Any] = OrderedDict()
+_SHARED_ENGINES: OrderedDict[int, Any] = OrderedDict()
 
 
 def shared_model(source: str, held_joints: Mapping[str, float] | None = None,
-                 joint_limits: str | None = None):
-    """One :class:`~robot_dynamics_ros.model.RobotModel` per process and (URDF, held joints, limits).
+                 joint_limits: str | None = None, *, text: bool | None = None):
+    """One :class:`~robot_dynamics_ros.model.RobotModel` per process and (URDF, held joints, limits), for
+    the :data:`MODEL_CACHE_SIZE` most recently used ones.
 
-    Nodes in the same process (``robot-dynamics run``, the demo) share it, so a payload set on one
-    node is seen by all nodes that control the same robot.
+    Nodes in the same process (``robot-dynamics run``, the demo) share the object; it is never changed
+    (run-time gravity or payload changes build a copy with ``model.with_settings``).
+
+    Args:
+        source: a URDF file path, or description text.
+        text: True for description text (:func:`model_from_text`: never opened as a file), False for a
+            path; None: text when it starts with ``<``.
 
     Raises:
         URDFError / UserError: the URDF cannot be read (message names the file and the problem).
     """
+    import hashlib
+
     from robot_dynamics_ros.model import RobotModel
 
-    key = (source, tuple(sorted((held_joints or {}).items())), joint_limits or "")
+    is_text = source.lstrip().startswith("<") if text is None else bool(text)
+    ident = ("text", hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()) if is_text else ("file", source)
+    key = (ident, tuple(sorted((held_joints or {}).items())), joint_limits or "")
     with _SHARED_LOCK:
         model = _SHARED_MODELS.get(key)
-        if model is None:
-            model = RobotModel.from_urdf(source, held_joints=held_joints or None,
-                                         joint_limits=joint_limits or None)
-            _SHARED_MODELS[key] = model
-        return model
+        if model is not None:
+            _SHARED_MODELS.move_to_end(key)
+            return model
+    # built outside the lock: a slow description must not block another node's load
+    if is_text:
+        model = model_from_text(source, held_joints=held_joints or None, joint_limits=joint_limits or None)
+    else:
+        from pathlib import Path as _P
+
+        model = RobotModel.from_urdf(_P(source), held_joints=held_joints or None,
+                                     joint_limits=joint_limits or None)
+    with _SHARED_LOCK:
+        model = _SHARED_MODELS.setdefault(key, model)
+        _SHARED_MODELS.move_to_end(key)
+        while len(_SHARED_MODELS) > MODEL_CACHE_SIZE:
+            _SHARED_MODELS.popitem(last=False)
+    return model
 
 
 def shared_engine(model):
-    """One :class:`~robot_dynamics_ros.dynamics.pinocchio_engine.PinocchioDynamics` per model object.
+    """One :class:`~robot_dynamics_ros.dynamics.pinocchio_engine.PinocchioDynamics` per model object (for
+    the :data:`MODEL_CACHE_SIZE` most recent models).
 
     Not thread-safe: the engine keeps one Pinocchio ``Data`` and scratch buffers. Two nodes that may run
     concurrently (``MultiThreadedExecutor``) should each build their own engine over the shared model.
@@ -294,22 +371,29 @@ def shared_engine(model):
         if eng is None or eng[0] is not model:
             eng = (model, PinocchioDynamics(model))
             _SHARED_ENGINES[id(model)] = eng
+        _SHARED_ENGINES.move_to_end(id(model))
+        while len(_SHARED_ENGINES) > MODEL_CACHE_SIZE:
+            _SHARED_ENGINES.popitem(last=False)
         return eng[1]
 
 
 class ModelLoader:
-    """Gets the robot model for a node from its parameters or from the ``/robot_description`` topic.
+    """Gets the robot model for a node from its parameters or from the ``robot_description`` topic.
 
     Args:
         node: the rclpy node (with :func:`robot_source_params` declared).
         on_model: called with ``(model, label)`` each time a model is (re)loaded — once at start for a
-            file/parameter source, on every new message for the topic source.
+            file/parameter source, after each new message for the topic source — on the executor thread
+            (or the constructor's). It may raise to refuse the model (the previous one stays).
         log: a :class:`RateLimitedLog` for load errors from the topic.
         params: the node's parameter values from :func:`declare_parameters` (default: read from the
-            node; an uninitialized empty array reads as ``[]``).
+            node).
 
     A bad URDF from a file or parameter raises at construction (the node cannot start without a
-    robot); a bad URDF from the topic is logged and the previous model stays in use.
+    robot); a bad description from the topic is logged (one line, an excerpt of the text at most) and
+    the previous model stays in use. Descriptions from the topic are parsed and built on a worker thread
+    (a large or hostile text never blocks the executor); the newest one wins when several arrive
+    meanwhile, and a 20 Hz timer hands the result to ``on_model``.
     """
 
     def __init__(self, node, on_model: Callable[[Any, str], None], log: RateLimitedLog,
@@ -319,34 +403,85 @@ class ModelLoader:
         self._log = log
         self.subscription = None
         self.last_error = ""
+        self._lock = threading.Lock()
+        self._pending_text: str | None = None
+        self._result = None            # (model or None, error text or None)
+        self._worker: threading.Thread | None = None
+        self._timer = None
         if params is None:
             params = {s.name: _param_value(node, s.name) for s in robot_source_params()}
         p = {s.name: params[s.name] for s in robot_source_params()}
+        conflict = source_conflict(p)
+        if conflict:
+            node.get_logger().warning(conflict)
         self._joint_limits = p["joint_limits_path"] or None
         source, self._held, label = resolve_robot_source(p)
         if source is not None:
-            on_model(shared_model(source, self._held, self._joint_limits), label)
+            on_model(shared_model(source, self._held, self._joint_limits,
+                                  text=label == "parameter robot_description"), label)
         else:
             from std_msgs.msg import String
 
             self.subscription = node.create_subscription(String, label, self._on_description,
                                                          description_qos())
-            node.get_logger().info(f"waiting for the robot description on {label}")
+            self._timer = node.create_timer(0.05, self._deliver)
+            node.get_logger().info(f"waiting for the robot description on {self.subscription.topic_name}")
 
     def _on_description(self, msg) -> None:
-        try:
-            model = shared_model(msg.data, self._held, self._joint_limits)
-        except Exception as exc:  # noqa: BLE001 - a bad description must not kill the node
-            self.last_error = f"robot_description rejected: {exc}"
-            self._log.error("robot_description", self.last_error)
+        """A description arrived: parse it on the worker thread (the newest pending text wins)."""
+        with self._lock:
+            self._pending_text = msg.data
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="robot_description", daemon=True)
+                self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                text, self._pending_text = self._pending_text, None
+                if text is None:
+                    return
+            try:
+                result = (shared_model(text, self._held, self._joint_limits, text=True), None)
+            except Exception as exc:  # noqa: BLE001 - a bad description must not kill the node
+                result = (None, " ".join(str(exc).split())[:300])
+            with self._lock:
+                self._result = result
+
+    def _deliver(self) -> None:
+        with self._lock:
+            result, self._result = self._result, None
+        if result is None:
             return
-        try:
-            self._on_model(model, "topic " + self.subscription.topic_name)
-        except Exception as exc:  # noqa: BLE001 - e.g. the node's joint list does not fit the new robot
-            self.last_error = f"robot_description rejected: {exc}"
-            self._log.error("robot_description", self.last_error)
-            return
-        freeze_gc()  # the new model's objects are long-lived too (see freeze_gc)
+        model, error = result
+        if model is not None:
+            try:
+                self._on_model(model, "topic " + self.subscription.topic_name)
+                self.last_error = ""
+                freeze_gc()  # the new model's objects are long-lived too (see freeze_gc)
+                return
+            except Exception as exc:  # noqa: BLE001 - e.g. the node's joint list does not fit the new robot
+                error = " ".join(str(exc).split())[:300]
+        self.last_error = f"robot_description rejected: {error}"
+        self._log.error("robot_description", self.last_error + " (keeping the previous model)")
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Block until no description is being parsed (tests); True when idle."""
+        w = self._worker
+        if w is not None:
+            w.join(timeout)
+        return w is None or not w.is_alive()
+
+    def destroy(self) -> None:
+        """Destroy the subscription and the delivery timer (lifecycle cleanup)."""
+        for entity, destroy in ((self.subscription, self._node.destroy_subscription),
+                                (self._timer, self._node.destroy_timer)):
+            if entity is not None:
+                try:
+                    destroy(entity)
+                except Exception:  # noqa: BLE001 - node already gone
+                    pass
+        self.subscription = self._timer = None
 
 
 def joint_state_fields(reader, raw: bytes):
@@ -369,8 +504,52 @@ def joint_state_fields(reader, raw: bytes):
 
 
 # --------------------------------------------------------------------------- QoS, executors, time
+#: keep-last depth of the control nodes' joint_states subscription (see :func:`state_subscription_qos`)
+STATE_QOS_DEPTH = 10
+
+
+def state_subscription_qos():
+    """Default QoS of a control node's joint_states subscription: best effort, keep last
+    :data:`STATE_QOS_DEPTH`, volatile.
+
+    Best effort matches both reliable and best-effort publishers (a reliable reader would not match a
+    best-effort driver). The depth is not a backlog to work through: the callback takes the newest
+    message and skips what queued behind it (:func:`take_newest`); the depth only bounds how many skipped
+    messages are counted. Override with ``qos_overrides.<topic>.subscription.{reliability,depth,history}``
+    (:func:`qos_overrides`).
+    """
+    from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=STATE_QOS_DEPTH, history=HistoryPolicy.KEEP_LAST,
+                      reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+def qos_overrides():
+    """rclpy's standard QoS override parameters (``qos_overrides.<topic>.<publisher|subscription>.<policy>``,
+    read-only, set in a params file or with ``-p``) for depth, history, reliability and durability."""
+    from rclpy.qos_overriding_options import QoSOverridingOptions
+
+    return QoSOverridingOptions.with_default_policies()
+
+
+def take_newest(subscription, raw, msg_type) -> tuple[Any, int]:
+    """Latest state wins: ``(newest, skipped)`` — the newest serialized message of a ``raw=True``
+    ``subscription`` queue, starting from the ``raw`` the callback got, and how many older ones were taken
+    and dropped. An empty queue costs one failed take (≈ 0.7 µs); the executor finds the taken messages
+    gone and calls no callback for them."""
+    handle = subscription.handle
+    skipped = 0
+    while True:
+        nxt = handle.take_message(msg_type, True)
+        if nxt is None:
+            return raw, skipped
+        raw = nxt[0]
+        skipped += 1
+
+
 def joint_state_qos(depth: int = 10, reliable: bool = True):
-    """QoS of a joint_states subscription: keep-last ``depth``, reliable (default) or best effort."""
+    """QoS of a joint_states publisher (or a subscription that wants every message): keep-last ``depth``,
+    reliable (default) or best effort."""
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     return QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE if reliable
@@ -530,11 +709,6 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
     return 0
 
 
-def stamp_ns(stamp) -> int:
-    """``builtin_interfaces/Time`` -> integer ns."""
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
-
-
 # --------------------------------------------------------------------------- logging, statistics
 class RateLimitedLog:
     """Log at most one line per ``key`` every ``period`` s; the next line says how many were suppressed.
@@ -683,16 +857,352 @@ class Diagnostics:
         self._node.destroy_timer(self._timer)
 
 
-def as_float_list(values: Sequence[float]) -> list[float]:
-    """Plain Python floats (for ``Float64MultiArray.data`` and parameters)."""
-    return [float(v) for v in values]
+# --------------------------------------------------------------------------- control node shells
+#: parameters both control nodes (gravity compensation, computed torque) declare
+CONTROL_PARAMS = [
+    ParamSpec("autostart", True, "Configure and activate at start-up (no lifecycle manager needed); false: "
+              "wait in 'unconfigured' for the lifecycle services (~/change_state).", read_only=True),
+    ParamSpec("joints", [], "Command joint order of the published Float64MultiArray (the effort "
+              "controller's 'joints'). Empty: all actuated joints in URDF order.", kind="string_array",
+              read_only=True),
+    ParamSpec("controller_name", "effort_controller", "Commands go to <controller_name>/commands (relative: "
+              "in the node's namespace).", read_only=True),
+    ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState input topic (relative: in the "
+              "node's namespace; remapping 'joint_states' works as well).", read_only=True),
+    ParamSpec("clamp_to_effort_limits", True, "Clamp each torque to ± the URDF effort limit (counted in "
+              "diagnostics as clamp_count)."),
+    ParamSpec("latest_state_wins", True, "Act on the newest queued joint state and skip (count) the older "
+              "ones; false: answer every state in order (offline comparisons such as replay).", read_only=True),
+    ParamSpec("state_timeout", 0.1, "A joint state older than this (s; by header stamp against the node "
+              "clock and by arrival time) is stale: the safe command is published instead.",
+              range=(1e-4, 3600.0)),
+    ParamSpec("position_margin", 0.1, "A measured revolute position beyond its URDF limits by more than "
+              "this (rad) rejects the message as implausible (continuous joints are not gated).",
+              range=(0.0, 100.0)),
+    ParamSpec("prismatic_margin", 0.01, "The same margin for prismatic joints, m.", range=(0.0, 100.0)),
+    ParamSpec("velocity_factor", 10.0, "A measured |qd| above this multiple of the URDF velocity limit "
+              "rejects the message as implausible.", range=(1.0, 1e6)),
+    ParamSpec("payload.link", "", "Link carrying the payload ('' = no payload); also ~/set_payload."),
+    ParamSpec("payload.mass", 0.0, "Payload mass, kg.", range=(0.0, 1000.0)),
+    ParamSpec("payload.com", [0.0, 0.0, 0.0], "Payload centre of mass in the link frame, m.", length=3,
+              range=(-10.0, 10.0)),
+    ParamSpec("payload.inertia", [0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "Payload inertia about its centre of "
+              "mass, link axes: ixx ixy ixz iyy iyz izz, kg·m².", length=6, range=(-1000.0, 1000.0)),
+    ParamSpec("log_period", 1.0, "Minimum seconds between two log lines of the same kind.", range=(0.0, 3600.0)),
+    ParamSpec("diagnostics_period", 1.0, "Seconds between two /diagnostics messages.", range=(0.01, 3600.0),
+              read_only=True),
+]
+
+#: parameters whose change builds a new model (``model.with_settings``) and swaps it in
+MODEL_PARAMS = ("gravity", "payload.link", "payload.mass", "payload.com", "payload.inertia")
 
 
-def existing_file(path: str | Path, what: str) -> Path:
-    """Return ``Path(path)`` if it is a file, else raise UserError naming ``what`` and the path."""
-    from robot_dynamics_ros.errors import UserError
+def core_settings_kwargs(p: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`~robot_dynamics_ros.control.core.CoreSettings` fields from :data:`CONTROL_PARAMS` values."""
+    return {"state_timeout": float(p["state_timeout"]), "clamp_to_effort_limits": bool(p["clamp_to_effort_limits"]),
+            "position_margin": float(p["position_margin"]), "prismatic_margin": float(p["prismatic_margin"]),
+            "velocity_factor": float(p["velocity_factor"])}
 
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise UserError(f"{what} '{path}': no such file")
-    return p
+
+def model_with_params(model, p: Mapping[str, Any]):
+    """``model.with_settings`` with the node's ``gravity`` (if it has one) and ``payload.*`` values: a new
+    model object, or ``model`` itself when these equal its own (``model`` is never changed).
+
+    Raises:
+        UserError: unknown payload link, non-physical inertia, bad gravity.
+    """
+    payload = None
+    if p.get("payload.link"):
+        payload = (p["payload.link"], float(p["payload.mass"]), list(p["payload.com"]), list(p["payload.inertia"]))
+    gravity = p.get("gravity")
+    if payload is None and model.payload is None and (
+            gravity is None or np.array_equal(np.asarray(gravity, dtype=float), model.gravity)):
+        return model
+    return model.with_settings(gravity=list(gravity) if gravity is not None else None, payload=payload)
+
+
+def tick_period(p: Mapping[str, Any]) -> float:
+    """Period of a control node's safety timer, s: half the state timeout (10 ms to 0.5 s)."""
+    return min(max(float(p["state_timeout"]) / 2, 0.01), 0.5)
+
+
+def autostart(node) -> None:
+    """Configure and activate a lifecycle ``node`` when its ``autostart`` parameter is true.
+
+    Raises:
+        the configure error (UserError, URDFError, ValueError): the node cannot start.
+    """
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    if not node.p.get("autostart", True):
+        return
+    if node.trigger_configure() != TransitionCallbackReturn.SUCCESS:
+        raise node.shell.config_error or RuntimeError(f"{node.get_name()}: configure failed")
+    node.trigger_activate()
+
+
+def create_payload_service(node):
+    """``~/set_payload`` (robot_dynamics_interfaces/srv/SetPayload): sets the ``payload.*`` parameters in one
+    atomic change (the node builds the new model and swaps it in; a refused request changes nothing)."""
+    from rclpy.parameter import Parameter
+    from robot_dynamics_interfaces.srv import SetPayload
+
+    def on_request(request, response):
+        params = [Parameter("payload.link", value=str(request.link)),
+                  Parameter("payload.mass", value=float(request.mass)),
+                  Parameter("payload.com", value=[float(x) for x in request.com]),
+                  Parameter("payload.inertia", value=[float(x) for x in request.inertia])]
+        result = node.set_parameters_atomically(params)
+        response.success = bool(result.successful)
+        response.message = (f"payload {request.mass:g} kg on '{request.link}'" if request.link else
+                            "payload removed") if result.successful else f"refused: {result.reason}"
+        node.get_logger().info(f"set_payload: {response.message}")
+        return response
+
+    return node.create_service(SetPayload, "~/set_payload", on_request)
+
+
+def create_collision_reaction(node):
+    """The computed-torque node's collision reaction: ``collision_topic`` (``std_msgs/Bool``, reliable +
+    transient local, as ``external_torque_observer`` publishes ``~/collision``; empty: no reaction) latches
+    the core's gravity-only command on ``True``; ``~/reset_collision`` (``std_srvs/Trigger``) resumes, and is
+    refused while the last flag heard is still ``True`` (the observer publishes only on change, so resuming
+    then would ignore an ongoing contact)."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import Bool
+    from std_srvs.srv import Trigger
+
+    state = {"flag": False}
+
+    def on_flag(msg) -> None:
+        state["flag"] = bool(msg.data)
+        if msg.data and node.core is not None and not node.core.collision:
+            node.core.set_collision()
+            node.get_logger().error("collision reported: commanding gravity only until ~/reset_collision")
+
+    def on_reset(request, response):
+        if state["flag"]:
+            response.success, response.message = False, "refused: the observer still reports a collision"
+        elif node.core is None:
+            response.success, response.message = False, "no robot model yet"
+        else:
+            node.core.reset_collision()
+            response.success, response.message = True, "resumed: holding the measured position"
+        node.get_logger().info(f"reset_collision: {response.message}")
+        return response
+
+    topic = str(node.p.get("collision_topic") or "")
+    if topic:
+        node.create_subscription(Bool, topic, on_flag, QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    return node.create_service(Trigger, "~/reset_collision", on_reset)
+
+
+class ControlShell:
+    """The parts of a control node's shell both control nodes share: topics, lifecycle configure/cleanup,
+    the safe command, rejection logging, diagnostics. The node keeps ``core``, ``pub``, ``sub``, ``loader``
+    and ``_writer`` (a :class:`~robot_dynamics_ros.control.cdr.Float64MultiArrayWriter`) attributes; this
+    class sets ``pub``/``sub``/``loader``.
+    """
+
+    def __init__(self, node, diag: Diagnostics, log: RateLimitedLog):
+        from sensor_msgs.msg import JointState
+
+        self.node = node
+        self.diag = diag
+        self.log = log
+        self._state_type = JointState
+        self._latest_wins = bool(node.p.get("latest_state_wins", True))
+        self._clock = node.get_clock()
+        #: the node's use_sim_time (the node updates it): without sim time, ROS time is the system time and
+        #: time.time_ns() saves ~3 µs per message over the clock's now()
+        self.sim_time = bool(node.get_parameter("use_sim_time").value)
+        self.config_error: Exception | None = None
+        self.last_error = ""
+        self.incompatible_qos = 0
+        self._configured_at = None
+        self._last_accepted = -1
+        self._jumps = 0
+        self._last_state_at = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def configure(self, make_loader: Callable[[], Any]):
+        """Create ``<controller_name>/commands`` (reliable), ``joint_states`` (:func:`state_subscription_qos`,
+        both with :func:`qos_overrides`) and the model loader; FAILURE (error kept in :attr:`config_error`)
+        when the model cannot be loaded."""
+        from rclpy.lifecycle import TransitionCallbackReturn
+        from sensor_msgs.msg import JointState
+        from std_msgs.msg import Float64MultiArray
+
+        node = self.node
+        self.config_error = None
+        try:
+            topic = f"{str(node.p['controller_name']).rstrip('/')}/commands"
+            node.pub = node.create_publisher(Float64MultiArray, topic, command_qos(),
+                                             qos_overriding_options=qos_overrides())
+            # raw=True: the callback gets the serialized JointState and reads the fields it needs itself
+            # (control/cdr.py); the command goes out as bytes: no Python message objects per message
+            node.sub = node.create_subscription(JointState, node.p["joint_states_topic"], node._on_joint_state_raw,
+                                                state_subscription_qos(), raw=True,
+                                                qos_overriding_options=qos_overrides())
+            node.command_topic = node.pub.topic_name
+            self.diag.set("command_topic", node.pub.topic_name)
+            self.diag.set("joint_states_topic", node.sub.topic_name)
+            self.diag.set_level(Diagnostics.WARN, "waiting for the robot model")
+            node.loader = make_loader()
+        except Exception as exc:  # noqa: BLE001 - reported as a failed transition
+            self.config_error = exc
+            node.get_logger().error(f"configure failed: {exc}")
+            self.cleanup()
+            return TransitionCallbackReturn.FAILURE
+        self._configured_at = time.monotonic()
+        return TransitionCallbackReturn.SUCCESS
+
+    def cleanup(self) -> None:
+        """Destroy topics and loader, forget the model (back to 'unconfigured')."""
+        node = self.node
+        if node.loader is not None:
+            node.loader.destroy()
+        for attr, destroy in (("sub", node.destroy_subscription), ("pub", node.destroy_publisher)):
+            entity = getattr(node, attr, None)
+            if entity is not None:
+                try:
+                    destroy(entity)
+                except Exception:  # noqa: BLE001 - node already gone
+                    pass
+        node.pub = node.sub = node.loader = None
+        node.core = None
+        self._configured_at = None
+        self.diag.set_level(Diagnostics.WARN, "unconfigured")
+
+    def publish_safe(self, why: str) -> None:
+        """Publish the core's safe command once (deactivate)."""
+        node, core = self.node, self.node.core
+        if core is None or node.pub is None or node._writer is None:
+            return
+        res = core.safe_command(why)
+        if res.command is not None:
+            node.pub.publish(node._writer.write(res.command))
+        self.diag.set_level(Diagnostics.WARN, f"inactive ({res.reason})")
+        node.get_logger().info(f"{why}: {res.reason}")
+
+    # ------------------------------------------------------------------ per message
+    def receive(self, raw: bytes):
+        """The joint_states hot path up to the core: take the newest queued state (counting the skipped),
+        read its fields (``node._reader``, rclpy's deserializer as the fallback), hand them to the core.
+
+        Returns:
+            ``(fields, arrival_ns, now_ns)`` for an accepted state; None when it was rejected (counted,
+            logged) or the node has no core.
+        """
+        node = self.node
+        core = node.core
+        if self._latest_wins:
+            raw, skipped = take_newest(node.sub, raw, self._state_type)
+            if skipped:
+                self.diag.count("skipped", skipped)
+        fields = node._reader.read(raw)
+        if fields is None:   # an encoding the CDR reader does not read, or a broken message
+            fields = self.read(node._reader, raw)
+            if fields is None:
+                return None
+        arrival = time.monotonic_ns()
+        now_ns = self._clock.now().nanoseconds if self.sim_time else time.time_ns()
+        rej = core.on_joint_state(fields, arrival, now_ns)
+        if rej is not None:
+            self.rejected(rej)
+            return None
+        return fields, arrival, now_ns
+
+    def read(self, reader, raw: bytes):
+        """The JointState fields of ``raw``, or None (counted, logged) when it cannot be deserialized."""
+        try:
+            return joint_state_fields(reader, raw)
+        except Exception as exc:  # noqa: BLE001 - a node never dies on one message
+            self.diag.count("rejected")
+            self.last_error = f"joint_states: cannot deserialize {len(raw)} bytes: {exc}"
+            self.log.warning("deserialize", self.last_error)
+            return None
+
+    def rejected(self, rej) -> None:
+        self.diag.count("rejected")
+        self.last_error = f"joint_states rejected: {rej}"
+        self.log.warning(rej.code.name, self.last_error)
+
+    def report(self, res) -> None:
+        """Diagnostic level and (rate-limited) log line of a step result that is not plain OK."""
+        self.diag.set_level(res.level, res.reason)
+        if res.level == Diagnostics.OK:
+            return
+        self.last_error = res.reason
+        key = res.reason.split(" ", 1)[0]
+        if res.level >= Diagnostics.ERROR:
+            self.log.error(key, res.reason)
+        else:
+            self.log.warning(key, res.reason)
+
+    # ------------------------------------------------------------------ timer
+    def tick(self, active: bool, writer: Callable[[], Any], *, publish_safe: bool = True) -> None:
+        """Safety and diagnostics timer: the safe command when the state went stale without a new message
+        (``publish_safe``), a WARN when no joint state arrives (with the publishers' QoS compatibility),
+        the core's counters as diagnostic values."""
+        node, core, diag = self.node, self.node.core, self.diag
+        if core is None or not active:
+            return
+        mapper = core.mapper
+        now_ns = node.get_clock().now().nanoseconds
+        res = core.step(now_ns, time.monotonic_ns()) if mapper.ready else None
+        if res is not None and res.safe:
+            w = writer()
+            if publish_safe and res.command is not None and w is not None and node.pub is not None:
+                node.pub.publish(w.write(res.command))
+                diag.count("safe")
+            self.report(res)
+        if mapper.clock_jumps != self._jumps:
+            self._jumps = mapper.clock_jumps
+            node.get_logger().warning(f"node clock jumped back ({mapper.clock_jumps} so far): joint-state stamp "
+                                      "ordering restarted")
+        if mapper.accepted != self._last_accepted:
+            self._last_accepted, self._last_state_at = mapper.accepted, time.monotonic()
+        since = self._last_state_at or self._configured_at
+        if since is not None and time.monotonic() - since > max(float(node.p["state_timeout"]), 1.0) \
+                and not core.fault:
+            text = self.no_state_text()
+            self.log.warning("no_state", text)
+            if res is not None and res.safe:   # keep the safe command's reason (and level) first
+                diag.set_level(max(res.level, Diagnostics.WARN), f"{res.reason}; {text}")
+            else:
+                diag.set_level(Diagnostics.WARN, text)
+        diag.set("state_age_s", round(mapper.age(now_ns, time.monotonic_ns()), 6) if mapper.ready else "never")
+        diag.set("clamp_count", core.clamped)
+        diag.set("rejected_by_joint", dict(mapper.rejected_joints))
+        diag.set("unknown_names", mapper.unknown_name_count)
+        diag.set("clock_jumps", mapper.clock_jumps)
+        diag.set("last_error", self.last_error)
+        if res is not None and res.level == Diagnostics.OK and diag.level != Diagnostics.OK:
+            diag.set_level(res.level, res.reason)
+
+    def no_state_text(self) -> str:
+        """Why no joint state drives the command: no publisher, or publishers whose QoS does not match."""
+        from rclpy.qos import QoSCompatibility, qos_check_compatible
+
+        sub = self.node.sub
+        topic = sub.topic_name
+        infos = self.node.get_publishers_info_by_topic(topic)
+        if not infos:
+            return f"no joint_states received: no publisher on {topic}"
+        bad = []
+        for info in infos:
+            compat, why = qos_check_compatible(info.qos_profile, sub.qos_profile)
+            if compat == QoSCompatibility.ERROR:
+                bad.append(f"{info.node_namespace.rstrip('/')}/{info.node_name}: {why}")
+        if bad:
+            self.incompatible_qos = len(bad)
+            self.diag.set("incompatible_qos", "; ".join(bad)[:300])
+            return (f"no joint_states received on {topic}: incompatible QoS with {len(bad)} of {len(infos)} "
+                    f"publisher(s) (qos_overrides.{topic}.subscription.*): {bad[0][:160]}")
+        mapper = self.node.core.mapper if self.node.core is not None else None
+        if mapper is not None and sum(mapper.rejected.values()):
+            return (f"no joint state accepted on {topic} from {len(infos)} publisher(s): "
+                    f"{self.last_error[:160]}")
+        return f"no joint_states received on {topic} from {len(infos)} publisher(s)"

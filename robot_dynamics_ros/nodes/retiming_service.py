@@ -161,6 +161,8 @@ class RetimingServiceNode(Node):
         # one solver thread: one retiming at a time; _solver_free is held from submission to completion
         self._solver = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.get_name()}_solver")
         self._solver_free = threading.Semaphore(1)
+        #: set once the retiming kernels of the current model are compiled / loaded (warm-up done)
+        self.warm = threading.Event()
         self.service_name = self.resolve_service_name("~/retime")
         from rclpy.executors import MultiThreadedExecutor
 
@@ -196,8 +198,13 @@ class RetimingServiceNode(Node):
             self._model_index = dict(model.index)
             self._measured = {}
         if self.p["warmup"]:
+            self.warm.clear()
             self._solver_free.acquire()
+            self.get_logger().info("warming up the retiming kernels (the first run compiles them, 1-2 min; "
+                                   "requests wait until request_deadline)")
             self._solver.submit(self._warmup, retimer)
+        else:
+            self.warm.set()
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
         self.diag.set_level(Diagnostics.WARN if warning else Diagnostics.OK,
@@ -208,11 +215,14 @@ class RetimingServiceNode(Node):
             self.get_logger().warning(warning)
 
     def _warmup(self, retimer) -> None:
+        t0 = time.monotonic()
         try:
             retimer.warmup()
+            self.get_logger().info(f"retiming kernels ready after {time.monotonic() - t0:.1f} s")
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first request's time
             self.log.warning("warmup", f"retiming warm-up failed: {exc}")
         finally:
+            self.warm.set()
             self._solver_free.release()
 
     def _on_set_parameters(self, params):
@@ -271,7 +281,8 @@ class RetimingServiceNode(Node):
         if not self._solver_free.acquire(timeout=max(0.0, deadline - time.perf_counter())):
             self.busy_answers += 1
             self.diag.count("busy")
-            answer = self._fail(response, f"busy: the solver was occupied by other requests for the whole "
+            what = "other requests" if self.warm.is_set() else "the warm-up (compiling the retiming kernels)"
+            answer = self._fail(response, f"busy: the solver was occupied by {what} for the whole "
                                           f"request_deadline ({self.p['request_deadline']:g} s); try again")
         else:
             try:

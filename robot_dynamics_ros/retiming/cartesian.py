@@ -19,7 +19,7 @@ import numpy as np
 
 from robot_dynamics_ros.errors import UserError
 
-__all__ = ["CartesianLine", "line_path", "rotation_log", "rotation_exp"]
+__all__ = ["CartesianLine", "line_path", "solve_pose", "rotation_log", "rotation_exp"]
 
 
 def rotation_log(R: np.ndarray) -> np.ndarray:
@@ -77,6 +77,27 @@ def _ik(engine, frame, q0, p_target, R_target, lower, upper, *, damping, tol, ma
         dq = J.T @ np.linalg.solve(J @ J.T + damping ** 2 * np.eye(6), e)
         q = np.clip(q + dq, lower, upper)
     return q, e
+
+
+def solve_pose(engine, frame: str, q_seed, position, rotation=None, *, damping: float = 1e-3,
+               tol: float = 1e-10, max_iter: int = 500) -> np.ndarray:
+    """Joint positions (n,) that put ``frame`` at ``position`` (3,) m with ``rotation`` (3, 3) (None: the
+    orientation at ``q_seed``), base frame, by damped least squares from ``q_seed`` (the branch it lands on).
+
+    Raises:
+        UserError: the pose is not reached within the joint limits (names the residual).
+    """
+    m = engine.model
+    q0 = np.asarray(q_seed, dtype=float)
+    R = engine.frame_placement(q0, frame)[:3, :3] if rotation is None else np.asarray(rotation, dtype=float)
+    lower = np.where(np.isfinite(m.lower), m.lower, -np.inf)
+    upper = np.where(np.isfinite(m.upper), m.upper, np.inf)
+    q, e = _ik(engine, frame, q0, np.asarray(position, dtype=float), R, lower, upper, damping=damping, tol=tol,
+               max_iter=max_iter)
+    if np.linalg.norm(e[:3]) > 1e3 * tol or np.linalg.norm(e[3:]) > 1e3 * tol:
+        raise UserError(f"cartesian pose: {np.round(position, 4).tolist()} m is not reachable for {frame!r} from "
+                        f"the seed (residual {np.linalg.norm(e[:3]):.2e} m, {np.linalg.norm(e[3:]):.2e} rad)")
+    return q
 
 
 def line_path(engine, frame: str, q_start, *, goal_position=None, displacement=None, goal_rotation=None,

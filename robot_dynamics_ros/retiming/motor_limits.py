@@ -29,7 +29,7 @@ import numpy as np
 
 from robot_dynamics_ros.errors import UserError
 
-__all__ = ["MotorLimits", "MotorReport", "load_motor_limits", "evaluate"]
+__all__ = ["MotorLimits", "MotorReport", "load_motor_limits", "evaluate", "solve_within_motor_limits"]
 
 
 @dataclass(frozen=True)
@@ -192,3 +192,76 @@ def evaluate(t, tau, limits: MotorLimits, *, margin: float = 1.0) -> MotorReport
         name, value = max(use.items(), key=lambda kv: kv[1])
         binding.append(name if value >= 0.99 else "")
     return MotorReport(peak, rms, longest, ok_peak, ok_dur, ok_rms, tuple(binding))
+
+
+def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, jerk_limit,
+                              period: float = 1e-3, steps: int = 6, dynamics=None, tool_speed=None):
+    """Torque + jerk + rated/peak + margin: the jerk-limited timing (:func:`~.jerk.solve_jerk_limited`)
+    with the torque limits of the joints that break a motor rule lowered until the rules hold.
+
+    First solved with |τ| ≤ margin · peak. Joints whose time above rated or RMS is then too high get the
+    torque limit base + λ (margin · peak − base), λ bisected in [0, 1) (the other joints keep margin · peak),
+    where base = rated (or margin · peak if lower), raised to the largest gravity torque along the path if
+    that is higher (the arm must be able to stand still on the path). With |τ| ≤ rated a joint is never
+    above rated and its RMS is ≤ rated, so λ = 0 passes whenever gravity stays below rated. Each candidate is
+    sampled every ``period`` s and checked with :func:`evaluate` (torques by
+    ``dynamics``, batched ``rnea``; default the in-package Newton–Euler engine of ``model``).
+
+    Args:
+        model: the RobotModel (velocity / acceleration limits, joint names); path, s, x_ref: as
+            :func:`~.jerk.solve_jerk_limited`; limits: :class:`MotorLimits`; margin: fraction of the peak;
+            jerk_limit: rad/s³, scalar or (n,); steps: solves of the bisection at most; tool_speed: as
+            :func:`~.jerk.solve_jerk_limited`.
+
+    Returns:
+        (JerkSolution, MotorReport, λ (1.0 when no joint needed lowering), torque limit (n,), solves).
+
+    Raises:
+        UserError: no λ passes (e.g. gravity alone above rated for longer than peak_duration).
+    """
+    from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
+    from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
+
+    dynamics = dynamics or NewtonEulerDynamics(model)
+    cap = margin * limits.peak
+    gravity = np.abs(np.atleast_2d(dynamics.gravity(path(np.linspace(0.0, path.length, 400))))).max(axis=0)
+    base = np.minimum(np.maximum(np.minimum(limits.rated, cap), gravity * (1 + 1e-3)), cap)
+    jl = np.broadcast_to(np.asarray(jerk_limit, dtype=float), (model.n,))
+
+    def attempt(tl):
+        try:
+            sol = solve_jerk_limited(path, s, x_ref, dynamics, velocity_limit=model.velocity_limit,
+                                     acceleration_limit=model.acceleration_limit, torque_limit=tl, jerk_limit=jl,
+                                     tool_speed=tool_speed)
+        except ValueError:
+            return None
+        t = np.append(np.arange(0.0, sol.duration, period), sol.duration)
+        _, _, _, _, q, qd, qdd, _ = sol.sample(t)
+        tau = np.atleast_2d(dynamics.rnea(q, qd, qdd))
+        return sol, evaluate(t, tau, limits, margin=margin)
+
+    first = attempt(cap.copy())
+    if first is None:
+        raise UserError("motor limits: the jerk-limited timing found no profile within margin · peak torque")
+    sol, rep = first
+    if rep.ok:
+        return sol, rep, 1.0, cap, 1
+    lower = ~(rep.ok_duration & rep.ok_rms)
+    best, solves = None, 1
+    lo, hi = 0.0, 1.0
+    for k in range(steps):
+        lam = lo if k == 0 else 0.5 * (lo + hi)
+        tl = np.where(lower, base + lam * (cap - base), cap)
+        cand = attempt(tl)
+        solves += 1
+        if cand is not None and cand[1].ok:
+            best = (cand[0], cand[1], lam, tl)
+            lo = lam
+        elif k == 0:
+            names = [model.joint_names[j] for j in np.flatnonzero(lower)]
+            raise UserError(f"motor limits of {names} cannot be met even with |τ| ≤ rated (or gravity) everywhere: "
+                            "gravity alone is above rated too long on this path; move it closer to the base")
+        else:
+            hi = lam
+    sol, rep, lam, tl = best
+    return sol, rep, lam, tl, solves

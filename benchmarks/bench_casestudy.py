@@ -1,0 +1,145 @@
+"""Benchmark: the jerk-limited ("full") timing against its lower bound and against post-smoothing, and its cost.
+
+Per path, in one run:
+* ``topp_ra`` — torque-only TOPP-RA (``Retimer.retime``, margin 0.9): the lower bound of every timing with
+  more limits on the same path;
+* ``full``    — :func:`robot_dynamics_ros.retiming.jerk.solve_jerk_limited` from that result (torque +
+  jerk, velocity; the case study adds the motor-limit loop, timed separately on the case);
+* ``scurve``  — :func:`robot_dynamics_ros.commands.casestudy.scurve_baseline`, a path-exact double-S on
+  s(t) from the TOPP-RA limits, stretched until every limit holds (the post-smoothing baseline).
+Reported: durations, whether full is closer to topp_ra than to scurve, wall time of each solve (the
+TOPP-RA time is the median of ``--repeat`` warm calls) and their ratio, and an independent dense check of
+the full output at 1 kHz (Pinocchio RNEA with the payload, jerk from finite differences of the returned
+accelerations): the largest |value| / limit over velocity, torque and jerk (≤ 1 + 1e-3 passes).
+
+Paths: the case study's line (UR10 + 15 kg, 200 points, jerk 50 rad/s³), then ``--paths`` random ones,
+alternately UR10 straight tool lines (random start in front of the robot, random direction, 0.5–1.2 m,
+100 points, jerk 50) and Panda smooth joint paths (6 waypoints, 40 gridpoints requested, jerk 500).
+Paths where the torque-only solution stops inside the path (a cusp) are counted and skipped.
+
+Run:  .venv/bin/python benchmarks/bench_casestudy.py [--paths 100] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
+
+from robot_dynamics_ros.commands import casestudy as cs
+from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits  # noqa: E402
+from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics  # noqa: E402
+from robot_dynamics_ros.retiming.jerk import solve_jerk_limited  # noqa: E402
+from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer  # noqa: E402
+
+MARGIN = 0.9
+
+
+def _dense(pm, sol, model, tlim, jerk):
+    from test_jerk import dense_check, dense_samples
+
+    t, q, qd, qdd = dense_samples(sol)
+    jfd, tau = dense_check(pm, t, q, qd, qdd)
+    return max(float((np.abs(qd) / model.velocity_limit).max()), float((np.abs(tau) / tlim).max()),
+               float(np.abs(jfd).max() / jerk))
+
+
+def one(model, pm, waypoints, jerk, gridpoints=None, repeat=5):
+    retimer = Retimer(model)
+    opts = RetimeOptions(torque_margin=MARGIN, gridpoints=gridpoints)
+    res = retimer.retime(waypoints, options=opts)
+    if not res.success or len(res.segments) != 1:
+        return {"skipped": res.message if not res.success else "direction reversal (several segments)"}
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        retimer.retime(waypoints, options=opts)
+        times.append((time.perf_counter() - t0) * 1e3)
+    seg = res.segments[0]
+    if (seg.x[1:-1] <= 1e-9 * seg.x.max()).any():
+        return {"skipped": "torque-only solution stops inside the path"}
+    ne = NewtonEulerDynamics(model)
+    tlim = MARGIN * model.effort_limit
+    t0 = time.perf_counter()
+    sol = solve_jerk_limited(seg.path, seg.s, seg.x, ne, velocity_limit=model.velocity_limit,
+                             acceleration_limit=model.acceleration_limit, torque_limit=tlim,
+                             jerk_limit=np.full(model.n, jerk))
+    full_ms = (time.perf_counter() - t0) * 1e3
+    sc = cs.scurve_baseline(model, seg.path, res, jerk, tlim, ne)
+    return {"gridpoints": int(seg.s.shape[0]), "topp_ra_s": res.duration, "full_s": sol.duration,
+            "scurve_s": sc.duration, "closer": bool(sol.duration - res.duration < sc.duration - sol.duration),
+            "topp_ra_ms": statistics.median(times), "full_ms": full_ms,
+            "ratio": full_ms / statistics.median(times), "lps": sol.iterations, "rounds": sol.rounds,
+            "dense_max_fraction": _dense(pm, sol, model, tlim, jerk)}
+
+
+def random_ur10_line(model, rng):
+    for _ in range(50):
+        start = np.array([rng.uniform(0.4, 0.8), rng.uniform(-0.5, 0.5), rng.uniform(-0.3, 0.2)])
+        direction = rng.normal(size=3)
+        direction /= np.linalg.norm(direction)
+        try:
+            return cs.case_line(model, start=start, displacement=rng.uniform(0.5, 1.2) * direction, points=100).q
+        except Exception:  # unreachable start or line: draw again
+            continue
+    raise RuntimeError("no reachable random line in 50 draws")
+
+
+def main(argv=None) -> int:
+    from test_jerk import package_model, pinocchio_model, random_panda_waypoints
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--paths", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    rng = np.random.default_rng(args.seed)
+    ur10, panda = cs.case_model(), package_model("panda")
+    pm_ur10, pm_panda = pinocchio_model("ur10"), pinocchio_model("panda")
+    Retimer(ur10).warmup()
+    rows = []
+    line = cs.case_line(ur10)
+    case = one(ur10, pm_ur10, line.q, cs.JERK)
+    case["path"] = "case study"
+    # the case's full solution with the motor-limit loop (what `robot-dynamics casestudy` runs)
+    res = Retimer(ur10).retime(line.q, options=RetimeOptions(torque_margin=MARGIN))
+    t0 = time.perf_counter()
+    seg = res.segments[0]
+    solve_within_motor_limits(ur10, seg.path, seg.s, seg.x, cs.case_motor_limits(ur10), margin=MARGIN,
+                              jerk_limit=cs.JERK)
+    case["full_with_motor_loop_ms"] = (time.perf_counter() - t0) * 1e3
+    rows.append(case)
+    print(json.dumps(case))
+    for k in range(args.paths):
+        if k % 2 == 0:
+            row = one(ur10, pm_ur10, random_ur10_line(ur10, rng), cs.JERK)
+            row["path"] = f"ur10 line {k}"
+        else:
+            row = one(panda, pm_panda, random_panda_waypoints(1000 + k), 500.0, gridpoints=40)
+            row["path"] = f"panda {k}"
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    done = [r for r in rows if "skipped" not in r]
+    summary = {"paths": len(rows), "solved": len(done), "skipped": len(rows) - len(done),
+               "closer_to_topp_ra": sum(r["closer"] for r in done),
+               "dense_pass": sum(r["dense_max_fraction"] <= 1 + 1e-3 for r in done),
+               "worst_dense_fraction": max(r["dense_max_fraction"] for r in done),
+               "median_full_over_topp_ra": statistics.median(r["full_s"] / r["topp_ra_s"] for r in done),
+               "median_scurve_over_topp_ra": statistics.median(r["scurve_s"] / r["topp_ra_s"] for r in done),
+               "median_solve_ratio": statistics.median(r["ratio"] for r in done)}
+    print(json.dumps(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,495 @@
+"""Jerk-limited time-optimal path parameterization on a fixed path, by sequential linear programming.
+
+The path q(s) (a C² cubic spline :class:`~.path.JointPath`) is not changed; only the timing s(t) is. With
+x = ṡ², u = s̈ and v = du/ds (so s⃛ = v ṡ), joint j's derivatives along the path are
+
+    qd_j   = q'_j ṡ
+    qdd_j  = q'_j u + q''_j x
+    jerk_j = q'_j s⃛ + 3 q''_j ṡ s̈ + q'''_j ṡ³ = √x (q'''_j x + 3 q''_j u + q'_j v)            (1)
+
+Velocity, acceleration and torque limits are linear in (u, x) (TOPP-RA's rows, τ = a u + b x + c); the jerk
+limit |jerk_j| ≤ J_j is not convex in (x, u, v) (Pham & Pham, "On the structure of the time-optimal path
+parameterization problem with third-order constraints", ICRA 2017). Written as
+
+    |q'''_j x + 3 q''_j u + q'_j v| ≤ J_j / √x                                                  (2)
+
+its left side is linear and its right side convex in x, so the tangent of J/√x at any x̄ > 0 lies below it
+and replacing the right side by that tangent gives a *linear inner approximation*: every point that meets
+the linearized rows meets (2) exactly (the "convex–concave" step of sequential convex programming,
+Debrouwere et al., "Time-optimal path following for robots with convex–concave constraints using
+sequential convex programming", IEEE T-RO 29(6), 2013).
+
+Discretization. Gridpoints s_0 < … < s_{N-1} (one knot interval per stage, so q''' is constant on a
+stage). Variables x_i, u_i at the gridpoints; on interior stages u is linear in s (v constant), so x is
+the C¹ quadratic x(σ) = x_i + 2 u_i σ + v σ² and x_{i+1} = x_i + Δ_i (u_i + u_{i+1}) (linear equality).
+The trajectory starts and ends at rest with zero acceleration: a rest-to-rest start with bounded jerk has
+x ∝ s^{4/3} (s = j t³/6), which no polynomial x(s) has, so the first stage is the exact constant-path-
+jerk start s(t) = x_1^{3/2} t³ / (27 Δ_0²) (then x = x_1 (s/Δ_0)^{4/3}, u_1 = 2 x_1 / (3 Δ_0), a linear
+equality), and the last stage its mirror. On those two stages the joint jerk is x_1^{3/2} times a known
+function of s, so the jerk limit there is a plain upper bound on x_1 (resp. x_{N-2}).
+
+Every row is imposed at both ends and the midpoint of every stage (the output uses the same x(s), u(s),
+so the row values between check points differ only by the rows' curvature over half a stage).
+
+Iteration (sequential linear programming): tangents at the previous iterate x̄, objective the traversal
+time T = Σ ∫ ds/√x linearized at x̄ (weights Δ x̄^{-3/2}). The previous iterate is feasible for the new LP
+(the tangent is exact at x̄), and T is convex in x, so the segment between the two is feasible and T
+decreases along it from x̄: a backtracking line search on it keeps every iterate feasible and T
+monotone. Before that, a few LPs move x̄ from the torque-only TOPP-RA solution (an upper bound of every
+feasible x, where the tangent is very conservative) towards the LPs' answers (geometric mean, every answer
+feasible since any x̄ > 0 gives an inner approximation); the SLP starts from the best of them.
+The optimality gap is bounded by the torque-only TOPP-RA duration, a lower bound of the jerk-limited one.
+
+LPs are solved by HiGHS's dual simplex (``scipy.optimize.linprog(method="highs-ds")``).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from robot_dynamics_ros.retiming.constraints import torque_coefficients
+
+__all__ = ["JerkSolution", "solve_jerk_limited", "third_derivative"]
+
+#: Gauss–Legendre nodes/weights on [0, 1] for the stage times ∫ dσ / √x(σ)
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
+_GL_X = 0.5 * (_GL_X + 1.0)
+_GL_W = 0.5 * _GL_W
+
+
+def third_derivative(path, s) -> np.ndarray:
+    """q'''(s) (P, n) of the cubic spline ``path`` (piecewise constant: 6 × the leading coefficient of the
+    knot interval containing each s (P,); the interval to the right at a knot)."""
+    s = np.atleast_1d(np.asarray(s, dtype=float))
+    k = np.clip(np.searchsorted(path.knots, s, side="right") - 1, 0, path.knots.shape[0] - 2)
+    return 6.0 * path.coefficients[0, k, :]
+
+
+@dataclass
+class JerkSolution:
+    """A jerk-limited timing of a path (rest to rest).
+
+    Attributes:
+        path: the :class:`~.path.JointPath`. s: (N,) gridpoints; x: (N,) sd² (rad²/s²); u: (N,) sdd at
+        the gridpoints (rad/s²; u is linear in s on interior stages); t_grid: (N,) time at the gridpoints, s.
+        duration: s. iterations: SLP iterations taken. durations: duration after each iteration, s.
+        solve_ms: wall time of the whole solve, ms; lp_ms: of the LPs only; rounds: solves (verification).
+    """
+
+    path: object
+    s: np.ndarray
+    x: np.ndarray
+    u: np.ndarray
+    t_grid: np.ndarray
+    duration: float
+    iterations: int
+    durations: list = field(default_factory=list)
+    solve_ms: float = 0.0
+    lp_ms: float = 0.0
+    rounds: int = 1
+
+    def sample(self, times) -> tuple[np.ndarray, ...]:
+        """Path and joint trajectory at ``times`` (K,) s in [0, duration].
+
+        Returns:
+            s, sd, sdd, sddd (K,) and q, qd, qdd, jerk (K, n) (rad, rad/s, rad/s², rad/s³).
+        """
+        t = np.clip(np.asarray(times, dtype=float), 0.0, self.duration)
+        s_g, x, u, tg = self.s, self.x, self.u, self.t_grid
+        N = s_g.shape[0]
+        d = np.diff(s_g)
+        i = np.clip(np.searchsorted(tg, t, side="right") - 1, 0, N - 2)
+        s = np.empty_like(t)
+        sd = np.empty_like(t)
+        sdd = np.empty_like(t)
+        sddd = np.empty_like(t)
+        first = i == 0
+        if first.any():  # s = x1^{3/2} t³ / (27 Δ²): constant path jerk from rest
+            k = x[1] ** 1.5 / (27.0 * d[0] ** 2)
+            tt = t[first]
+            s[first] = k * tt ** 3
+            sd[first] = 3 * k * tt ** 2
+            sdd[first] = 6 * k * tt
+            sddd[first] = 6 * k
+        last = i == N - 2
+        if last.any():
+            k = x[N - 2] ** 1.5 / (27.0 * d[N - 2] ** 2)
+            tt = self.duration - t[last]
+            s[last] = s_g[-1] - k * tt ** 3
+            sd[last] = 3 * k * tt ** 2
+            sdd[last] = -6 * k * tt
+            sddd[last] = 6 * k
+        mid = ~(first | last)
+        if mid.any():
+            im = i[mid]
+            tau = t[mid] - tg[im]
+            xi, ui, dd = x[im], u[im], d[im]
+            v = (u[im + 1] - ui) / dd
+            sig = np.clip(tau * np.sqrt(xi), 0.0, dd)  # Newton on F(σ) = ∫0^σ dσ'/√x(σ') = τ
+            for _ in range(30):
+                nodes = sig[:, None] * _GL_X[None, :]
+                xs = np.maximum(xi[:, None] + 2 * ui[:, None] * nodes + v[:, None] * nodes ** 2, 1e-300)
+                F = sig * (_GL_W[None, :] / np.sqrt(xs)).sum(axis=1)
+                xe = np.maximum(xi + 2 * ui * sig + v * sig ** 2, 1e-300)
+                step = (F - tau) * np.sqrt(xe)
+                sig = np.clip(sig - step, 0.0, dd)
+                if np.all(np.abs(step) <= 1e-15 * (1.0 + dd)):
+                    break
+            xe = np.maximum(xi + 2 * ui * sig + v * sig ** 2, 0.0)
+            s[mid] = s_g[im] + sig
+            sd[mid] = np.sqrt(xe)
+            sdd[mid] = ui + v * sig
+            sddd[mid] = v * sd[mid]
+        q, dq, ddq = self.path.evaluate(s)
+        dddq = third_derivative(self.path, np.minimum(s, s_g[-1] * (1 - 1e-15)))
+        qd = dq * sd[:, None]
+        qdd = dq * sdd[:, None] + ddq * (sd ** 2)[:, None]
+        jerk = dq * sddd[:, None] + 3 * ddq * (sd * sdd)[:, None] + dddq * (sd ** 3)[:, None]
+        return s, sd, sdd, sddd, q, qd, qdd, jerk
+
+
+def _stage_times(s, x, u) -> np.ndarray:
+    """(N-1,) time of each stage, s (inf where x(σ) ≤ 0 inside a stage)."""
+    d = np.diff(s)
+    N = s.shape[0]
+    out = np.empty(N - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out[0] = 3.0 * d[0] / np.sqrt(x[1]) if x[1] > 0 else np.inf
+        out[N - 2] = 3.0 * d[N - 2] / np.sqrt(x[N - 2]) if x[N - 2] > 0 else np.inf
+        if N > 3:
+            xi, ui, dd = x[1:N - 2], u[1:N - 2], d[1:N - 2]
+            v = (u[2:N - 1] - ui) / dd
+            nodes = dd[:, None] * _GL_X[None, :]
+            xs = xi[:, None] + 2 * ui[:, None] * nodes + v[:, None] * nodes ** 2
+            bad = (xs <= 0).any(axis=1)
+            tt = dd * (_GL_W[None, :] / np.sqrt(np.maximum(xs, 1e-300))).sum(axis=1)
+            tt[bad] = np.inf
+            out[1:N - 2] = tt
+    return out
+
+
+def _check_points(s):
+    """The check points of every stage and x, u, v at each as linear forms in the variables.
+
+    Returns (p, stage, var (K, 3), X (K, 3), U (K, 3), V (K, 3), interior (K,) bool) where p indexes the
+    2N-1 collocation points (gridpoints even, stage midpoints odd) and the variables are ordered
+    (x_0..x_{N-1}, u_0..u_{N-1}).
+    """
+    N = s.shape[0]
+    d = np.diff(s)
+    P, ST, VAR, X, U, V, INT = [], [], [], [], [], [], []
+    for r, p in ((0.5, 1), (1.0, 2)):  # start stage: x = x1 r^{4/3}, u = (2/3) x1 r^{1/3} / Δ
+        P.append(p); ST.append(0); VAR.append((1, 1, 1)); INT.append(False)
+        X.append((r ** (4 / 3), 0, 0)); U.append((2 / 3 * r ** (1 / 3) / d[0], 0, 0)); V.append((0, 0, 0))
+    e = N - 2
+    for r, p in ((1.0, 2 * e), (0.5, 2 * e + 1)):  # end stage, r = (L - s) / Δ
+        P.append(p); ST.append(e); VAR.append((e, e, e)); INT.append(False)
+        X.append((r ** (4 / 3), 0, 0)); U.append((-2 / 3 * r ** (1 / 3) / d[e], 0, 0)); V.append((0, 0, 0))
+    for i in range(1, N - 2):
+        dd = d[i]
+        var = (i, N + i, N + i + 1)
+        vv = (0.0, -1.0 / dd, 1.0 / dd)
+        for k, (xc, uc) in enumerate((((1, 0, 0), (0, 1, 0)),
+                                      ((1, 0.75 * dd, 0.25 * dd), (0, 0.5, 0.5)),
+                                      ((1, dd, dd), (0, 0, 1)))):
+            P.append(2 * i + k); ST.append(i); VAR.append(var); INT.append(True)
+            X.append(xc); U.append(uc); V.append(vv)
+    return (np.array(P), np.array(ST), np.array(VAR), np.array(X, float), np.array(U, float),
+            np.array(V, float), np.array(INT))
+
+
+def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
+                       jerk_limit, max_iterations: int = 15, rtol: float = 1e-3, margin: float = 1e-4,
+                       verify_period: float | None = 1e-3, max_rounds: int = 3,
+                       verify_tol: float = 2e-4, tool_speed=None) -> JerkSolution:
+    """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits,
+    verified on the output.
+
+    The LPs hold the rows at three points per stage; in between a row can exceed its limit by its curvature
+    over half a stage. So the output is sampled every ``verify_period`` s (joint velocity, acceleration and
+    jerk by eq. (1), torque by ``dynamics``); where a limit is exceeded by a ratio r > 1 + ``verify_tol``
+    it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile, at
+    most ``max_rounds`` times (None: no verification).
+
+    Args: as :func:`_solve_once`, plus verify_period (s), max_rounds and verify_tol (relative), and
+        tool_speed: None or (speed, limit): ``speed(q, v)`` (P, n) × (P, n) → (P,) the norm of a frame's
+        linear velocity for joint velocities v (m/s; e.g. |J_v(q) v|, linear in v), ``limit`` m/s — the
+        first-order row |speed(q, q')| ṡ ≤ limit, imposed and verified like the joint velocity limits.
+    Returns: :class:`JerkSolution` (``rounds`` solves; ``solve_ms`` over all of them).
+    Raises: ValueError as :func:`_solve_once`.
+    """
+    t_start = time.perf_counter()
+    lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
+                                                  np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
+    work = [v.copy() for v in lims]
+    x0 = np.asarray(x_ref, float)
+    lp_ms, sol = 0.0, None
+    for round_ in range(max_rounds + 1):
+        sol = _solve_once(path, s, x0, dynamics, velocity_limit=work[0], acceleration_limit=work[1],
+                          torque_limit=work[2], jerk_limit=work[3], max_iterations=max_iterations, rtol=rtol,
+                          margin=margin, tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]))
+        lp_ms += sol.lp_ms
+        if verify_period is None or round_ == max_rounds:
+            break
+        t = np.append(np.arange(0.0, sol.duration, verify_period), sol.duration)
+        _, _, _, _, q, qd, qdd, jerk = sol.sample(t)
+        values = [np.abs(qd).max(0), np.abs(qdd).max(0), None, np.abs(jerk).max(0),
+                  None if tool_speed is None else np.atleast_1d(tool_speed[0](q, qd).max())]
+        if np.isfinite(lims[2]).any():
+            values[2] = np.abs(np.atleast_2d(dynamics.rnea(q, qd, qdd))).max(0)
+        over = False
+        for k, val in enumerate(values):
+            if val is None:
+                continue
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratio = np.where(np.isfinite(lims[k]), val / lims[k], 0.0)
+            bad = ratio > 1.0 + verify_tol
+            if bad.any():
+                over = True
+                work[k] = np.where(bad, work[k] / ratio * (1.0 - margin), work[k])
+        if not over:
+            break
+        x0 = np.maximum(sol.x, 0.0)
+        x0[1:-1] = np.maximum(x0[1:-1], 1e-6 * x0.max())
+    sol.rounds = round_ + 1
+    sol.lp_ms = lp_ms
+    sol.solve_ms = (time.perf_counter() - t_start) * 1e3
+    return sol
+
+
+def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
+                jerk_limit, max_iterations: int = 15, rtol: float = 1e-3,
+                margin: float = 1e-4, tool_speed=None) -> JerkSolution:
+    """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits.
+
+    Args:
+        path: :class:`~.path.JointPath`; s: (N,) gridpoints (N ≥ 4) with every knot among them (e.g. a
+            TOPP-RA segment's ``s``); x_ref: (N,) sd² of the torque-only TOPP-RA solution on ``s`` (the first
+            linearization point; any positive profile works).
+        dynamics: engine with batched ``rnea`` (N·m), the model (payload included) the torque limit is for.
+        velocity_limit, acceleration_limit, torque_limit, jerk_limit: (n,) rad/s, rad/s², N·m, rad/s³
+            (inf: none). Limits as applied (scales and margins already in).
+        max_iterations: SLP iterations; rtol: stop when an iteration shortens the duration by less.
+        margin: fraction the velocity, torque and jerk limits are tightened by inside the solver, so that
+            the rows' curvature between check points (half a stage) cannot take the output above the limit.
+        tool_speed: None or (speed, limit) as in :func:`solve_jerk_limited`.
+
+    Returns:
+        :class:`JerkSolution`.
+
+    Raises:
+        ValueError: fewer than 4 gridpoints, ``x_ref`` zero inside the path (it must stop there: time each
+            side separately), or no positive-speed profile meets the limits (names the LP's status).
+    """
+    t_start = time.perf_counter()
+    s = np.asarray(s, dtype=float)
+    N = s.shape[0]
+    if N < 4:
+        raise ValueError(f"jerk-limited timing: need at least 4 gridpoints, got {N}")
+    x_ref = np.asarray(x_ref, dtype=float)
+    stops = np.flatnonzero(x_ref[1:-1] <= 1e-9 * max(float(x_ref.max()), 1e-300)) + 1
+    if stops.size:
+        raise ValueError(f"jerk-limited timing: the torque-only solution stops at s = {s[stops[0]]:.6g} inside the "
+                         "path (a cusp or turn); split the path there and time each part")
+    n = path.n
+    vlim = np.asarray(velocity_limit, float) * (1.0 - margin)
+    alim = np.asarray(acceleration_limit, float)
+    tlim = np.asarray(torque_limit, float) * (1.0 - margin)
+    jlim = np.asarray(jerk_limit, float) * (1.0 - margin)
+    d = np.diff(s)
+    s_eval = np.empty(2 * N - 1)
+    s_eval[0::2] = s
+    s_eval[1::2] = 0.5 * (s[:-1] + s[1:])
+    q, dq, ddq = path.evaluate(s_eval)
+    dddq = third_derivative(path, 0.5 * (s[:-1] + s[1:]))  # (N-1, n) per stage
+    use_torque = bool(np.isfinite(tlim).any())
+    if use_torque:
+        a, b, c = torque_coefficients(dynamics, q, dq, ddq)
+    p, st, var, X, U, V, interior = _check_points(s)
+    K = p.shape[0]
+    nv = 2 * N
+
+    def forms(alpha, beta, gamma):
+        """(K, n, 3) coefficients of alpha X + beta U + gamma V, alpha.. (K, n)."""
+        return (alpha[:, :, None] * X[:, None, :] + beta[:, :, None] * U[:, None, :]
+                + gamma[:, :, None] * V[:, None, :])
+
+    rows_fixed, rhs_fixed = [], []
+    zero = np.zeros((K, n))
+    dqp, ddqp = dq[p], ddq[p]
+    vel = np.isfinite(vlim)
+    if vel.any() or tool_speed is not None:
+        # q'^2 x / V^2 ≤ 1 (and |dp/ds|² x / v_tool² ≤ 1): the same linear form in x for every joint, so
+        # only the tightest row per point
+        tight = np.where(vel, dqp ** 2 / np.where(vel, vlim, 1.0) ** 2, 0.0).max(axis=1, keepdims=True)
+        if tool_speed is not None:
+            speed = np.asarray(tool_speed[0](q, dq), float)[p]
+            tight = np.maximum(tight, ((speed / (tool_speed[1] * (1.0 - margin))) ** 2)[:, None])
+        rows_fixed.append(tight[:, :, None] * X[:, None, :])
+        rhs_fixed.append(np.ones((K, 1)))
+    acc = np.isfinite(alim)
+    if acc.any():
+        A = np.where(acc, alim, 1.0)
+        f = forms(ddqp / A, dqp / A, zero)
+        rows_fixed += [f, -f]
+        r = np.where(acc, 1.0, np.inf)[None, :].repeat(K, 0)
+        rhs_fixed += [r, r]
+    if use_torque:
+        T = np.where(np.isfinite(tlim), tlim, 1.0)
+        f = forms(b[p] / T, a[p] / T, zero)
+        fin = np.isfinite(tlim)[None, :]
+        rows_fixed += [f, -f]
+        rhs_fixed += [np.where(fin, 1.0 - c[p] / T, np.inf), np.where(fin, 1.0 + c[p] / T, np.inf)]
+    # x ≥ 0 at the interior stages' midpoints (x is quadratic there)
+    mids = interior & (p % 2 == 1)
+    pos_rows = -X[mids][:, None, :]
+    pos_var = var[mids]
+
+    def assemble(blocks, rhs, vars_):
+        data, ri, ci, bb = [], [], [], []
+        base = 0
+        for f, r, vv in zip(blocks, rhs, vars_):
+            keep = np.isfinite(r)
+            kk, jj = np.nonzero(keep)
+            m = kk.shape[0]
+            if m == 0:
+                continue
+            coef = f[kk, jj, :]  # (m, 3)
+            cols = vv[kk, :]
+            # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
+            scale = np.abs(coef).max(axis=1)
+            scale = np.where(scale > 0, scale, 1.0)
+            data.append((coef / scale[:, None]).ravel())
+            ci.append(cols.ravel())
+            ri.append(np.repeat(np.arange(base, base + m), 3))
+            bb.append(r[kk, jj] / scale)
+            base += m
+        Amat = sp.csr_matrix((np.concatenate(data), (np.concatenate(ri), np.concatenate(ci))), shape=(base, nv))
+        return Amat, np.concatenate(bb)
+
+    fixed_A, fixed_b = assemble(rows_fixed + [pos_rows], rhs_fixed + [np.zeros((pos_rows.shape[0], 1))],
+                                [var] * len(rows_fixed) + [pos_var])
+    # equalities: interior stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0; u_1 = 2 x_1 / (3 Δ_0);
+    # u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})
+    er, ec, ev = [], [], []
+    row = 0
+    for i in range(1, N - 2):
+        er += [row] * 4
+        ec += [i + 1, i, N + i, N + i + 1]
+        ev += [1.0, -1.0, -d[i], -d[i]]
+        row += 1
+    er += [row, row]; ec += [N + 1, 1]; ev += [1.0, -2.0 / (3.0 * d[0])]; row += 1
+    er += [row, row]; ec += [N + N - 2, N - 2]; ev += [1.0, 2.0 / (3.0 * d[N - 2])]; row += 1
+    A_eq = sp.csr_matrix((ev, (er, ec)), shape=(row, nv))
+    b_eq = np.zeros(row)
+    # bounds: x_0 = u_0 = x_{N-1} = u_{N-1} = 0; on the end stages the jerk is x^{3/2} times
+    # q''' r² + 2 q'' r / Δ + (2/9) q' / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ): a bound on x_1 and x_{N-2}
+    bounds = [(0.0, None)] * N + [(None, None)] * N
+    bounds[0] = bounds[N - 1] = (0.0, 0.0)
+    bounds[N] = bounds[2 * N - 1] = (0.0, 0.0)
+    for stage, xi in ((0, 1), (N - 2, N - 2)):
+        pts = [2 * stage, 2 * stage + 1, 2 * stage + 2]
+        coef = (np.abs(dddq[stage]) + 2 * np.abs(ddq[pts]).max(0) / d[stage]
+                + (2 / 9) * np.abs(dq[pts]).max(0) / d[stage] ** 2) * 1.02
+        with np.errstate(divide="ignore"):
+            cap = np.where(np.isfinite(jlim), (jlim / coef) ** (2 / 3), np.inf).min()
+        bounds[xi] = (0.0, None if not np.isfinite(cap) else float(cap))
+    jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
+    Jm = np.where(np.isfinite(jlim), jlim, 1.0)
+    L = forms(dddq[st], 3 * ddqp, dqp)  # (K, n, 3): q''' x + 3 q'' u + q' v
+    w_grid = np.zeros(N)
+    w_grid[1:] += 0.5 * d
+    w_grid[:-1] += 0.5 * d
+
+    def lp(xbar_pts, xbar_grid):
+        A_parts = [fixed_A]
+        b_parts = [fixed_b]
+        if jerk_on:
+            sel = interior
+            xb = np.maximum(xbar_pts[sel], 1e-9 * max(float(xbar_pts.max()), 1e-12))[:, None]  # (k, 1)
+            sc = np.sqrt(xb) / (1.5 * Jm[None, :])  # normalize by the tangent's value at x = 0
+            tx = (1.0 / (3.0 * xb))[:, :, None] * X[sel][:, None, :]
+            Ls = L[sel] * sc[:, :, None]
+            fin = np.isfinite(jlim)[None, :].repeat(sel.sum(), 0)
+            r = np.where(fin, 1.0, np.inf)
+            Aj, bj = assemble([Ls + tx, -Ls + tx], [r, r], [var[sel], var[sel]])
+            A_parts.append(Aj)
+            b_parts.append(bj)
+        A_ub = sp.vstack(A_parts).tocsr()
+        b_ub = np.concatenate(b_parts)
+        xg = np.maximum(xbar_grid, 1e-6 * max(float(xbar_grid.max()), 1e-12))
+        cost = np.zeros(nv)
+        cost[:N] = -w_grid * xg ** -1.5
+        cost /= np.abs(cost).max()
+        t0 = time.perf_counter()
+        # dual simplex: about 2x faster here than HiGHS's default choice or its interior point
+        res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs-ds")
+        if res.status == 4:  # numerical trouble: once more without presolve
+            res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs-ds",
+                          options={"presolve": False})
+        return res, (time.perf_counter() - t0) * 1e3
+
+    def at_points(z):
+        return (X * z[var]).sum(axis=1)
+
+    lp_ms = 0.0
+    # phase 1: move the linearization point towards the LP's answer (geometric mean, at most 8× down per
+    # step) — a tangent far above the answer is very conservative; every LP answer is feasible whatever x̄
+    xbar = np.asarray(x_ref, float).copy()
+    xbar_pts = np.interp(s_eval[p], s, xbar)
+    best, T, it = None, np.inf, 0
+    for _ in range(max(1, max_iterations // 2)):
+        res, ms = lp(xbar_pts, xbar)
+        lp_ms += ms
+        it += 1
+        if res.status != 0:
+            if best is None:
+                raise ValueError(f"jerk-limited timing: the linear program failed ({res.message})")
+            break
+        Tk = _stage_times(s, res.x[:N], res.x[N:]).sum()
+        if Tk < T:
+            best, T = res.x, Tk
+        pts = at_points(res.x)
+        close = np.all(np.abs(pts[interior] - xbar_pts[interior]) <= 0.25 * xbar_pts[interior])
+        xbar_pts = np.maximum(np.sqrt(np.maximum(xbar_pts * pts, 0.0)), xbar_pts / 8.0)
+        xg = res.x[:N]
+        xbar = np.maximum(np.sqrt(np.maximum(xbar * xg, 0.0)), xbar / 8.0)
+        if close:
+            break
+    if not np.isfinite(T):
+        raise ValueError("jerk-limited timing: no profile with positive speed found (the linear programs "
+                         "stop the path somewhere)")
+    z = best
+    durations = [float(T)]
+    # phase 2: SLP from the best feasible point, tangents there, backtracking on the segment
+    while it < max_iterations:
+        res, ms = lp(at_points(z), z[:N])
+        lp_ms += ms
+        it += 1
+        if res.status != 0:
+            break
+        cand = res.x
+        alpha, improved = 1.0, False
+        while alpha > 1e-3:  # the segment z → cand is feasible (convex LP set containing both)
+            trial = z + alpha * (cand - z)
+            Tt = _stage_times(s, trial[:N], trial[N:]).sum()
+            if Tt < T:
+                improved = True
+                break
+            alpha *= 0.5
+        if not improved:
+            break
+        gain = (T - Tt) / T
+        z, T = trial, Tt
+        durations.append(float(T))
+        if gain < rtol:
+            break
+    x, u = np.maximum(z[:N], 0.0), z[N:]
+    x[0] = x[-1] = 0.0
+    t_grid = np.concatenate(([0.0], np.cumsum(_stage_times(s, x, u))))
+    return JerkSolution(path, s, x, u, t_grid, float(t_grid[-1]), it, durations,
+                        (time.perf_counter() - t_start) * 1e3, lp_ms)

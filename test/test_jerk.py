@@ -1,0 +1,161 @@
+"""Jerk-limited timing (retiming/jerk.py) checked densely and independently of the solver.
+
+The independent check: samples at 1 kHz; jerk from finite differences of the returned accelerations (not the
+solver's jerk); velocity from the returned velocities; torque by Pinocchio RNEA on a model built here from
+the URDF with the payload added to the parent joint (the solver uses the in-package Newton–Euler engine).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
+from robot_dynamics_ros.model import RobotModel
+from robot_dynamics_ros.retiming.jerk import solve_jerk_limited, third_derivative
+from robot_dynamics_ros.retiming.path import JointPath
+from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+from robot_dynamics_ros.robots import ROBOTS, example_robot_data_dir
+
+UR10 = example_robot_data_dir() / "ur_description/urdf/ur10_robot.urdf"
+#: (robot, URDF, payload link or frame, kg, com in that frame (m))
+CASES = {"ur10": (UR10, "tool0", 15.0, (0.0, 0.0, 0.05)),
+         "panda": (ROBOTS["panda"].path, "panda_link7", 2.5, (0.0, 0.0, 0.1))}
+TOL = 1e-3  # relative: the dense check's allowance over every limit
+
+
+def pinocchio_model(robot: str):
+    """Pinocchio model from the URDF file, held joints locked, the payload added at its frame."""
+    urdf, link, mass, com = CASES[robot]
+    full = pin.buildModelFromUrdf(str(urdf))
+    q0 = pin.neutral(full)
+    lock = []
+    held = ROBOTS[robot].held_joints if robot in ROBOTS else {}
+    for name, value in held.items():
+        jid = full.getJointId(name)
+        lock.append(jid)
+        q0[full.joints[jid].idx_q] = value
+    pm = pin.buildReducedModel(full, lock, q0) if lock else full
+    frame = pm.frames[pm.getFrameId(link)]
+    pm.inertias[frame.parentJoint] = (pm.inertias[frame.parentJoint]
+                                      + frame.placement.act(pin.Inertia(mass, np.array(com), np.zeros((3, 3)))))
+    return pm
+
+
+def package_model(robot: str):
+    urdf, link, mass, com = CASES[robot]
+    held = ROBOTS[robot].held_joints if robot in ROBOTS else None
+    return RobotModel.from_urdf(urdf, held_joints=held).with_settings(payload=(link, mass, com))
+
+
+def dense_check(pm, t, q, qd, qdd):
+    """(K-1, n) jerk by finite differences of qdd, and (K, n) torques by Pinocchio RNEA."""
+    data = pm.createData()
+    tau = np.array([pin.rnea(pm, data, q[k], qd[k], qdd[k]) for k in range(q.shape[0])])
+    jerk = np.diff(qdd, axis=0) / np.diff(t)[:, None]
+    return jerk, tau
+
+
+def dense_samples(sol, period=1e-3):
+    t = np.append(np.arange(0.0, sol.duration, period), sol.duration)
+    _, _, _, _, q, qd, qdd, _ = sol.sample(t)
+    return t, q, qd, qdd
+
+
+def test_third_derivative_is_six_times_the_leading_coefficient_by_finite_differences():
+    rng = np.random.default_rng(0)
+    wp = np.cumsum(rng.normal(size=(6, 3)), axis=0)
+    path = JointPath.from_waypoints(wp)
+    s = np.linspace(0.01, path.length - 0.01, 50)
+    s = s[np.min(np.abs(s[:, None] - path.knots[None, :]), axis=1) > 1e-3]  # away from knots (a jump there)
+    h = 1e-4
+    ddq_p = path.evaluate(s + h)[2]
+    ddq_m = path.evaluate(s - h)[2]
+    np.testing.assert_allclose(third_derivative(path, s), (ddq_p - ddq_m) / (2 * h), rtol=1e-6, atol=1e-8)
+
+
+def _solve(robot, waypoints, jerk, margin=0.9, gridpoints=None):
+    model = package_model(robot)
+    retimer = Retimer(model)
+    res = retimer.retime(waypoints, options=RetimeOptions(torque_margin=margin, gridpoints=gridpoints))
+    assert res.success, res.message
+    seg = res.segments[0]
+    tlim = margin * model.effort_limit
+    sol = solve_jerk_limited(seg.path, seg.s, seg.x, NewtonEulerDynamics(model),
+                             velocity_limit=model.velocity_limit, acceleration_limit=model.acceleration_limit,
+                             torque_limit=tlim, jerk_limit=np.full(model.n, jerk))
+    return model, res, sol, tlim
+
+
+def _assert_within(pm, model, sol, tlim, jerk):
+    t, q, qd, qdd = dense_samples(sol)
+    jerk_fd, tau = dense_check(pm, t, q, qd, qdd)
+    assert np.abs(jerk_fd).max() <= jerk * (1 + TOL)
+    assert (np.abs(qd) / model.velocity_limit).max() <= 1 + TOL
+    assert (np.abs(tau) / tlim).max() <= 1 + TOL
+    # rest to rest with zero acceleration at both ends (no jerk impulse when starting or stopping)
+    np.testing.assert_allclose(qd[[0, -1]], 0.0, atol=1e-12)
+    np.testing.assert_allclose(qdd[[0, -1]], 0.0, atol=1e-9)
+    # the path is not changed: the samples lie on the spline
+    np.testing.assert_allclose(q[-1], sol.path(np.array([sol.path.length]))[0], atol=1e-9)
+    return jerk_fd, tau
+
+
+def test_ur10_line_jerk_binds_and_every_limit_holds_in_a_dense_pinocchio_check():
+    from robot_dynamics_ros.commands.casestudy import case_line
+
+    model = package_model("ur10")
+    line = case_line(model)
+    _, res, sol, tlim = _solve("ur10", line.q, 50.0)
+    jerk_fd, _ = _assert_within(pinocchio_model("ur10"), model, sol, tlim, 50.0)
+    # the jerk limit is reached (the solution is not just slow), and torque-only TOPP-RA was far above it
+    assert np.abs(jerk_fd).max() >= 0.99 * 50.0
+    assert np.abs(np.diff(res.qdd, axis=0) / np.diff(res.t)[:, None]).max() > 10 * 50.0
+    # the SLP iterates get shorter and the result is bounded below by the torque-only time
+    assert all(b <= a for a, b in zip(sol.durations, sol.durations[1:]))
+    assert res.duration < sol.duration < 2.0 * res.duration
+
+
+def random_panda_waypoints(seed):
+    """6 waypoints of a smooth Panda path (rad) inside the position limits, different for each seed."""
+    model = package_model("panda")
+    rng = np.random.default_rng(seed)
+    lo, hi = model.lower, model.upper
+    center, amp = (lo + hi) / 2, (hi - lo) / 2 * 0.3
+    frac = np.linspace(0.0, 1.0, 6)[:, None]
+    return center + amp * np.sin(2 * np.pi * rng.uniform(0.2, 0.4, model.n) * frac + rng.uniform(0, 2 * np.pi, model.n))
+
+
+def test_random_panda_path_within_every_limit():
+    model = package_model("panda")
+    _, res, sol, tlim = _solve("panda", random_panda_waypoints(3), 500.0, gridpoints=40)
+    jerk_fd, _ = _assert_within(pinocchio_model("panda"), model, sol, tlim, 500.0)
+    assert np.abs(jerk_fd).max() >= 0.99 * 500.0
+    assert res.duration < sol.duration
+
+
+def test_a_path_where_the_torque_only_solution_stops_is_refused_with_the_place():
+    model = package_model("panda")
+    res = Retimer(model).retime(random_panda_waypoints(6), options=RetimeOptions(torque_margin=0.9, gridpoints=40))
+    seg = res.segments[0]
+    assert len(res.segments) == 1 and (seg.x[1:-1] < 1e-9 * seg.x.max()).any()
+    with pytest.raises(ValueError, match="stops at s = .* inside the path"):
+        solve_jerk_limited(seg.path, seg.s, seg.x, NewtonEulerDynamics(model), velocity_limit=model.velocity_limit,
+                           acceleration_limit=model.acceleration_limit, torque_limit=0.9 * model.effort_limit,
+                           jerk_limit=np.full(model.n, 500.0))
+
+
+def test_jerk_limits_from_joint_limits_yaml():
+    from pathlib import Path
+
+    from robot_dynamics_ros.errors import UserError
+
+    config = Path(__file__).resolve().parents[1] / "config" / "ur10_joint_limits.yaml"
+    model = RobotModel.from_urdf(UR10, joint_limits=config)
+    np.testing.assert_array_equal(model.jerk_limit, np.full(6, 50.0))
+    plain = RobotModel.from_urdf(UR10)
+    assert np.isinf(plain.jerk_limit).all()
+    off = RobotModel.from_urdf(UR10, joint_limits={"elbow_joint": {"has_jerk_limits": False, "max_jerk": 5.0}})
+    assert np.isinf(off.jerk_limit).all()  # the flag decides, as for MoveIt's other limits
+    with pytest.raises(UserError, match="elbow_joint.*max_jerk=-1.0 must be a positive"):
+        RobotModel.from_urdf(UR10, joint_limits={"elbow_joint": {"has_jerk_limits": True, "max_jerk": -1}})
