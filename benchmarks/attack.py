@@ -53,7 +53,8 @@ Q_GOOD2 = Q_GOOD + np.array([0.0, 0.3, 0.0, 0.3, 0.0, 0.3, 0.0])
 #: panda.urdf <limit upper=...> of panda_joint2 (rad), the attacked joint (its angle moves g)
 J2_UPPER = 1.7628
 ATTACKED = 1  # index of panda_joint2
-#: tolerance of a command against the reference g(q), N·m (both engines agree to ~1e-13 here)
+#: tolerance of a command against the reference g(q), N·m: well above the engines' disagreement (~1e-13),
+#: well below the difference between the reference poses' torques (> 1 N·m)
 TOL = 1e-6
 STATE_TIMEOUT = 0.1
 FINGERS = {"panda_finger_joint1": 0.02, "panda_finger_joint2": 0.02}

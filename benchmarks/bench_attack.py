@@ -219,7 +219,8 @@ def seg_retiming_clients(ctx, args):
     target = ctx.target("C")
     # a request may wait for max_concurrent_requests others before its own deadline starts
     grace = 2 * target.cfg.request_deadline + 10.0
-    # --quick leaves the 100 000-point requests to the shared_process segment (their answers take ~20 s here)
+    # --quick leaves the 100 000-point requests to the shared_process segment (queued behind one, every
+    # request waits up to two request deadlines, longer than the quick budget)
     mix = tuple(k for k in attack.REQUEST_MIX if k != "huge") if args.quick else attack.REQUEST_MIX
     clients = attack.start_clients(target.cfg.service, args.clients, args.retime_duration, grace, mix)
     return lambda: _run_retiming_clients(ctx, args, target, clients, grace, mix)
@@ -546,7 +547,7 @@ class Context:
 
 # --------------------------------------------------------------------------- targets
 def evaluate(doc: dict) -> list[dict]:
-    """The issue's targets, each {target, met, value}."""
+    """The hardening targets (module docstring), each {target, met, value}."""
     out = []
 
     def add(name, met, value):

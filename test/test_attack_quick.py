@@ -101,7 +101,7 @@ def test_command_gap_after_each_burst_within_two_state_timeouts(doc):
 
 @pytest.mark.xfail(strict=False, reason="name-ordering / unknown-name caches grow with every new name "
                    "(control/joint_mapping.py); the growth measured varies with how many of the flood's "
-                   "messages the node reads (14-49 MB here), so the mark is not strict")
+                   "messages the node reads (14-49 MB over runs), so the mark is not strict")
 def test_rss_growth_over_100000_hostile_messages_bounded(doc):
     flood = next(r for r in _rows(doc) if r["kind"] == "rss_flood")
     assert flood["rss_growth_mb"] <= RSS_TARGET_MB, flood
