@@ -53,7 +53,8 @@ Q_GOOD2 = Q_GOOD + np.array([0.0, 0.3, 0.0, 0.3, 0.0, 0.3, 0.0])
 #: panda.urdf <limit upper=...> of panda_joint2 (rad), the attacked joint (its angle moves g)
 J2_UPPER = 1.7628
 ATTACKED = 1  # index of panda_joint2
-#: tolerance of a command against the reference g(q), N·m (both engines agree to ~1e-13 here)
+#: tolerance of a command against the reference g(q), N·m: well above the engines' disagreement (~1e-13),
+#: well below the difference between the reference poses' torques (> 1 N·m)
 TOL = 1e-6
 STATE_TIMEOUT = 0.1
 FINGERS = {"panda_finger_joint1": 0.02, "panda_finger_joint2": 0.02}
@@ -458,6 +459,16 @@ def command_stats(cmds: list[tuple[float, int]], t0: float, t1: float) -> dict:
 
 
 # --------------------------------------------------------------------------- publisher (child process)
+def _wait_go() -> None:
+    """Block until a line arrives on stdin, read unbuffered (later signals are read the same way)."""
+    buf = b""
+    while b"\n" not in buf:
+        chunk = os.read(0, 4096)
+        if not chunk:
+            return
+        buf += chunk
+
+
 def publish_main(plan_path: str) -> int:
     """Run the plan of phases in ``plan_path`` (JSON) and print one JSON line per phase.
 
@@ -515,13 +526,15 @@ def publish_main(plan_path: str) -> int:
             clock_pub.publish(c)
 
     print("READY", flush=True)
-    sys.stdin.readline()  # "GO" from the benchmark (started early, so its start-up is off the clock)
+    _wait_go()  # "GO" from the benchmark (started early, so its start-up is off the clock)
     for ph in plan["phases"]:
         name = ph["name"]
         duration = float(ph.get("duration", 1.0))
         count_cap = ph.get("count")
         kind = ph.get("kind")
         info = {"name": name, "kind": kind, "t_start": time.monotonic(), "sent_hostile": 0, "sent_good": 0}
+        # before the description goes out: the benchmark reads the nodes' log from this time on
+        print(f"START {name} {time.monotonic():.6f}", flush=True)
         if "description" in ph:
             text = Path(ph["description"]).read_text() if ph.get("description_is_file") else ph["description"]
             desc_pub.publish(String(data=text))
@@ -543,10 +556,20 @@ def publish_main(plan_path: str) -> int:
         hostile_msgs = None
         if kind == "names_10000":
             hostile_msgs = None  # built per message: every one carries new names
+        # a phase with "until_signal": ends "after_signal" s after the benchmark writes a line on stdin (it
+        # has seen every node handle the description), or after "duration" s without one
+        signal_wait = "until_signal" in ph
+        if signal_wait:
+            import select
         while True:
             now = time.monotonic()
             if now - t0 >= duration or (count_cap is not None and info["sent_hostile"] >= count_cap):
                 break
+            if signal_wait and "t_signal" not in info and k % 10 == 0 and select.select([0], [], [], 0)[0]:
+                # unbuffered: every pending line is consumed; only this phase's own signal counts
+                if f"NEXT {name}\n" in os.read(0, 65536).decode():
+                    info["t_signal"] = time.monotonic()
+                    duration = info["t_signal"] - t0 + float(ph["after_signal"])
             if pattern == "flood":
                 h = hostile_fields(kind, k)
                 pub.publish(make(h["names"], h["position"], h["velocity"], h["effort"]))
@@ -610,19 +633,49 @@ class Child:
         self.proc = subprocess.Popen([sys.executable, "-m", "benchmarks.attack", *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=child_env())
         self.ready_line = None
+        self._seen: list[str] = []
+        self._buf = ""
 
     def go(self, timeout: float = 60.0) -> bool:
         """Wait for READY (an error line instead: False), then release the child."""
-        import select
-
         if self.ready_line is None:
-            r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-            self.ready_line = self.proc.stdout.readline() if r else ""
+            line = self.readline(timeout)
+            self.ready_line = line or ""
+            if self._seen and self._seen[-1] == line:
+                self._seen.pop()  # READY (or an error line) is not a record
         if not self.ready_line.startswith("READY"):
             return False
         self.proc.stdin.write("GO\n")
         self.proc.stdin.flush()
         return True
+
+    def signal(self, phase: str) -> None:
+        """``NEXT <phase>`` on the child's stdin (ends that publisher phase if it has ``until_signal``)."""
+        try:
+            self.proc.stdin.write(f"NEXT {phase}\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def readline(self, timeout: float) -> str | None:
+        """The next stdout line within ``timeout`` s (None: none yet; '' at the end). Reads the pipe
+        unbuffered (a buffered reader would hold lines that select() no longer reports)."""
+        import select
+
+        fd = self.proc.stdout.fileno()
+        while "\n" not in self._buf:
+            r, _, _ = select.select([fd], [], [], timeout)
+            if not r:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                line, self._buf = self._buf, ""
+                self._seen.append(line)
+                return line
+            self._buf += chunk.decode()
+        line, self._buf = self._buf.split("\n", 1)
+        self._seen.append(line + "\n")
+        return line + "\n"
 
     def lines(self, timeout: float) -> list[dict]:
         """The child's JSON lines once it has ended (killed after ``timeout`` s)."""
@@ -631,6 +684,7 @@ class Child:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, _ = self.proc.communicate()
+        out = "".join(self._seen) + self._buf + out
         found = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
         if self.ready_line and self.ready_line.startswith("{"):
             found.insert(0, json.loads(self.ready_line))
@@ -706,7 +760,7 @@ def clients_main(argv: list[str]) -> int:
     for kind in set(mix) & {"huge"}:
         cache[kind] = build_request(kind, 0)
     print("READY", flush=True)
-    sys.stdin.readline()  # "GO" from the benchmark
+    _wait_go()  # "GO" from the benchmark
     t_end = time.monotonic() + duration
 
     def worker(i: int):
@@ -789,16 +843,22 @@ def hostile_descriptions(workdir: Path, quick: bool) -> list[dict]:
     heavy = workdir / "heavy_panda.urdf"
     import re
 
-    heavy.write_text(re.sub(r'<mass value="([0-9.eE+-]+)"',
-                            lambda m: f'<mass value="{2 * float(m.group(1))!r}"', panda))
+    def named(text: str, kind: str) -> str:
+        # its own robot name: a node that loads it says so in its log ("robot 'attack_...' from topic")
+        return re.sub(r'<robot name="[^"]*"', f'<robot name="attack_{kind}"', text, count=1)
+
+    heavy.write_text(named(re.sub(r'<mass value="([0-9.eE+-]+)"',
+                                  lambda m: f'<mass value="{2 * float(m.group(1))!r}"', panda),
+                           "path_existing_urdf"))
     fifo = workdir / "description.fifo"
     if not fifo.exists():
         os.mkfifo(fifo)
     depth = 150_000
-    nested = panda.replace("<visual>", "<visual>" + "<a>" * depth + "</a>" * depth, 1)
+    nested = named(panda.replace("<visual>", "<visual>" + "<a>" * depth + "</a>" * depth, 1), "nested_150k")
     # panda_link4: its weight loads panda_joint2 and panda_joint4
     i4 = panda.index('<link name="panda_link4"')
-    huge_mass = panda[:i4] + re.sub(r'<mass value="[0-9.eE+-]+"', '<mass value="1e300"', panda[i4:], count=1)
+    huge_mass = named(panda[:i4] + re.sub(r'<mass value="[0-9.eE+-]+"', '<mass value="1e300"', panda[i4:],
+                                          count=1), "mass_1e300")
     junk_mb = 50
     junk_path = workdir / "junk.txt"
     rng = np.random.default_rng(16)

@@ -219,7 +219,8 @@ def seg_retiming_clients(ctx, args):
     target = ctx.target("C")
     # a request may wait for max_concurrent_requests others before its own deadline starts
     grace = 2 * target.cfg.request_deadline + 10.0
-    # --quick leaves the 100 000-point requests to the shared_process segment (their answers take ~20 s here)
+    # --quick leaves the 100 000-point requests to the shared_process segment (queued behind one, every
+    # request waits up to two request deadlines, longer than the quick budget)
     mix = tuple(k for k in attack.REQUEST_MIX if k != "huge") if args.quick else attack.REQUEST_MIX
     clients = attack.start_clients(target.cfg.service, args.clients, args.retime_duration, grace, mix)
     return lambda: _run_retiming_clients(ctx, args, target, clients, grace, mix)
@@ -283,25 +284,74 @@ def seg_descriptions(ctx, args):
     return lambda: _run_descriptions(ctx, args, descs, first)
 
 
+DESCRIPTION_NODES = ("computed_torque", "gravity_compensation", "retiming_service")
+
+
+def handled(lines, robot: str) -> dict[str, str]:
+    """Which node handled a description, from its log lines since it was published: node -> 'rejected'
+    (an ERROR line) or 'loaded' (gravity / retiming: the load line naming ``robot``; computed torque: its load
+    line, which names no robot)."""
+    out = {}
+    for _, level, _, node, text in lines:
+        if node not in DESCRIPTION_NODES or node in out:
+            continue
+        if level in ("ERROR", "FATAL"):
+            out[node] = "rejected"
+        elif level == "INFO" and "from topic" in text and (node == "computed_torque" or f"'{robot}'" in text):
+            out[node] = "loaded"
+    return out
+
+
 def _description_plan(ctx, args, todo):
-    """(target, phases, publisher) for the descriptions ``todo``, each after the Panda's."""
+    """(target, phases, publisher) for the descriptions ``todo``, each after the Panda's. Every description
+    phase lasts until all three nodes have handled it (their log says so) plus a hold, at most 20 s."""
     target = ctx.target("A")
-    phases = [{"name": "warmup", "description": str(ctx.work / "panda.urdf"), "description_is_file": True,
-               "duration": 1.5}]
+    hold_restore, hold = (0.3, 0.7) if args.quick else (0.5, 1.5)
+
+    def restore(name):
+        return {"name": name, "description": str(ctx.work / "panda.urdf"), "description_is_file": True,
+                "duration": 20.0, "until_signal": True, "after_signal": hold_restore, "robot": "panda"}
+
+    phases = [restore("warmup")]
     for d in todo:
         # the Panda again first: every hostile description is judged against the Panda's model
-        phases.append({"name": f"restore:{d['name']}", "description": str(ctx.work / "panda.urdf"),
-                       "description_is_file": True, "duration": 0.5 if args.quick else 1.0})
-        ph = {"name": d["name"], "duration": 0.9 if args.quick else 2.0}
+        phases.append(restore(f"restore:{d['name']}"))
+        ph = {"name": d["name"], "duration": 20.0, "until_signal": True, "after_signal": hold,
+              "robot": f"attack_{d['name']}"}
         if "file" in d:
             ph.update(description=d["file"], description_is_file=True)
         else:
             ph["description"] = d["text"]
         phases.append(ph)
-    # the Panda once more at the end: the last hostile description is judged like the others
-    phases.append({"name": "restore:end", "description": str(ctx.work / "panda.urdf"),
-                   "description_is_file": True, "duration": 0.5 if args.quick else 1.0})
+    phases.append(restore("restore:end"))
     return target, phases, ctx.publisher(target, phases)
+
+
+def _drive_descriptions(target, pub, phases) -> dict[str, dict]:
+    """Release the publisher; at each description phase wait until every node handled it (log), then signal.
+    Returns phase name -> {node: 'rejected' | 'loaded'} as seen when the phase ended."""
+    by_name = {p["name"]: p for p in phases}
+    seen: dict[str, dict] = {}
+    if not pub.go():
+        return seen
+    current, t_pub, signalled = None, 0.0, False
+    pos = target.log_size()
+    deadline = time.monotonic() + sum(p["duration"] for p in phases) + 60
+    while time.monotonic() < deadline:
+        line = pub.readline(0.05)
+        if line == "":
+            break
+        if line and line.startswith("START "):
+            _, current, stamp = line.split()
+            t_pub, signalled = float(stamp), False
+            seen[current] = {}
+        if current is not None and not signalled and current in by_name:
+            lines = [ln for ln in parse_log(target.log_lines_between(pos)) if ln[0] >= t_pub - 0.02]
+            seen[current] = handled(lines, by_name[current]["robot"])
+            if len(seen[current]) == len(DESCRIPTION_NODES):
+                pub.signal(current)
+                signalled = True
+    return seen
 
 
 def _run_descriptions(ctx, args, descs, first) -> dict:
@@ -326,7 +376,8 @@ def _run_descriptions(ctx, args, descs, first) -> dict:
         watcher = threading.Thread(target=watch_fifo, daemon=True)
         watcher.start()
         log_start = target.log_size()
-        records = {r["name"]: r for r in ctx.collect(pub, phases)}
+        seen = _drive_descriptions(target, pub, phases)
+        records = {r["name"]: r for r in pub.lines(30.0)}
         stop.set()
         watcher.join()
         log = parse_log(target.log_lines_between(log_start))
@@ -338,31 +389,26 @@ def _run_descriptions(ctx, args, descs, first) -> dict:
             if r is None:
                 break
             t0, t1 = r["t_start"], r["t_end"]
-            row = {"description": d["name"], "what": d["what"], "bytes": r.get("description_bytes")}
-            # judged from 0.3 s after the description to 0.5 s into the next restore phase: a model built from
-            # it (~0.6 s here) is in use until the restored Panda replaces it
-            i = todo.index(d)
-            following = f"restore:{todo[i + 1]['name']}" if i + 1 < len(todo) else "restore:end"
-            t_judge = min(t1 + 0.5, records.get(following, {}).get("t_end", t1))
+            ts = r.get("t_signal")
+            row = {"description": d["name"], "what": d["what"], "bytes": r.get("description_bytes"),
+                   "acked": r.get("description_acked"), "handled": seen.get(d["name"], {}),
+                   "handled_within_s": None if ts is None else round(ts - t0, 2)}
+            # caused: once every node has handled it (or, if one never did, from 0.3 s on) to the phase's end
+            t_judge0 = ts if ts is not None else t0 + 0.3
             for node in CONTROL_NODES:
-                cmds = ctx.rec.window(target.cfg.command_topic(node), t0, t_judge)
-                row[node] = attack.command_stats(cmds, t0, t_judge)
-                # caused: from 0.3 s on (before, the Panda of the restore phase may still be loading)
-                row[node]["caused"] = sum(1 for t, c in cmds if c == -1 and t >= t0 + 0.3)
-            row["model_kept"] = all(row[n]["caused"] == 0 and row[n]["commands"] > 0 for n in CONTROL_NODES)
+                cmds = ctx.rec.window(target.cfg.command_topic(node), t0, t1)
+                row[node] = attack.command_stats(cmds, t0, t1)
+                row[node]["caused"] = sum(1 for t, c in cmds if c == -1 and t >= t_judge0)
+                row[node]["commands_after_handled"] = sum(1 for t, c in cmds if t >= t_judge0)
+            row["model_kept"] = all(row[n]["caused"] == 0 and row[n]["commands_after_handled"] > 0
+                                    for n in CONTROL_NODES)
             row["alive"] = death_t is None or death_t > t1
             if "fifo" in d:
                 row["fifo_opened"] = any(t0 <= t <= t1 + 0.5 for t in seen_reader)
             if "bait" in d:
-                row["file_opened"] = not row["model_kept"]
-            # log lines until the following restore phase ends (a 50 MB text takes a while to refuse)
-            t_log_end = records.get(following, {}).get("t_end", t1 + 0.5)
-            lines = [ln for ln in log if t0 - 0.05 <= ln[0] <= t_log_end]
+                row["file_opened"] = any(v == "loaded" for v in row["handled"].values()) or not row["model_kept"]
+            lines = [ln for ln in log if t0 - 0.05 <= ln[0] <= t1]
             row["error_lines"] = sum(1 for ln in lines if ln[1] in ("ERROR", "FATAL"))
-            # a node that logged neither a rejection nor a model load did not get (or not yet handle) it
-            row["handled_by"] = sorted({ln[3] for ln in lines if ln[3] and (ln[1] in ("ERROR", "FATAL") or
-                                                                              "from topic" in ln[4])})
-            row["acked"] = r.get("description_acked")
             row["log_lines"] = len(lines)
             row["max_log_line_chars"] = max((ln[2] for ln in lines), default=0)
             row.update(target.rss_window(t0, t1))
@@ -501,7 +547,7 @@ class Context:
 
 # --------------------------------------------------------------------------- targets
 def evaluate(doc: dict) -> list[dict]:
-    """The issue's targets, each {target, met, value}."""
+    """The hardening targets (module docstring), each {target, met, value}."""
     out = []
 
     def add(name, met, value):

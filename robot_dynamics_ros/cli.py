@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "track": ("robot_dynamics_ros.commands.track", "end-to-end tracking: retime, computed torque, MuJoCo"),
     "replay": ("robot_dynamics_ros.commands.replay", "replay a rosbag2 file through the nodes and record"),
     "push": ("robot_dynamics_ros.commands.push", "a known push on a moving arm in MuJoCo, seen by the momentum observer"),
+    "casestudy": ("robot_dynamics_ros.commands.casestudy", "the reference case: 15 kg on a UR10 along a 1.2 m line, jerk- and motor-limited"),
     "identify": ("robot_dynamics_ros.commands.identify", "dynamic parameters, friction or a payload from a recorded bag or CSV"),
     "excite": ("robot_dynamics_ros.commands.excite", "optimized excitation trajectory (Fourier series) for identification"),
 }

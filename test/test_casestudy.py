@@ -159,3 +159,37 @@ def test_config_motor_limits_file_is_the_case_default():
     loaded, default = load_motor_limits(model, config), cs.case_motor_limits(model)
     for field in ("rated", "peak", "peak_duration"):
         np.testing.assert_allclose(getattr(loaded, field), getattr(default, field))
+
+
+def test_tool_speed_limit_holds_on_the_pinocchio_frame_velocity(case):
+    import pinocchio as pin
+
+    model, line, res, limits, pm = case
+    seg = res.segments[0]
+    vmax = 0.8  # m/s: the unconstrained full solution reaches more on this line
+    sol, *_ = solve_within_motor_limits(model, seg.path, seg.s, seg.x, limits, margin=cs.MARGIN,
+                                        jerk_limit=cs.JERK, tool_speed=(cs.tool_speed_function(model), vmax))
+    t, q, qd, qdd = dense_samples(sol)
+    data = pm.createData()
+    fid = pm.getFrameId(cs.TOOL)
+    speed = []
+    for qk, vk in zip(q, qd):
+        pin.forwardKinematics(pm, data, qk, vk)
+        speed.append(np.linalg.norm(pin.getFrameVelocity(pm, data, fid, pin.LOCAL_WORLD_ALIGNED).linear))
+    speed = np.array(speed)
+    assert speed.max() <= vmax * (1 + TOL) and speed.max() >= 0.99 * vmax
+    jerk, _ = dense_check(pm, t, q, qd, qdd)
+    assert np.abs(jerk).max() <= cs.JERK * (1 + TOL)
+    assert sol.duration > line.length / vmax
+
+
+def test_motor_limits_gravity_cannot_meet_are_a_one_line_error_naming_the_joint(case):
+    from robot_dynamics_ros.errors import UserError
+
+    model, _, res, limits, _ = case
+    seg = res.segments[0]
+    rated = limits.rated.copy()
+    rated[1] = 150.0  # the shoulder needs ~200–244 N·m against gravity all along the line
+    hopeless = MotorLimits(rated, limits.peak, limits.peak_duration, limits.configured)
+    with pytest.raises(UserError, match=r"\['shoulder_lift_joint'\] cannot be met"):
+        solve_within_motor_limits(model, seg.path, seg.s, seg.x, hopeless, margin=cs.MARGIN, jerk_limit=cs.JERK)

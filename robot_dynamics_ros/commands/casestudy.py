@@ -34,8 +34,8 @@ import time
 
 import numpy as np
 
-__all__ = ["case_model", "case_line", "case_motor_limits", "kinematic_trapezoid", "scurve_baseline", "measure",
-           "track", "configure_parser", "run"]
+__all__ = ["case_model", "case_line", "case_motor_limits", "tool_speed_function", "kinematic_trapezoid",
+           "scurve_baseline", "measure", "track", "configure_parser", "run"]
 
 TOOL = "tool0"
 PAYLOAD_KG = 15.0
@@ -76,6 +76,19 @@ def case_line(model, *, start=LINE_START, displacement=LINE_DISPLACEMENT, points
     down = engine.frame_placement(seed, TOOL)[:3, :3]
     q0 = solve_pose(engine, TOOL, seed, np.array(start, dtype=float), down)
     return line_path(engine, TOOL, q0, displacement=displacement, points=points)
+
+
+def tool_speed_function(model, frame: str = TOOL):
+    """``speed(q, v)`` (P, n) × (P, n) → (P,): |J_v(q) v| of ``frame`` (m/s), J_v the linear rows of its
+    LOCAL_WORLD_ALIGNED Jacobian (Pinocchio), for :func:`~..retiming.jerk.solve_jerk_limited`'s tool_speed."""
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+    engine = PinocchioDynamics(model)
+
+    def speed(q, v):
+        return np.array([np.linalg.norm(engine.frame_jacobian(qk, frame)[:3] @ vk) for qk, vk in zip(q, v)])
+
+    return speed
 
 
 def case_motor_limits(model, rated_fraction: float = RATED_FRACTION, peak_duration: float = PEAK_DURATION):
@@ -305,6 +318,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--motor-limits", default=None,
                         help="motor_limits.yaml (rated_torque, peak_torque, peak_duration per joint); default "
                              "rated = 2/3 of the URDF effort, peak = effort, 2 s")
+    parser.add_argument("--tool-speed", type=float, default=None, metavar="V",
+                        help="limit on the tool's linear speed, m/s (full solution only; default none)")
     parser.add_argument("--plot", default="casestudy.png", help="figure file (PNG); '' for none")
     parser.add_argument("--no-sim", action="store_true", help="skip the MuJoCo tracking runs")
 
@@ -318,6 +333,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not (0.0 < args.margin <= 1.0):
         raise UserError(f"--margin {args.margin}: must be in (0, 1]")
+    if args.tool_speed is not None and not (args.tool_speed > 0 and math.isfinite(args.tool_speed)):
+        raise UserError(f"--tool-speed {args.tool_speed}: must be a positive number of m/s")
     if not (args.jerk_limit > 0 and math.isfinite(args.jerk_limit)):
         raise UserError(f"--jerk-limit {args.jerk_limit}: must be a positive number of rad/s³")
     model = case_model(args.payload)
@@ -340,9 +357,12 @@ def run(args: argparse.Namespace) -> int:
 
     timings = [kinematic_trapezoid(seg.path, model.velocity_limit)]
     timings.append(Timing("topp_ra", res.duration, topp_sampler, topp_ms))
+    speed_fn = tool_speed_function(model)
+    tool_speed = None if args.tool_speed is None else (speed_fn, args.tool_speed)
     t0 = time.perf_counter()
     sol, _, lam, tl, solves = solve_within_motor_limits(model, seg.path, seg.s, seg.x, limits, margin=args.margin,
-                                                        jerk_limit=args.jerk_limit, dynamics=engine)
+                                                        jerk_limit=args.jerk_limit, dynamics=engine,
+                                                        tool_speed=tool_speed)
     full_ms = (time.perf_counter() - t0) * 1e3
 
     def full_sampler(t):
@@ -353,8 +373,8 @@ def run(args: argparse.Namespace) -> int:
                            "slp_iterations": sol.iterations}))
     scurve = scurve_baseline(model, seg.path, res, args.jerk_limit, args.margin * model.effort_limit, engine)
     names = model.joint_names
-    out = {"robot": "ur10", "payload_kg": args.payload, "line": {"start_m": list(LINE_START),
-           "displacement_m": list(LINE_DISPLACEMENT), "points": args.points,
+    out = {"robot": "ur10", "payload_kg": args.payload, "tool_speed_limit": args.tool_speed,
+           "line": {"start_m": list(LINE_START), "displacement_m": list(LINE_DISPLACEMENT), "points": args.points,
            "deviation_m": line.deviation}, "margin": args.margin, "jerk_limit": args.jerk_limit,
            "rated": dict(zip(names, limits.rated.tolist())), "peak": dict(zip(names, limits.peak.tolist())),
            "peak_duration": dict(zip(names, limits.peak_duration.tolist())), "cases": {}}
@@ -367,6 +387,7 @@ def run(args: argparse.Namespace) -> int:
         entry = {"cycle_s": tm.duration, "solve_ms": tm.solve_ms, "motor_ok": rep.ok,
                  "max_jerk": float(jerk.max()),
                  "max_velocity_fraction": float((np.abs(qd) / model.velocity_limit).max()),
+                 "max_tool_speed": float(speed_fn(q[::10], qd[::10]).max()),
                  "joints": rep.as_dict(names), **tm.info}
         for j, name in enumerate(names):
             entry["joints"][name]["peak_over_rated"] = float(rep.peak[j] / limits.rated[j])

@@ -179,6 +179,8 @@ class ComputedTorqueController(ControlCore):
         self.gains = Gains.from_mapping(model.joint_names, settings.gains)
         self._bind(model, engine, command_joints)
         self.trajectory = TrajectoryExecutor(model.n, epoch_ns=self.epoch_ns, continuous=self._continuous)
+        #: a collision reported by an observer: gravity only until :meth:`reset_collision`
+        self.collision = False
 
     @staticmethod
     def _check(model, settings: ComputedTorqueSettings) -> None:
@@ -246,6 +248,19 @@ class ComputedTorqueController(ControlCore):
         time (same base). Continuous joints start from the current desired position the short way."""
         return self.trajectory.submit(spec, received_s)
 
+    # ------------------------------------------------------------------ collision reaction
+    def set_collision(self) -> None:
+        """React to a collision (Haddadin 2017 §VI, "gravity compensation" reaction): from the next step
+        the command is g(q) at the measured state only — no PD, no feedforward, the trajectory dropped — so
+        the arm yields to whatever it hit, until :meth:`reset_collision`."""
+        self.collision = True
+
+    def reset_collision(self) -> None:
+        """Resume after a collision: the arm holds where it is (a new trajectory starts from there)."""
+        if self.collision:
+            self.collision = False
+            self.trajectory = TrajectoryExecutor(self.model.n, epoch_ns=self.epoch_ns, continuous=self._continuous)
+
     # ------------------------------------------------------------------ step
     def safe_command(self, why: str) -> StepResult:
         """Gravity only at the last known state, ``safe=True``, level ERROR (module docstring); also what a
@@ -271,7 +286,7 @@ class ComputedTorqueController(ControlCore):
         Returns:
             :class:`~robot_dynamics_ros.control.core.StepResult`: no command (WARN) until the state is
             complete; the mode's law (OK) on a fresh state; the gravity-only safe command (ERROR) on a stale
-            one; no command (ERROR) on a fault or a non-finite torque.
+            one and after :meth:`set_collision`; no command (ERROR) on a fault or a non-finite torque.
         """
         if self.fault:
             return StepResult(None, False, ERROR, self.fault)
@@ -281,6 +296,8 @@ class ComputedTorqueController(ControlCore):
         age, jumped = self._age(now_ns, arrival_now_ns)
         if jumped or age * 1e9 > self._timeout_ns:
             return self.safe_command(self._stale_text(age, jumped))
+        if self.collision:
+            return self.safe_command("collision reaction (until ~/reset_collision)")
         ex = self.trajectory
         q, qd = mapper.q, mapper.qd
         if not ex.has_hold_position:

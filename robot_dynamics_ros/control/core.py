@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from robot_dynamics_ros.control.joint_mapping import CLOCK_JUMP_TOLERANCE_NS, JointStateMapper, Rejection
+from robot_dynamics_ros.control.laws import clamp_effort_list
 
 __all__ = ["OK", "WARN", "ERROR", "StepResult", "CoreSettings", "plausibility_bounds", "ControlCore",
            "wrap_angle"]
@@ -182,15 +183,7 @@ class ControlCore:
 
     def _clamp(self, tau: list[float]) -> None:
         if self.settings.clamp_to_effort_limits:
-            lim = self._effort_limit
-            n = 0
-            for k, x in enumerate(tau):
-                if x > lim[k]:
-                    tau[k] = lim[k]
-                    n += 1
-                elif x < -lim[k]:
-                    tau[k] = -lim[k]
-                    n += 1
+            n = clamp_effort_list(tau, self._effort_limit)
             if n:
                 self.clamped += n
 

@@ -158,15 +158,19 @@ class GravityCompensator(ControlCore):
         if self.fault:
             return StepResult(None, False, ERROR, self.fault)
         mapper = self.mapper
-        if not mapper.ready:
+        if not mapper._ready:
             return self._waiting()
-        s = self.settings
-        age, jumped = self._age(now_ns, arrival_now_ns)
+        jumped = now_ns != mapper._last_now and mapper.check_clock(now_ns)
+        age = mapper.age(now_ns, arrival_now_ns)
         if jumped or age * 1e9 > self._timeout_ns:
             return self.safe_command(self._stale_text(age, jumped))
+        s = self.settings
         if not s.enabled:
             return StepResult(list(self._zero), False, OK, _DISABLED)
-        tau = self._gravity(s.friction_compensation)
+        if s.friction_compensation or s.hardware_compensates_gravity:
+            tau = self._gravity(s.friction_compensation)
+        else:
+            tau = self.engine.gravity(mapper.q).tolist()
         self._clamp(tau)
         cmd = self._finite_command(tau)
         if cmd is None:

@@ -104,6 +104,8 @@ class PinocchioDynamics:
         pm.gravity = pin.Motion(np.asarray(m.gravity, dtype=float), np.zeros(3))
         self._version = m.version
 
+    _zero_v = None
+
     def _q(self, q) -> np.ndarray:
         """Our q (n,) -> Pinocchio configuration (nq,)."""
         if self._version != self.model.version:
@@ -244,6 +246,26 @@ class PinocchioDynamics:
         if self._plain:
             return _own(J)
         return J @ self._Gp
+
+    def momentum_terms(self, q, qd) -> tuple[np.ndarray, np.ndarray]:
+        """``(p, Cᵀ(q, qd) qd − g(q))``, both (n,): the generalized momentum p = M(q) qd (kg·m²/s) and the
+        configuration part of its rate, ṗ = τ + Cᵀ qd − g (N·m) — what the momentum observer (De Luca &
+        Mattone 2003) needs per sample, with one configuration conversion.
+
+        p comes from RNEA with zero velocity and qd as the acceleration (M qd + g, minus g), so no mass
+        matrix is built; C is Pinocchio's Christoffel-consistent ``computeCoriolisMatrix``.
+        """
+        qp = self._q(q)
+        v = self._v(qd, "qd")
+        pm, d = self.pin_model, self.data
+        if self._zero_v is None:
+            self._zero_v = np.zeros(pm.nv)
+        g = pin.computeGeneralizedGravity(pm, d, qp).copy()
+        p = pin.rnea(pm, d, qp, self._zero_v, v) - g
+        beta = pin.computeCoriolisMatrix(pm, d, qp, v).T @ v - g
+        if self._plain:
+            return p, beta
+        return self._Gp.T @ p, self._Gp.T @ beta
 
     def operational_space_inertia(self, q, frame: str, *, part: str = "full", rcond: float = 1e-6) -> np.ndarray:
         """Operational-space inertia Λ(q) = (J M⁻¹ Jᵀ)⁻¹ of a frame (Khatib 1987; Lynch & Park eq. 8.87).

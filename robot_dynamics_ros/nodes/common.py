@@ -8,27 +8,29 @@ here:
   validated and merged in an ``on_set_parameters`` callback.
 * :func:`robot_source_params` / :class:`ModelLoader` — the robot model from the ``urdf_path`` parameter
   (a file or a name from :data:`robot_dynamics_ros.robots.ROBOTS`), the ``robot_description`` string
-  parameter, or the ``/robot_description`` topic (``std_msgs/String``, transient-local QoS, as
-  robot_state_publisher publishes it; a new description swaps the model at run time).
-  :func:`shared_model` keeps one model (and one Pinocchio engine) per process and URDF.
+  parameter (text, never a path), or the ``robot_description`` topic (``std_msgs/String``, transient-local
+  QoS, as robot_state_publisher publishes it; parsed on a worker thread; a new description swaps the model
+  at run time). :func:`shared_model` keeps the few most recent models of the process (LRU).
+* :class:`ControlShell`, :data:`CONTROL_PARAMS`, :func:`autostart`, :func:`create_payload_service`,
+  :func:`model_with_params` — what the two control nodes' lifecycle shells share.
 * :class:`Diagnostics` — ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics`` at 1 Hz: message rate,
   latency p50/p99/max, staleness, last error, clamp count and any other key the node sets.
 * :class:`RateLimitedLog` — one log line per key and period, with the count of suppressed lines.
-* :func:`joint_state_qos` / :func:`command_qos` / :func:`description_qos` / :func:`make_executor` /
-  :func:`spin_until_shutdown` (use it instead of ``executor.spin()``: the EventsExecutor's ``spin()`` does
-  not return on Ctrl-C) / :func:`run_node` (a node's ``main()``) / :func:`stamp_ns`.
+* :func:`state_subscription_qos` / :func:`take_newest` / :func:`qos_overrides` / :func:`joint_state_qos` /
+  :func:`command_qos` / :func:`description_qos` / :func:`make_executor` / :func:`spin_until_shutdown` (use
+  it instead of ``executor.spin()``: the EventsExecutor's ``spin()`` does not return on Ctrl-C) /
+  :func:`run_node` (a node's ``main()``).
 
-The joint_states -> command hot path of a node should touch only :class:`LatencyStats.add` and
-:meth:`Diagnostics.count` from here (a few array writes each).
+The joint_states -> command hot path of a node touches only :meth:`ControlShell.receive`,
+:func:`take_newest`, :class:`LatencyStats.add` and :meth:`Diagnostics.count` from here.
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -960,6 +962,42 @@ def create_payload_service(node):
     return node.create_service(SetPayload, "~/set_payload", on_request)
 
 
+def create_collision_reaction(node):
+    """The computed-torque node's collision reaction: ``collision_topic`` (``std_msgs/Bool``, reliable +
+    transient local, as ``external_torque_observer`` publishes ``~/collision``; empty: no reaction) latches
+    the core's gravity-only command on ``True``; ``~/reset_collision`` (``std_srvs/Trigger``) resumes, and is
+    refused while the last flag heard is still ``True`` (the observer publishes only on change, so resuming
+    then would ignore an ongoing contact)."""
+    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import Bool
+    from std_srvs.srv import Trigger
+
+    state = {"flag": False}
+
+    def on_flag(msg) -> None:
+        state["flag"] = bool(msg.data)
+        if msg.data and node.core is not None and not node.core.collision:
+            node.core.set_collision()
+            node.get_logger().error("collision reported: commanding gravity only until ~/reset_collision")
+
+    def on_reset(request, response):
+        if state["flag"]:
+            response.success, response.message = False, "refused: the observer still reports a collision"
+        elif node.core is None:
+            response.success, response.message = False, "no robot model yet"
+        else:
+            node.core.reset_collision()
+            response.success, response.message = True, "resumed: holding the measured position"
+        node.get_logger().info(f"reset_collision: {response.message}")
+        return response
+
+    topic = str(node.p.get("collision_topic") or "")
+    if topic:
+        node.create_subscription(Bool, topic, on_flag, QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    return node.create_service(Trigger, "~/reset_collision", on_reset)
+
+
 class ControlShell:
     """The parts of a control node's shell both control nodes share: topics, lifecycle configure/cleanup,
     the safe command, rejection logging, diagnostics. The node keeps ``core``, ``pub``, ``sub``, ``loader``
@@ -1130,8 +1168,11 @@ class ControlShell:
         if since is not None and time.monotonic() - since > max(float(node.p["state_timeout"]), 1.0) \
                 and not core.fault:
             text = self.no_state_text()
-            diag.set_level(Diagnostics.WARN, text)
             self.log.warning("no_state", text)
+            if res is not None and res.safe:   # keep the safe command's reason (and level) first
+                diag.set_level(max(res.level, Diagnostics.WARN), f"{res.reason}; {text}")
+            else:
+                diag.set_level(Diagnostics.WARN, text)
         diag.set("state_age_s", round(mapper.age(now_ns, time.monotonic_ns()), 6) if mapper.ready else "never")
         diag.set("clamp_count", core.clamped)
         diag.set("rejected_by_joint", dict(mapper.rejected_joints))

@@ -13,9 +13,9 @@ gravity only at the last known state, ERROR). This module moves bytes, parameter
 * ticks (``tick_source``): ``timer`` at ``control_rate`` Hz on the node clock, or ``joint_states``, one tick
   per accepted state sampled at its header stamp (a deterministic closed loop with a lockstep simulator);
 * gains ``gains.<joint>.{p,d}`` (N·m/rad, N·m·s/rad; feedforward/gravity), ``.{kp,kd}`` (1/s², 1/s;
-  computed_torque), checked on set; lifecycle and ``autostart`` as the gravity node's.
-
-Topics are relative (namespaces and remaps apply). Parameters and QoS overrides: docs/nodes.md.
+  computed_torque), checked on set; lifecycle and ``autostart`` as the gravity node's;
+* collision reaction: ``collision_topic`` True → gravity only until ``~/reset_collision``;
+* topics are relative (namespaces and remaps apply). Parameters and QoS overrides: docs/nodes.md.
 """
 from __future__ import annotations
 
@@ -54,6 +54,8 @@ def _node_params():
                   "limits."),
         ParamSpec("executor", "events", "rclpy executor for main(): events, single or multi.",
                   choices=("events", "single", "multi"), read_only=True),
+        ParamSpec("collision_topic", "", "std_msgs/Bool collision flag (e.g. external_torque_observer/collision); "
+                  "True: gravity only until ~/reset_collision. Empty: no reaction.", read_only=True),
     ]
 
 
@@ -95,6 +97,7 @@ class ComputedTorqueNode(LifecycleNode):
         self.trajectories_accepted = self.trajectories_rejected = self.ticks_published = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
         common.create_payload_service(self)
+        common.create_collision_reaction(self)
         self._safety = self.create_timer(common.tick_period(self.p), self._tick)
         common.autostart(self)
 
@@ -161,8 +164,7 @@ class ComputedTorqueNode(LifecycleNode):
         self._declare_gains(model)
         used = common.model_with_params(model, self.p)
         core = ComputedTorqueController(used, self._settings(self.p, model.joint_names),
-                                        list(self.p["joints"]) or None,
-                                        epoch_ns=self._epoch_ns)
+                                        list(self.p["joints"]) or None, epoch_ns=self._epoch_ns)
         names = list(core.mapper.command_joints)
         self._writer = Float64MultiArrayWriter(len(names), [(",".join(names), len(names), len(names))])
         self._desired_msg = JointState()
@@ -194,9 +196,7 @@ class ComputedTorqueNode(LifecycleNode):
             return SetParametersResult(successful=False, reason=reason)
         new = common.merged_parameters(self._specs, self.p, params)
         core = self.core
-        for p in params:
-            if p.name == "use_sim_time":
-                self.shell.sim_time = bool(p.value)
+        self.shell.sim_time = next((bool(p.value) for p in params if p.name == "use_sim_time"), self.shell.sim_time)
         try:
             if core is not None:
                 if any(p.name in common.MODEL_PARAMS for p in params):

@@ -25,7 +25,6 @@ import time
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from std_msgs.msg import Float64MultiArray
 from std_srvs.srv import SetBool
 
 from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader

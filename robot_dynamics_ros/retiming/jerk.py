@@ -205,7 +205,7 @@ def _check_points(s):
 def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
                        jerk_limit, max_iterations: int = 15, rtol: float = 1e-3, margin: float = 1e-4,
                        verify_period: float | None = 1e-3, max_rounds: int = 3,
-                       verify_tol: float = 2e-4) -> JerkSolution:
+                       verify_tol: float = 2e-4, tool_speed=None) -> JerkSolution:
     """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits,
     verified on the output.
 
@@ -215,25 +215,30 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile, at
     most ``max_rounds`` times (None: no verification).
 
-    Args: as :func:`_solve_once`, plus verify_period (s), max_rounds and verify_tol (relative).
+    Args: as :func:`_solve_once`, plus verify_period (s), max_rounds and verify_tol (relative), and
+        tool_speed: None or (speed, limit): ``speed(q, v)`` (P, n) × (P, n) → (P,) the norm of a frame's
+        linear velocity for joint velocities v (m/s; e.g. |J_v(q) v|, linear in v), ``limit`` m/s — the
+        first-order row |speed(q, q')| ṡ ≤ limit, imposed and verified like the joint velocity limits.
     Returns: :class:`JerkSolution` (``rounds`` solves; ``solve_ms`` over all of them).
     Raises: ValueError as :func:`_solve_once`.
     """
     t_start = time.perf_counter()
-    lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit)]
+    lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
+                                                  np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
     work = [v.copy() for v in lims]
     x0 = np.asarray(x_ref, float)
     lp_ms, sol = 0.0, None
     for round_ in range(max_rounds + 1):
         sol = _solve_once(path, s, x0, dynamics, velocity_limit=work[0], acceleration_limit=work[1],
                           torque_limit=work[2], jerk_limit=work[3], max_iterations=max_iterations, rtol=rtol,
-                          margin=margin)
+                          margin=margin, tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]))
         lp_ms += sol.lp_ms
         if verify_period is None or round_ == max_rounds:
             break
         t = np.append(np.arange(0.0, sol.duration, verify_period), sol.duration)
         _, _, _, _, q, qd, qdd, jerk = sol.sample(t)
-        values = [np.abs(qd).max(0), np.abs(qdd).max(0), None, np.abs(jerk).max(0)]
+        values = [np.abs(qd).max(0), np.abs(qdd).max(0), None, np.abs(jerk).max(0),
+                  None if tool_speed is None else np.atleast_1d(tool_speed[0](q, qd).max())]
         if np.isfinite(lims[2]).any():
             values[2] = np.abs(np.atleast_2d(dynamics.rnea(q, qd, qdd))).max(0)
         over = False
@@ -258,7 +263,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
 
 def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
                 jerk_limit, max_iterations: int = 15, rtol: float = 1e-3,
-                margin: float = 1e-4) -> JerkSolution:
+                margin: float = 1e-4, tool_speed=None) -> JerkSolution:
     """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits.
 
     Args:
@@ -271,6 +276,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         max_iterations: SLP iterations; rtol: stop when an iteration shortens the duration by less.
         margin: fraction the velocity, torque and jerk limits are tightened by inside the solver, so that
             the rows' curvature between check points (half a stage) cannot take the output above the limit.
+        tool_speed: None or (speed, limit) as in :func:`solve_jerk_limited`.
 
     Returns:
         :class:`JerkSolution`.
@@ -309,14 +315,20 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
 
     def forms(alpha, beta, gamma):
         """(K, n, 3) coefficients of alpha X + beta U + gamma V, alpha.. (K, n)."""
-        return alpha[:, :, None] * X[:, None, :] + beta[:, :, None] * U[:, None, :] + gamma[:, :, None] * V[:, None, :]
+        return (alpha[:, :, None] * X[:, None, :] + beta[:, :, None] * U[:, None, :]
+                + gamma[:, :, None] * V[:, None, :])
 
     rows_fixed, rhs_fixed = [], []
     zero = np.zeros((K, n))
     dqp, ddqp = dq[p], ddq[p]
     vel = np.isfinite(vlim)
-    if vel.any():  # q'^2 x / V^2 ≤ 1: the same linear form for every joint, so only the tightest joint's row
+    if vel.any() or tool_speed is not None:
+        # q'^2 x / V^2 ≤ 1 (and |dp/ds|² x / v_tool² ≤ 1): the same linear form in x for every joint, so
+        # only the tightest row per point
         tight = np.where(vel, dqp ** 2 / np.where(vel, vlim, 1.0) ** 2, 0.0).max(axis=1, keepdims=True)
+        if tool_speed is not None:
+            speed = np.asarray(tool_speed[0](q, dq), float)[p]
+            tight = np.maximum(tight, ((speed / (tool_speed[1] * (1.0 - margin))) ** 2)[:, None])
         rows_fixed.append(tight[:, :, None] * X[:, None, :])
         rhs_fixed.append(np.ones((K, 1)))
     acc = np.isfinite(alim)
@@ -386,8 +398,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         with np.errstate(divide="ignore"):
             cap = np.where(np.isfinite(jlim), (jlim / coef) ** (2 / 3), np.inf).min()
         bounds[xi] = (0.0, None if not np.isfinite(cap) else float(cap))
-    jk = interior & np.isfinite(jlim).any()
-    jerk_on = bool(np.isfinite(jlim).any())
+    jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
     Jm = np.where(np.isfinite(jlim), jlim, 1.0)
     L = forms(dddq[st], 3 * ddqp, dqp)  # (K, n, 3): q''' x + 3 q'' u + q' v
     w_grid = np.zeros(N)
@@ -398,7 +409,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         A_parts = [fixed_A]
         b_parts = [fixed_b]
         if jerk_on:
-            sel = jk
+            sel = interior
             xb = np.maximum(xbar_pts[sel], 1e-9 * max(float(xbar_pts.max()), 1e-12))[:, None]  # (k, 1)
             sc = np.sqrt(xb) / (1.5 * Jm[None, :])  # normalize by the tangent's value at x = 0
             tx = (1.0 / (3.0 * xb))[:, :, None] * X[sel][:, None, :]

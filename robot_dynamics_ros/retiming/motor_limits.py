@@ -195,7 +195,7 @@ def evaluate(t, tau, limits: MotorLimits, *, margin: float = 1.0) -> MotorReport
 
 
 def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, jerk_limit,
-                              period: float = 1e-3, steps: int = 6, dynamics=None):
+                              period: float = 1e-3, steps: int = 6, dynamics=None, tool_speed=None):
     """Torque + jerk + rated/peak + margin: the jerk-limited timing (:func:`~.jerk.solve_jerk_limited`)
     with the torque limits of the joints that break a motor rule lowered until the rules hold.
 
@@ -210,7 +210,8 @@ def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, j
     Args:
         model: the RobotModel (velocity / acceleration limits, joint names); path, s, x_ref: as
             :func:`~.jerk.solve_jerk_limited`; limits: :class:`MotorLimits`; margin: fraction of the peak;
-            jerk_limit: rad/s³, scalar or (n,); steps: solves of the bisection at most.
+            jerk_limit: rad/s³, scalar or (n,); steps: solves of the bisection at most; tool_speed: as
+            :func:`~.jerk.solve_jerk_limited`.
 
     Returns:
         (JerkSolution, MotorReport, λ (1.0 when no joint needed lowering), torque limit (n,), solves).
@@ -230,7 +231,8 @@ def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, j
     def attempt(tl):
         try:
             sol = solve_jerk_limited(path, s, x_ref, dynamics, velocity_limit=model.velocity_limit,
-                                     acceleration_limit=model.acceleration_limit, torque_limit=tl, jerk_limit=jl)
+                                     acceleration_limit=model.acceleration_limit, torque_limit=tl, jerk_limit=jl,
+                                     tool_speed=tool_speed)
         except ValueError:
             return None
         t = np.append(np.arange(0.0, sol.duration, period), sol.duration)
