@@ -12,9 +12,16 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_non_editable_install_resolves_bundled_robot_and_configs(tmp_path):
+    import shutil
+
+    src = tmp_path / "src"  # a copy: setuptools writes build/ and egg-info next to setup.py
+    for name in ("robot_dynamics_ros", "resource", "launch", "config", "urdf"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    for name in ("setup.py", "setup.cfg", "package.xml"):
+        shutil.copy2(REPO / name, src / name)
     prefix = tmp_path / "prefix"
     build = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                            "--prefix", str(prefix), str(REPO)], capture_output=True, text=True, timeout=300,
+                            "--prefix", str(prefix), str(src)], capture_output=True, text=True, timeout=300,
                            cwd=tmp_path)
     assert build.returncode == 0, build.stderr[-2000:]
     site = next(prefix.glob("lib/python*/site-packages"))
