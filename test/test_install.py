@@ -20,9 +20,10 @@ def test_non_editable_install_resolves_bundled_robot_and_configs(tmp_path):
     for name in ("setup.py", "setup.cfg", "package.xml"):
         shutil.copy2(REPO / name, src / name)
     prefix = tmp_path / "prefix"
+    # --ignore-installed: without it pip uninstalls the environment's own (editable) robot_dynamics_ros first
     build = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                            "--prefix", str(prefix), str(src)], capture_output=True, text=True, timeout=300,
-                           cwd=tmp_path)
+                            "--ignore-installed", "--prefix", str(prefix), str(src)], capture_output=True,
+                           text=True, timeout=300, cwd=tmp_path)
     assert build.returncode == 0, build.stderr[-2000:]
     site = next(prefix.glob("lib/python*/site-packages"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
