@@ -90,7 +90,10 @@ KINDS = {k.name: k for k in [
     Kind("pos_1e300", True, what="panda_joint2 position 1e300 rad"),
     Kind("pos_100rad_out", True, what="panda_joint2 position 100 rad above its upper limit"),
     Kind("vel_1e308", True, what="panda_joint2 velocity 1e308 rad/s"),
-    Kind("nan_inf", True, what="NaN / +Inf / -Inf position, NaN velocity (rotating)"),
+    Kind("nan_inf", True, what="NaN / +Inf / -Inf position of panda_joint2 (rotating)"),
+    # a NaN velocity is how some drivers say "not measured": gravity compensation does not need it (the
+    # mapper's documented require_velocity=False), computed torque counts the joint as missing; reported
+    Kind("nan_velocity", False, what="NaN velocity of panda_joint2"),
     Kind("wrong_length", True, what="position 6 entries for 7 names / velocity 3 / effort 2 (rotating)"),
     Kind("duplicate_names", True, what="panda_joint2 named twice (second value at the good pose)"),
     Kind("names_changing", False, what="the 7 joints + 50 unknown names, new names every message"),
@@ -120,11 +123,9 @@ def hostile_fields(kind: str, k: int) -> dict:
     elif kind == "vel_1e308":
         qd[ATTACKED] = 1e308
     elif kind == "nan_inf":
-        sub = k % 4
-        if sub == 3:
-            qd[ATTACKED] = math.nan
-        else:
-            q[ATTACKED] = (math.nan, math.inf, -math.inf)[sub]
+        q[ATTACKED] = (math.nan, math.inf, -math.inf)[k % 3]
+    elif kind == "nan_velocity":
+        qd[ATTACKED] = math.nan
     elif kind == "wrong_length":
         sub = k % 3
         if sub == 0:
@@ -179,7 +180,14 @@ class TargetConfig:
         return f"/{self.tag}/robot_description"
 
     def command_topic(self, node: str) -> str:
-        return f"/{self.tag}_{'gc' if node == 'gravity_compensation' else 'ct'}/commands"
+        """The key under which the recorder stores ``node``'s commands (see :meth:`command_topics`)."""
+        return f"{self.tag}_{'gc' if node == 'gravity_compensation' else 'ct'}"
+
+    def command_topics(self, node: str) -> tuple[str, str]:
+        """Where ``node`` may publish: ``/<controller_name>/commands`` (absolute) or, resolved in the
+        target's namespace, ``/<tag>/<controller_name>/commands``; the recorder listens on both."""
+        name = self.command_topic(node)
+        return f"/{name}/commands", f"/{self.tag}/{name}/commands"
 
     @property
     def service(self) -> str:
@@ -382,6 +390,7 @@ class Recorder:
         self.executor = SingleThreadedExecutor(context=self.ctx)
         self.executor.add_node(self.node)
         self.commands: dict[str, list[tuple[float, int]]] = {}
+        self.topics: dict[str, tuple[str, ...]] = {}
         #: the first commands of class -1 per topic (time, values): what a hostile message made a node do
         self.other_examples: dict[str, list[tuple[float, list[float]]]] = {}
         self.diagnostics: dict[str, list[tuple[float, int, str, dict]]] = {}
@@ -397,13 +406,14 @@ class Recorder:
     def classify(self, data: np.ndarray) -> int:
         return classify(data, self.ref)
 
-    def watch(self, topic: str) -> None:
+    def watch(self, key: str, topics) -> None:
+        """Record the commands published on any of ``topics`` under ``key``."""
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from std_msgs.msg import Float64MultiArray
 
-        store = self.commands.setdefault(topic, [])
-
-        others = self.other_examples.setdefault(topic, [])
+        store = self.commands.setdefault(key, [])
+        others = self.other_examples.setdefault(key, [])
+        self.topics[key] = tuple(topics)
 
         def cb(msg, store=store, others=others):
             data = np.asarray(msg.data, dtype=float)
@@ -413,7 +423,8 @@ class Recorder:
                 others.append((time.monotonic(), data.round(4).tolist()))
 
         qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-        self._subs.append(self.node.create_subscription(Float64MultiArray, topic, cb, qos))
+        for topic in topics:
+            self._subs.append(self.node.create_subscription(Float64MultiArray, topic, cb, qos))
 
     def watch_diagnostics(self, topic: str) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
@@ -428,10 +439,11 @@ class Recorder:
 
         self._subs.append(self.node.create_subscription(DiagnosticArray, topic, cb, 100))
 
-    def wait_for_publishers(self, topics, timeout: float) -> bool:
+    def wait_for_publishers(self, keys, timeout: float) -> bool:
+        """True once each key's node publishes on one of its topics (False after ``timeout`` s)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(self.node.count_publishers(t) > 0 for t in topics):
+            if all(any(self.node.count_publishers(t) > 0 for t in self.topics[k]) for k in keys):
                 return True
             time.sleep(0.05)
         return False

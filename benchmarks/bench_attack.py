@@ -483,7 +483,7 @@ class Context:
             t = attack.Target(cfg, self.work)
             for node in cfg.nodes:
                 if node in CONTROL_NODES:
-                    self.rec.watch(cfg.command_topic(node))
+                    self.rec.watch(cfg.command_topic(node), cfg.command_topics(node))
             self.rec.watch_diagnostics(f"/{cfg.tag}/diagnostics")
             t.start()
             self.targets[tag] = t

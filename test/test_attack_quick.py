@@ -82,20 +82,25 @@ def test_good_states_alone_are_answered_with_gravity_only(doc):
         assert base[node]["caused"] == 0 and base[node]["commands"] == base[node]["good"] > 0, base
 
 
-@pytest.mark.xfail(strict=True, reason="no plausibility gate: ±1e308 / 1e300 / 100 rad outside the limits / "
-                   "1e308 rad/s / NaN states are commanded (control/* cores, nodes/gravity_compensation.py, "
-                   "nodes/computed_torque.py)")
 def test_implausible_states_cause_no_command(doc):
     caused = {(r["kind"], n): r[n]["caused"] for r in _rows(doc) if r["must_reject"]
               for n in ("gravity_compensation", "computed_torque")}
     assert all(v == 0 for v in caused.values()), caused
 
 
-@pytest.mark.xfail(strict=True, reason="a message with 10 000 names stalls both control nodes for > 0.5 s "
-                   "(control/joint_mapping.py name-order cache, nodes/common.py)")
 def test_command_gap_after_each_burst_within_two_state_timeouts(doc):
-    gaps = {(r["kind"], n): r[n]["max_gap_ms"] for r in _rows(doc) if r["kind"] != "rss_flood"
+    gaps = {(r["kind"], n): r[n]["max_gap_ms"] for r in _rows(doc) if r["kind"] not in ("rss_flood", "names_10000")
             for n in ("gravity_compensation", "computed_torque")}
+    assert all(v <= GAP_TARGET_MS for v in gaps.values()), gaps
+
+
+@pytest.mark.xfail(strict=False, reason="each message with 10 000 names costs ~100 ms to refuse: control/cdr.py "
+                   "JointStateReader.read compiles a regex of every new name ordering (98 ms for 10 000 names) "
+                   "before joint_mapping.py's MAX_NAMES cap; the gap lands on either side of 200 ms (0.2-2 s "
+                   "over runs), so the mark is not strict")
+def test_command_gap_after_10000_name_messages_within_two_state_timeouts(doc):
+    row = next(r for r in _rows(doc) if r["kind"] == "names_10000")
+    gaps = {n: row[n]["max_gap_ms"] for n in ("gravity_compensation", "computed_torque")}
     assert all(v <= GAP_TARGET_MS for v in gaps.values()), gaps
 
 
@@ -140,7 +145,7 @@ def test_every_retiming_request_is_answered(doc):
     assert sp["requests"] >= 1 and sp["unanswered"] == 0, sp
 
 
-@pytest.mark.xfail(strict=True, reason="a 100 000-point request in the gravity node's process costs 25-60 % "
+@pytest.mark.xfail(strict=True, reason="a 100 000-point request in the gravity node's process costs 25-86 % "
                    "of its commands (nodes/retiming_service.py: solver in a thread of the node's process)")
 def test_control_next_to_100000_point_request_loses_at_most_one_percent(doc):
     g = doc["shared_process"]["gravity_compensation"]
@@ -149,8 +154,6 @@ def test_control_next_to_100000_point_request_loses_at_most_one_percent(doc):
 
 _DESCRIPTIONS = ["path_existing_urdf", "path_dev_zero", "path_fifo", "junk_50mb", "mass_1e300", "nested_150k"]
 _DESCRIPTION_DEFECTS = {
-    "path_existing_urdf": "a description that is a file path is opened and becomes the model "
-                          "(nodes/common.py ModelLoader -> shared_model -> RobotModel.from_urdf, not from_text)",
     "nested_150k": "150 000 nested elements in <visual> are accepted and loaded as a model, no error "
                    "(no element-count cap in description.py)",
 }
