@@ -210,3 +210,17 @@ def test_payload_change_warning_and_request_fields(tmp_path):
     path.write_text(json.dumps({"link": "x", "mass": 1.0}))
     with pytest.raises(UserError, match="payload JSON"):
         payload_request_fields(path)
+
+
+@pytest.mark.parametrize("held", [None, {}], ids=["panda", "panda_moving_fingers"])
+def test_crossval_with_armature_includes_mujoco(tmp_path, held):
+    """MuJoCo's dof_armature (in mj_fullM) is a third, independent source for M with armature."""
+    from robot_dynamics_ros.dynamics.crossval import crossvalidate
+
+    base = _panda(held)
+    m = base.with_settings(friction=JointFriction.from_yaml(_yaml(tmp_path / "f.yaml"), base.joint_names))
+    report = crossvalidate(m, samples=20, seed=2)
+    assert report.mujoco == "compared"
+    assert report.passed, report
+    worst = {(c.engine, c.quantity): c.max_abs for c in report.comparisons}
+    assert worst[("mujoco", "M")] < 1e-10 and worst[("newton-euler", "M")] < 1e-10
