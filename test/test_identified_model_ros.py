@@ -53,3 +53,21 @@ def test_gravity_node_with_friction_path_and_payload_warning(world, tmp_path):
     assert r.success and "WARNING" in r.message and node.diag.counters["payload_replan_warnings"] == 2
     assert "2.1 kg" in node.diag.values["payload_change"] and "2.5 kg" in node.diag.values["payload_change"]
     assert node.model.armature[0] == VALUES["panda_joint1"][3]  # the payload copy keeps the friction
+
+
+def test_observer_node_with_friction_path_subtracts_the_sensor_offset(tmp_path):
+    """At rest τ_ext = g − (τ_measured − offset): a sensor reading g(q) + offset (g: Pinocchio on the
+    unmodified URDF) gives τ_ext = 0 with the YAML, and −offset without it."""
+    from test_external_torque_node import ARM, Q, Harness, RefPanda
+
+    g = RefPanda().gravity(Q, ARM)
+    offset = np.array([VALUES.get(j, (0, 0, 0, 0))[2] for j in ARM])
+    for friction_path, expected in ((str(_yaml(tmp_path / "f.yaml")), np.zeros(7)), ("", -offset)):
+        h = Harness(friction_path=friction_path, threshold=[100.0])
+        try:
+            for _ in range(60):       # 60 samples of 2 ms = 24 time constants at K_O = 200/s
+                h.send(Q, g + offset)
+            assert len(h.tau) >= 50
+            np.testing.assert_allclose(h.tau[-1], expected, rtol=0, atol=1e-6)
+        finally:
+            h.close()
