@@ -6,7 +6,8 @@ De Luca & Albu-Schäffer 2017) on the package's model, with the model's friction
 balances is, per ``ObserverSettings.torque_source``:
 
 * ``"measured"``: the joint states' ``effort`` (joint torque sensors, or motor current × torque constant as
-  ros2_control reports it);
+  ros2_control reports it) minus the model's ``effort_offset`` (the identified constant bias of the
+  sensor, friction YAML; zero without one);
 * ``"commanded"``: the last effort command sent to the drives (:meth:`ExternalTorqueCore.on_command`), for
   robots whose joint states carry no effort;
 * ``"auto"`` (default): measured when every joint's effort is finite, else commanded.
@@ -128,6 +129,8 @@ class ExternalTorqueCore(ControlCore):
                                           min_duration=s.min_duration)
         self._commanded = np.full(n, np.nan)
         self._sample_ns = 0
+        offset = np.asarray(self.model.effort_offset, dtype=float)
+        self._offset = offset.copy() if np.any(offset) else None  # measured = true torque + offset
         self._last_sample_ns: int | None = None
         self._last: ObserverResult | None = None
 
@@ -185,7 +188,7 @@ class ExternalTorqueCore(ControlCore):
         src = self.settings.torque_source
         measured = self.mapper.effort
         if src in ("measured", "auto") and math.isfinite(measured.sum()):
-            return measured, "measured"
+            return (measured if self._offset is None else measured - self._offset), "measured"
         if src == "measured":
             missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
             return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
