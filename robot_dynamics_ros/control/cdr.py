@@ -104,11 +104,18 @@ def read_joint_state(buf: bytes) -> JointStateFields | None:
     return _read_arrays(buf, off, sec * 1_000_000_000 + nanosec, tuple(names))
 
 
+#: name orderings longer than this are always parsed in full (no compiled pattern: a real robot has far
+#: fewer joints, and compiling a pattern for 10 000 names costs ~0.1 s)
+MAX_PATTERN_NAMES = 256
+
+
 class JointStateReader:
     """:func:`read_joint_state` with the name ordering of the previous message remembered: the 1 kHz
     case (the same names in the same order every message) is checked with one compiled pattern over the
     whole ``name`` sequence (counts, lengths and bytes; padding bytes are wildcards) instead of parsing the
-    names one by one. Any other message is parsed in full and becomes the remembered ordering.
+    names one by one. Any other message is parsed in full and becomes the remembered ordering; its pattern
+    is compiled when the same ordering arrives a second time in a row (at most :data:`MAX_PATTERN_NAMES`
+    names).
 
     One reader per subscription (it is not shared between threads).
     """
@@ -133,8 +140,14 @@ class JointStateReader:
             if m is not None:
                 return _read_arrays(buf, m.end(), sec * 1_000_000_000 + nanosec, self._names)
         fields = read_joint_state(buf)
-        if fields is not None and fields.names != self._names:
+        if fields is None:
+            return None
+        if fields.names != self._names:
+            # a new ordering: remember it, but compile its pattern only when it comes again (a flood of
+            # ever-changing orderings must not pay a regex compile per message) and is not huge
             self._names = fields.names
+            self._match = None
+        elif self._match is None and len(fields.names) <= MAX_PATTERN_NAMES:
             self._match = _names_pattern(fields.names).match
         return fields
 

@@ -32,9 +32,9 @@ Semantics, following ``sensor_msgs/JointState`` and ros2_control's ``joint_state
   documented margin (docs/nodes.md, "Plausibility gates"). Rejections that blame a joint are counted
   per joint name in :attr:`~JointStateMapper.rejected_joints` (model joints only: bounded).
 * A non-zero header stamp older than the stamp already stored for one of its joints is rejected as
-  out of order; a stored stamp that lies ahead of the node clock counts as "now" for this check, so a
-  message from a fast clock never blocks the correct messages after it. A stamp further ahead of the
-  node clock than ``max_future_ns`` is rejected (:attr:`RejectCode.FUTURE`).
+  out of order. A stamp ahead of the node clock (up to ``max_future_ns``; further ahead is rejected,
+  :attr:`RejectCode.FUTURE`) is stored as the node clock's "now" at acceptance, so a message from a fast
+  clock never blocks the correct messages sent after it arrived.
 * A backward jump of the node clock (:meth:`~JointStateMapper.check_clock`, e.g. a bag restarting under
   ``use_sim_time``) forgets the stored stamps (the ordering restarts), keeps the last positions for the
   safe command, and leaves the state stale until the next accepted message.
@@ -399,6 +399,8 @@ class JointStateMapper:
             if ne:
                 self.effort[:] = es
             self._uniform = True
+            if stamp_ns and now_stamp_ns is not None and stamp_ns > now_stamp_ns:
+                stamp_ns = now_stamp_ns  # stored as "now": a fast clock must not block later correct states
             self._u_stamp = stamp_ns
             self._u_arrival = arrival_ns
             if stamp_ns:
@@ -452,6 +454,8 @@ class JointStateMapper:
 
         # ---- accepted: update in place
         self._uniform = False
+        if stamp_ns and now_stamp_ns is not None and stamp_ns > now_stamp_ns:
+            stamp_ns = now_stamp_ns  # stored as "now" (see the fast path)
         if stamp_ns:
             self._max_stamp = max(order_bound, stamp_ns)
         if vel is None:
