@@ -135,7 +135,7 @@ def test_backward_sim_time_jump_is_followed_within_two_state_timeouts(doc):
 
 @pytest.mark.xfail(strict=True, reason="a state stamped 0.9 x state_timeout ahead is accepted and the correct "
                    "states after it are refused as out of order until the clock passes it: the gravity node "
-                   "answers ~20-35 % of them (control/joint_mapping.py ordering, control cores)")
+                   "answers 13-35 % of them (control/joint_mapping.py ordering, control cores)")
 def test_future_stamp_never_blocks_later_correct_states(doc):
     fut = next(r for r in _rows(doc) if r["kind"] == "future_stamp")
     base = next(r for r in _rows(doc) if r["kind"] == "good_only")
