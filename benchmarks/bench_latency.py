@@ -98,7 +98,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "(1..99; needs CAP_SYS_NICE); the retiming load stays at normal priority")
     parser.add_argument("--qos-depth", type=_positive(int), default=100, metavar="N",
                         help="keep-last depth of the joint_states and command endpoints of the publisher, "
-                             "the relay and the gravity node (reliable; default 100, the node's default)")
+                             "the relay and the gravity node (reliable, through the node's QoS overrides; default 100)")
     parser.add_argument("--domain-id", type=int, default=None,
                         help="ROS_DOMAIN_ID to use (default: a private one in 102..201 chosen by the code, never "
                              "$ROS_DOMAIN_ID); discovery is localhost-only in every case")

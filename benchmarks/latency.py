@@ -212,7 +212,11 @@ def make_gravity_node(context, robot: ProbeRobot, *, input_topic: str = JOINT_ST
         Parameter("held_joint_positions", value=[float(v) for v in robot.held_joints.values()]),
         Parameter("joint_states_topic", value="/" + input_topic.strip("/")),
         Parameter("controller_name", value=controller),
-        Parameter("qos_depth", value=qos_depth()),
+        # depth and reliability through rclpy's standard QoS overrides
+        Parameter(f"qos_overrides./{input_topic.strip('/')}.subscription.depth", value=qos_depth()),
+        Parameter(f"qos_overrides./{input_topic.strip('/')}.subscription.reliability", value="reliable"),
+        Parameter(f"qos_overrides./{output_topic.strip('/')}.publisher.depth", value=qos_depth()),
+        Parameter(f"qos_overrides./{output_topic.strip('/')}.publisher.reliability", value="reliable"),
     ]
     return gc.GravityCompensationNode(context=context, parameter_overrides=overrides)
 

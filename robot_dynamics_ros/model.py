@@ -10,7 +10,8 @@ and fixes the things every consumer must agree on:
   the master joint (virtual work: ``tau_master += multiplier · tau_mimic``);
 * **held joints** (e.g. gripper fingers) are welded at a given value; a mimic joint of a held joint is held;
 * limits: position, velocity, effort from the URDF, acceleration (and overrides) from a MoveIt-style
-  ``joint_limits.yaml``; ``damping``/``friction`` from URDF ``<dynamics>``;
+  ``joint_limits.yaml``; ``damping``/``friction`` from URDF ``<dynamics>``, or identified values with the
+  rotor inertia (``armature``) and the torque-sensor offset (:class:`JointFriction`, the friction YAML);
 * ``gravity`` (m/s², in the root link frame) and a **payload** on a named link. A model is treated as
   immutable once shared: run-time changes build a copy with :meth:`RobotModel.with_settings` and swap the
   reference. Every model state has a process-wide unique ``version``, so an engine knows to update;
@@ -78,6 +79,47 @@ class Payload:
     inertia: np.ndarray
 
 
+@dataclass(frozen=True)
+class JointFriction:
+    """Identified joint friction, rotor inertia and torque-sensor offset, per actuated joint.
+
+    The actuator torque model is ``tau = M(q) qdd + C qd + g(q) + coulomb·sign(qd) + viscous·qd
+    + armature·qdd + offset`` (the friction YAML of ``robot-dynamics identify``, see
+    ``docs/identification.md``). Arrays are (n,) in ``RobotModel.joint_names`` order; units N·m,
+    N·m·s/rad, N·m, kg·m² (N, N·s/m, N, kg for prismatic joints).
+
+    Attributes:
+        coulomb: replaces URDF ``<dynamics friction>`` (``RobotModel.friction``), ≥ 0.
+        viscous: replaces URDF ``<dynamics damping>`` (``RobotModel.damping``), ≥ 0.
+        offset: constant bias of the measured joint torque (``RobotModel.effort_offset``); subtracted from
+            measured efforts before they are compared with the model, never added to a command.
+        armature: rotor inertia reflected to the joint (``RobotModel.armature``), ≥ 0: added to the
+            diagonal of M(q) and as armature·qdd to the inverse dynamics by both engines.
+        source: where the values come from (a file path), for messages.
+    """
+
+    coulomb: np.ndarray
+    viscous: np.ndarray
+    offset: np.ndarray
+    armature: np.ndarray
+    source: str = ""
+
+    @classmethod
+    def from_yaml(cls, path, joint_names) -> JointFriction:
+        """Read the friction YAML of ``robot-dynamics identify`` for ``joint_names`` (model order; joints
+        the file does not list get zeros).
+
+        Raises:
+            UserError: unreadable file, wrong schema, a joint not in ``joint_names``, a bad value — one
+                line naming the file and the joint
+                (:func:`robot_dynamics_ros.identification.outputs.read_friction_yaml`).
+        """
+        from robot_dynamics_ros.identification.outputs import read_friction_yaml
+
+        table = read_friction_yaml(path, list(joint_names))
+        return cls(*(np.ascontiguousarray(table[:, k]) for k in range(4)), source=str(path))
+
+
 class RobotModel:
     """A fixed-base robot loaded from a URDF, with held joints, payload, gravity and limits.
 
@@ -87,6 +129,9 @@ class RobotModel:
     * ``joint_names`` (tuple), ``n``, ``index`` (name -> position);
     * ``lower``, ``upper`` (rad or m), ``velocity_limit`` (rad/s or m/s), ``effort_limit`` (N·m or N),
       ``acceleration_limit`` (rad/s² or m/s²), ``jerk_limit`` (rad/s³ or m/s³), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
+    * ``armature`` (kg·m², rotor inertia on the diagonal of M) and ``effort_offset`` (N·m, bias of the
+      measured torque): zeros unless identified values were applied with ``with_settings(friction=...)``,
+      which also replaces ``damping``/``friction``; ``joint_friction`` (:class:`JointFriction` or None);
     * ``gravity`` (3,) m/s² in the root link frame (settable); ``held_joints`` (read-only mapping);
     * ``payload`` (:class:`Payload` or None); ``version`` (int, process-wide unique per model state);
     * ``warnings`` (tuple of one-line str): what the lenient loader accepted (description warnings, then
@@ -143,6 +188,9 @@ class RobotModel:
         self.jerk_limit = np.full(self.n, np.inf)
         self.damping = np.array([j.damping for j in joints], dtype=float)
         self.friction = np.array([j.friction for j in joints], dtype=float)
+        self.armature = np.zeros(self.n)
+        self.effort_offset = np.zeros(self.n)
+        self.joint_friction: JointFriction | None = None
         self.joint_types: tuple[str, ...] = tuple(j.type for j in joints)
         if joint_limits is not None:
             self._apply_joint_limits(joint_limits)
@@ -339,8 +387,8 @@ class RobotModel:
             self._payload = None
             self._version = next(_VERSIONS)
 
-    def with_settings(self, *, gravity=None, payload=_KEEP) -> RobotModel:
-        """A new model sharing this one's description and limits, with other gravity and/or payload.
+    def with_settings(self, *, gravity=None, payload=_KEEP, friction=_KEEP) -> RobotModel:
+        """A new model sharing this one's description and limits, with other gravity, payload and/or friction.
 
         This is how settings change at run time: build the new model (and its engines) beside the old one,
         then swap one reference, so a reader (a callback, the retiming worker thread) sees either the old
@@ -350,13 +398,19 @@ class RobotModel:
             gravity: (3,) m/s² in the root link frame; None keeps this model's.
             payload: a :class:`Payload`, ``(link, mass, com, inertia)``, or None for no payload; omitted keeps
                 this model's.
+            friction: a :class:`JointFriction` (its coulomb/viscous replace the URDF ``<dynamics>``, its
+                armature and offset fill ``armature`` and ``effort_offset``), or None for the URDF values
+                (zero armature and offset); omitted keeps this model's.
 
         Raises:
-            UserError: as :meth:`set_payload` and the ``gravity`` setter.
+            UserError: as :meth:`set_payload` and the ``gravity`` setter; a friction array that is not (n,)
+                finite, or a negative coulomb/viscous/armature (naming the joint).
         """
         new = copy.copy(self)
         if gravity is not None:
             new.gravity = gravity
+        if friction is not _KEEP:
+            new._set_friction(friction)
         if payload is not _KEEP:
             new._payload = None
             if isinstance(payload, Payload):
@@ -365,6 +419,33 @@ class RobotModel:
                 new.set_payload(*payload)
         new._version = next(_VERSIONS)
         return new
+
+    def _set_friction(self, jf: JointFriction | None) -> None:
+        """Install new friction arrays (never writes into the arrays a sibling copy shares)."""
+        if jf is None:
+            joints = [self.description.joints[jn] for jn in self.joint_names]
+            self.damping = np.array([j.damping for j in joints], dtype=float)
+            self.friction = np.array([j.friction for j in joints], dtype=float)
+            self.armature = np.zeros(self.n)
+            self.effort_offset = np.zeros(self.n)
+            self.joint_friction = None
+            return
+        where = jf.source or "friction"
+        arrays = {}
+        for name in ("coulomb", "viscous", "offset", "armature"):
+            a = np.array(getattr(jf, name), dtype=float)
+            if a.shape != (self.n,):
+                raise UserError(f"{where}: {name}: expected {self.n} values (one per actuated joint), got shape "
+                                f"{a.shape}")
+            for i in np.nonzero(~np.isfinite(a) | ((a < 0) & (name != "offset")))[0][:1]:
+                raise UserError(f"{where}: joint {quote_name(self.joint_names[i])}: {name} = {a[i]} must be finite"
+                                + ("" if name == "offset" else " and ≥ 0"))
+            a.setflags(write=False)
+            arrays[name] = a
+        self.friction, self.damping = arrays["coulomb"], arrays["viscous"]
+        self.effort_offset, self.armature = arrays["offset"], arrays["armature"]
+        self.joint_friction = JointFriction(arrays["coulomb"], arrays["viscous"], arrays["offset"],
+                                            arrays["armature"], jf.source)
 
     # ----------------------------------------------------------------------------------------------
     def neutral(self) -> np.ndarray:

@@ -13,8 +13,15 @@ from pathlib import Path
 
 from robot_dynamics_ros.errors import UserError
 
-#: this package's own URDFs (planar 2R arm of the reference texts, ...)
-PACKAGE_URDF_DIR = Path(__file__).resolve().parent.parent / "urdf"
+
+def package_urdf(name: str) -> str:
+    """One of this package's own URDFs (``urdf/`` in its share directory after any install, or the source
+    tree: :func:`robot_dynamics_ros.share.data_file`); the name itself when it is not found (the loader
+    then reports the missing file)."""
+    from robot_dynamics_ros.share import data_file
+
+    found = data_file("urdf", name)
+    return str(found) if found is not None else name
 
 
 def example_robot_data_dir() -> Path:
@@ -68,7 +75,7 @@ ROBOTS: dict[str, RobotEntry] = {
     "baxter": RobotEntry("baxter", "baxter_description/urdf/baxter.urdf"),
     "talos_left_arm": RobotEntry("talos_left_arm", "talos_data/robots/talos_left_arm.urdf"),
     "xarm7": RobotEntry("xarm7", "xarm_description/urdf/xarm7.urdf"),
-    "planar_2r": RobotEntry("planar_2r", str(PACKAGE_URDF_DIR / "planar_2r.urdf")),
+    "planar_2r": RobotEntry("planar_2r", package_urdf("planar_2r.urdf")),
 }
 
 DEFAULT_ROBOT = "panda"

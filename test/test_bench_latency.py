@@ -219,7 +219,10 @@ def test_bench_latency_command_measures_relay_and_gravity_node_in_blocks(tmp_pat
         assert [b["sent"] for b in r["blocks"]] == [500, 500]
         assert sum(b["dropped"] for b in r["blocks"]) == r["dropped"]
         assert r["sent"] / r["sent_rate_hz"] == pytest.approx(1.0, rel=0.05)
-        assert max(b["p99_us"] for b in r["blocks"]) >= r["p99_us"] >= min(b["p99_us"] for b in r["blocks"])
+        # the pooled quantile lies between the blocks' quantiles, up to np.percentile's linear interpolation
+        # between neighbouring order statistics (which may come from different blocks)
+        lo, hi = min(b["p99_us"] for b in r["blocks"]), max(b["p99_us"] for b in r["blocks"])
+        assert 0.99 * lo <= r["p99_us"] <= 1.01 * hi, r
     relay, g = rows["relay-inproc-events"], rows["gravity-inproc-events"]
     assert relay["p99_ratio_vs_relay"] == 1.0 and relay["p99_ratio_per_block"] == [1.0, 1.0]
     assert g["p99_ratio_vs_relay"] == pytest.approx(g["p99_us"] / relay["p99_us"], abs=1e-3)
@@ -231,6 +234,7 @@ def test_qos_depth_option_reaches_both_nodes_under_test(capsys, monkeypatch):
     """--qos-depth (default 100 = the gravity node's default) sets the same keep-last depth on the relay,
     the gravity node and the publisher; 0 or a non-integer is refused naming the option."""
     import rclpy
+    from rclpy.qos import ReliabilityPolicy
 
     parser = argparse.ArgumentParser()
     bench.configure_parser(parser)
@@ -247,7 +251,8 @@ def test_qos_depth_option_reaches_both_nodes_under_test(capsys, monkeypatch):
         relay = latency.make_relay(ctx)
         grav = latency.make_gravity_node(ctx, latency.ProbeRobot.panda())
         assert [x.qos_profile.depth for x in relay.subscriptions] == [37] and relay._pub.qos_profile.depth == 37
-        assert grav.p["qos_depth"] == 37 and grav.sub.qos_profile.depth == 37 and grav.pub.qos_profile.depth == 37
+        assert grav.sub.qos_profile.depth == 37 and grav.pub.qos_profile.depth == 37
+        assert grav.sub.qos_profile.reliability == grav.pub.qos_profile.reliability == ReliabilityPolicy.RELIABLE
         relay.destroy_node()
         grav.destroy_node()
     finally:

@@ -103,7 +103,8 @@ def test_recorded_timing_is_kept_at_rate_one(tmp_path, capfd):
     write_with_rosbags(tmp_path / "in", "mcap", 250, shuffle=False)  # 0.498 s at 500 Hz
     params = tmp_path / "p.yaml"
     params.write_text((ROOT / "config" / "panda.yaml").read_text().replace(
-        "    state_timeout: 0.1", "    state_timeout: 0.1\n    qos_depth: 1000", 1))
+        "    state_timeout: 0.1", "    state_timeout: 0.1\n    qos_overrides:\n"
+        "      /joint_states:\n        subscription: {depth: 1000, reliability: reliable}", 1))
     status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda",
                           "--params", params, "--rate", "1.0")
     assert status == 0 and s["dropped"] == 0 and s["commands"] == 250 and s["max_abs_diff_nm"] <= 1e-9, json.dumps(s)

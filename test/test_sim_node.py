@@ -169,3 +169,33 @@ def test_closed_loop_on_simulated_time_holds_the_arm():
         grav.destroy_node()
     finally:
         h.close()
+
+
+def test_qos_through_the_standard_overrides():
+    """Depth and reliability of both endpoints come from rclpy's qos_overrides parameters (defaults:
+    reliable keep-last 10); the resolved names carry the namespace."""
+    from rclpy.qos import ReliabilityPolicy
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        node = SimulatorNode(context=ctx, namespace="/cell", parameter_overrides=[
+            Parameter("urdf_path", value="ur5"),
+            Parameter("qos_overrides./cell/joint_states.publisher.depth", value=37),
+            Parameter("qos_overrides./cell/joint_states.publisher.reliability", value="best_effort"),
+            Parameter("qos_overrides./cell/effort_controller/commands.subscription.depth", value=3)])
+        try:
+            assert node.state_pub.topic_name == "/cell/joint_states"
+            assert node.state_pub.qos_profile.depth == 37
+            assert node.state_pub.qos_profile.reliability == ReliabilityPolicy.BEST_EFFORT
+            assert node.cmd_sub.qos_profile.depth == 3
+            assert node.cmd_sub.qos_profile.reliability == ReliabilityPolicy.RELIABLE
+        finally:
+            node.destroy_node()
+        plain = SimulatorNode(context=ctx, parameter_overrides=[Parameter("urdf_path", value="ur5")])
+        try:
+            assert plain.state_pub.qos_profile.depth == 10 == plain.cmd_sub.qos_profile.depth
+        finally:
+            plain.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)

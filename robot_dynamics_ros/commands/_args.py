@@ -1,6 +1,6 @@
 """Command-line argument parsing shared by the ``crossval``, ``dynamics`` and ``retime`` subcommands.
 
-The robot options (``--urdf``, ``--held``, ``--payload``, ``--gravity``, ``--strict``), the model they describe, and the
+The robot options (``--urdf``, ``--held``, ``--payload``, ``--gravity``, ``--friction-yaml``, ``--strict``), the model they describe, and the
 small parsers of numbers, comma-separated lists and ``JOINT=VALUE`` lists. Every bad value raises
 :class:`robot_dynamics_ros.errors.UserError` naming the option and the value (the CLI prints it as one line).
 """
@@ -16,8 +16,8 @@ __all__ = ["add_robot_arguments", "number", "float_list", "named_values", "parse
 
 
 def add_robot_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--urdf``, ``--held``, ``--payload``, ``--gravity``, ``--strict``: shared by every command that loads a
-    robot (``crossval``, ``dynamics``, ``retime``)."""
+    """``--urdf``, ``--held``, ``--payload``, ``--gravity``, ``--friction-yaml``, ``--strict``: shared by every
+    command that loads a robot (``crossval``, ``dynamics``, ``retime``)."""
     parser.add_argument("--urdf", "--robot", dest="urdf", required=True,
                         help="URDF file, or a robot of the catalogue (panda, ur5, kinova, z1, so100, baxter, "
                              "talos_left_arm, xarm7, planar_2r; their default held joints apply)")
@@ -29,6 +29,10 @@ def add_robot_arguments(parser: argparse.ArgumentParser) -> None:
                              "link frame (default 0,0,0)")
     parser.add_argument("--gravity", metavar="GX,GY,GZ", help="gravity in the root link frame, m/s² "
                         "(default 0,0,-9.81)")
+    parser.add_argument("--friction-yaml", dest="friction_path", metavar="FILE",
+                        help="friction YAML of 'robot-dynamics identify' (<out>.friction.yaml): coulomb/viscous "
+                             "replace the URDF <dynamics>, armature (kg·m²) enters M(q), offset (N·m) is the "
+                             "measured-torque bias; the nodes' friction_path parameter")
     parser.add_argument("--strict", action="store_true",
                         help="refuse the URDF instead of loading it with warnings (non-physical inertias, "
                              "the fixed base's inertia ignored, links without mass, "
@@ -105,13 +109,15 @@ def parse_held(items: list[str] | None) -> dict[str, float] | None:
 
 
 def model_from_args(args: argparse.Namespace, joint_limits=None):
-    """The :class:`robot_dynamics_ros.model.RobotModel` of ``--urdf/--held/--payload/--gravity/--strict``
-    (see :func:`add_robot_arguments`), with the MoveIt ``joint_limits`` file or mapping when given.
+    """The :class:`robot_dynamics_ros.model.RobotModel` of
+    ``--urdf/--held/--payload/--gravity/--friction-yaml/--strict`` (see :func:`add_robot_arguments`), with the
+    MoveIt ``joint_limits`` file or mapping when given.
 
     Raises:
-        UserError: unknown robot / missing or bad URDF, or a bad ``--held``, ``--gravity`` or ``--payload``.
+        UserError: unknown robot / missing or bad URDF, or a bad ``--held``, ``--gravity``, ``--payload`` or
+            ``--friction-yaml`` (naming the file and joint).
     """
-    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.model import JointFriction, RobotModel
     from robot_dynamics_ros.robots import resolve
 
     entry = resolve(args.urdf)
@@ -123,6 +129,8 @@ def model_from_args(args: argparse.Namespace, joint_limits=None):
         gravity = float_list(args.gravity, "--gravity", 3)
     model = RobotModel.from_file(entry.path, held_joints=held, gravity=gravity, joint_limits=joint_limits,
                                  strict=bool(getattr(args, "strict", False)))
+    if getattr(args, "friction_path", None):
+        model = model.with_settings(friction=JointFriction.from_yaml(args.friction_path, model.joint_names))
     if getattr(args, "payload", None):
         link, _, rest = args.payload.partition(",")
         values = float_list(rest, "--payload") if rest else []

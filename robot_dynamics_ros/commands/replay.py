@@ -607,7 +607,10 @@ def _start_node(name: str, ctx, urdf: str):
     from robot_dynamics_ros.commands.run import node_class
 
     cls = node_class(name)
-    overrides = [Parameter("urdf_path", value=str(urdf)), Parameter("use_sim_time", value=True)]
+    # latest_state_wins false: the node answers every state in order (not only the newest queued one), so
+    # each replayed input has its own command to compare
+    overrides = [Parameter("urdf_path", value=str(urdf)), Parameter("use_sim_time", value=True),
+                 Parameter("latest_state_wins", value=False)]
     if name == "computed_torque":
         overrides.append(Parameter("tick_source", value="joint_states"))
     try:

@@ -6,7 +6,8 @@ De Luca & Albu-Schäffer 2017) on the package's model, with the model's friction
 balances is, per ``ObserverSettings.torque_source``:
 
 * ``"measured"``: the joint states' ``effort`` (joint torque sensors, or motor current × torque constant as
-  ros2_control reports it);
+  ros2_control reports it) minus the model's ``effort_offset`` (the identified constant bias of the
+  sensor, friction YAML; zero without one);
 * ``"commanded"``: the last effort command sent to the drives (:meth:`ExternalTorqueCore.on_command`), for
   robots whose joint states carry no effort;
 * ``"auto"`` (default): measured when every joint's effort is finite, else commanded.
@@ -127,6 +128,9 @@ class ExternalTorqueCore(ControlCore):
         self.detector = CollisionDetector(n, np.broadcast_to(thr, (n,)), release=s.release,
                                           min_duration=s.min_duration)
         self._commanded = np.full(n, np.nan)
+        self._sample_ns = 0
+        offset = np.asarray(self.model.effort_offset, dtype=float)
+        self._offset = offset.copy() if np.any(offset) else None  # measured = true torque + offset
         self._last_sample_ns: int | None = None
         self._last: ObserverResult | None = None
 
@@ -172,15 +176,23 @@ class ExternalTorqueCore(ControlCore):
         self._commanded[mapper.command_index] = values
         return True
 
+    def on_joint_state(self, fields, arrival_ns: int, now_ns: int):
+        """:meth:`ControlCore.on_joint_state`, remembering the accepted message's sample time (its stamp, or
+        its arrival time when unstamped)."""
+        rej = super().on_joint_state(fields, arrival_ns, now_ns)
+        if rej is None:
+            self._sample_ns = fields.stamp_ns or arrival_ns
+        return rej
+
     def _torque(self) -> tuple[np.ndarray | None, str]:
         src = self.settings.torque_source
         measured = self.mapper.effort
-        if src in ("measured", "auto") and np.all(np.isfinite(measured)):
-            return measured, "measured"
+        if src in ("measured", "auto") and math.isfinite(measured.sum()):
+            return (measured if self._offset is None else measured - self._offset), "measured"
         if src == "measured":
             missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
             return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
-        if np.all(np.isfinite(self._commanded)):
+        if math.isfinite(self._commanded.sum()):
             return self._commanded, "commanded"
         return None, ("no joint torque: joint_states carry no effort and no effort command has been heard"
                       if src == "auto" else "no effort command heard yet (torque_source = commanded)")
@@ -209,8 +221,7 @@ class ExternalTorqueCore(ControlCore):
         age, jumped = self._age(now_ns, arrival_now_ns)
         if jumped or age * 1e9 > self._timeout_ns:
             return self._hold(ERROR, self._stale_text(age, jumped) + ": observer restarted, nothing published")
-        stamp = int(mapper.stamp_ns.max())
-        sample_ns = stamp if stamp > 0 else int(mapper.arrival_ns.max())
+        sample_ns = self._sample_ns
         if sample_ns == self._last_sample_ns and self._last is not None:
             return self._last
         tau_m, source = self._torque()
@@ -221,12 +232,12 @@ class ExternalTorqueCore(ControlCore):
         except ValueError as exc:  # a non-finite model term: nothing of it is published
             self.nonfinite += 1
             return self._hold(ERROR, f"observer input rejected: {exc}")
-        if not np.all(np.isfinite(r)):
+        if not math.isfinite(r.sum()):
             self.nonfinite += 1
             return self._hold(ERROR, "non-finite external torque withheld")
         self._last_sample_ns = sample_ns
         state = self.detector.update(sample_ns * 1e-9, r)
-        names = tuple(self.model.joint_names[i] for i in state.joints)
+        names = tuple(self.model.joint_names[i] for i in state.joints) if state.joints else ()
         if state.collision:
             res = ObserverResult(r.tolist(), True, state.onset, names, ERROR,
                                  f"collision: |tau_ext| above threshold on {list(names)}" if names

@@ -26,6 +26,7 @@ Arrays are (n,) in ``RobotModel.joint_names`` order: q rad (m), q̇ rad/s (m/s),
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,8 +43,9 @@ class MomentumObserver:
     """Residual r ≈ τ_ext of a fixed-base robot, one :meth:`update` per joint-state sample.
 
     Args:
-        engine: a dynamics engine of the robot (``PinocchioDynamics``) with ``mass_matrix``,
-            ``coriolis_matrix``, ``gravity`` and ``friction_torque``, arrays in model joint order.
+        engine: a dynamics engine of the robot (``PinocchioDynamics``): ``momentum_terms`` (or
+            ``mass_matrix``, ``coriolis_matrix`` and ``gravity``) and ``friction_torque``, arrays in model
+            joint order.
         gain: K_O, 1/s, scalar or (n,) positive (the residual's bandwidth; time constant 1/K_O).
         friction: subtract the engine's friction model τ_f(q̇) from the measured torque (the URDF's
             ``<dynamics>``, or an identified friction model behind the same engine method).
@@ -69,6 +71,7 @@ class MomentumObserver:
             raise ValueError(f"observer integration {integration!r}: must be one of {list(INTEGRATIONS)}")
         self.integration = integration
         self._beta = np.zeros(self.n)
+        self._dt, self._k_over = None, None
         self._p_hat = np.zeros(self.n)
         self.residual = np.zeros(self.n)
         self._t: float | None = None
@@ -86,15 +89,18 @@ class MomentumObserver:
         self.residual[:] = 0.0
         self.samples = 0
 
-    def momentum(self, q, qd) -> np.ndarray:
-        """Generalized momentum p = M(q) q̇, (n,)."""
-        return self.engine.mass_matrix(q) @ np.asarray(qd, dtype=float)
-
-    def _beta_of(self, q, qd, tau_m) -> np.ndarray:
-        beta = tau_m + self.engine.coriolis_matrix(q, qd).T @ qd - self.engine.gravity(q)
+    def _terms(self, q, qd, tau_m) -> tuple[np.ndarray, np.ndarray]:
+        """(p, β) at one sample: p = M q̇, β = τ_m − τ_f + Cᵀ q̇ − g."""
+        eng = self.engine
+        if hasattr(eng, "momentum_terms"):
+            p, beta = eng.momentum_terms(q, qd)
+        else:
+            p = eng.mass_matrix(q) @ qd
+            beta = eng.coriolis_matrix(q, qd).T @ qd - eng.gravity(q)
+        beta += tau_m
         if self.friction:
-            beta = beta - self.engine.friction_torque(qd)
-        return beta
+            beta -= eng.friction_torque(qd)
+        return p, beta
 
     def update(self, t: float, q, qd, tau_m) -> np.ndarray:
         """Advance to sample time ``t`` (s) with the measured state and joint torque; return r (n,) N·m.
@@ -108,26 +114,30 @@ class MomentumObserver:
         q = np.asarray(q, dtype=float)
         qd = np.asarray(qd, dtype=float)
         tau_m = np.asarray(tau_m, dtype=float)
-        for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
-            if v.shape != (self.n,):
-                raise ValueError(f"{name}: expected shape ({self.n},), got {v.shape}")
-            if not np.all(np.isfinite(v)):
-                raise ValueError(f"{name}: non-finite value at index {int(np.argmin(np.isfinite(v)))}")
-        M = self.engine.mass_matrix(q)
-        p = M @ qd
+        # one sum tells whether all 3n values are finite (a NaN or inf propagates): the per-sample path
+        if not (q.shape == qd.shape == tau_m.shape == (self.n,)
+                and math.isfinite(q.sum() + qd.sum() + tau_m.sum())):
+            for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
+                if v.shape != (self.n,):
+                    raise ValueError(f"{name}: expected shape ({self.n},), got {v.shape}")
+                if not np.all(np.isfinite(v)):
+                    raise ValueError(f"{name}: non-finite value at index {int(np.argmin(np.isfinite(v)))}")
+        p, beta = self._terms(q, qd, tau_m)
         dt = None if self._t is None else t - self._t
         if dt is None or dt <= 0.0 or dt > self.max_dt:
-            self._p_hat = p
-            self._beta = self._beta_of(q, qd, tau_m)
+            self._p_hat = p.copy()
+            self._beta = beta
             self.residual = np.zeros(self.n)
             self._t = float(t)
             self.samples = 1
             return self.residual
-        beta = self._beta_of(q, qd, tau_m)
         b = self._beta if self.integration == "euler" else 0.5 * (self._beta + beta)
-        k = self.gain
-        r = k * (p - self._p_hat - dt * b) / (1.0 + k * dt)
-        self._p_hat = self._p_hat + dt * (b + r)
+        if dt != self._dt:  # the sample period rarely changes: keep its coefficients
+            self._dt, self._k_over = dt, self.gain / (1.0 + self.gain * dt)
+        p_hat = self._p_hat
+        p_hat += dt * b             # p̂_{k−1} + Δt b_k
+        r = self._k_over * (p - p_hat)
+        p_hat += dt * r
         self._beta = beta
         self.residual = r
         self._t = float(t)
@@ -148,6 +158,9 @@ class CollisionState:
     collision: bool
     onset: bool
     joints: tuple[int, ...]
+
+
+_QUIET = CollisionState(False, False, ())
 
 
 class CollisionDetector:
@@ -191,6 +204,8 @@ class CollisionDetector:
     def update(self, t: float, residual) -> CollisionState:
         """Feed the residual (n,) N·m at time ``t`` (s); return the decision at this sample."""
         a = np.abs(np.asarray(residual, dtype=float))
+        if not self.collision and self._since is None and (a <= self.threshold).all():
+            return _QUIET   # the per-sample case: nothing above any threshold, nothing pending
         above = a > self.threshold
         joints = tuple(int(i) for i in np.nonzero(above)[0])
         if not self.collision:

@@ -15,7 +15,9 @@ over the samples). A comparison passes when its absolute error is ≤ its tolera
 Newton–Euler (default 1e-9, issue 3) and ``tol_mujoco`` for MuJoCo (default 1e-6).
 
 MuJoCo is compared like with like: ``mj_rne`` with accelerations (no passive forces, so no URDF damping),
-``mj_fullM`` for M, with no armature. Mimic joints are separate degrees of freedom in MuJoCo (tied by an
+``mj_fullM`` for M. The model's rotor inertia (``model.armature``, from an identified friction YAML) is set
+as MuJoCo's ``dof_armature`` of the actuated joints, which ``mj_fullM`` includes; ``mj_rne`` leaves it
+out (MuJoCo adds it in ``qM`` only), so ``armature·qdd`` is added to its torque. Mimic joints are separate degrees of freedom in MuJoCo (tied by an
 equality constraint that ``mj_rne`` ignores): they are set from the master and their forces folded back,
 ``tau = Gᵀ tau_moving``, as in the other engines. Robots MuJoCo cannot compile (e.g. the point-mass 2R
 arm: MuJoCo wants a non-zero inertia on moving bodies) are reported with the reason and not compared.
@@ -134,6 +136,10 @@ class MujocoInverse:
         self.qpos_adr = mj.jnt_qposadr[ids]
         self.dof_adr = mj.jnt_dofadr[ids]
         self.G = model.mimic_matrix
+        moving_k = {jn: k for k, jn in enumerate(model.moving_joint_names)}
+        mj.dof_armature[:] = 0.0
+        mj.dof_armature[self.dof_adr[[moving_k[jn] for jn in model.joint_names]]] = model.armature
+        self.armature = np.array(model.armature, dtype=float)
         self.data = mujoco.MjData(mj)
         self._M = np.zeros((mj.nv, mj.nv))
         self._out = np.zeros(mj.nv)
@@ -147,13 +153,13 @@ class MujocoInverse:
         self._mujoco.mj_forward(self.mm.mj, d)
 
     def rnea(self, q, qd, qdd) -> np.ndarray:
-        """tau (n,) = Gᵀ mj_rne(q, qd, qdd) — no passive (damping) forces."""
+        """tau (n,) = Gᵀ mj_rne(q, qd, qdd) + armature·qdd — no passive (damping) forces."""
         self._set(q, qd)
         d = self.data
         d.qacc[:] = 0.0
         d.qacc[self.dof_adr] = self.model.expand_rate(qdd)
         self._mujoco.mj_rne(self.mm.mj, d, 1, self._out)
-        return self.G.T @ self._out[self.dof_adr]
+        return self.G.T @ self._out[self.dof_adr] + self.armature * np.asarray(qdd, dtype=float)
 
     def mass_matrix(self, q) -> np.ndarray:
         self._set(q, np.zeros(self.model.n))

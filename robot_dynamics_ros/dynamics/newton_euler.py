@@ -35,6 +35,10 @@ into one body (parallel-axis theorem); a payload is merged into the body carryin
 run as bodies of their own with ``q_i = k·q_master + b`` and give their torque back to the master,
 ``τ_master += k·τ_i`` (virtual work).
 
+Rotor inertia (``model.armature``, kg·m² reflected to the joint) is a diagonal term of the actuated
+joints: ``M += diag(armature)`` and ``tau += armature · qdd``, added after the kernels (gravity and
+C(q, q̇) q̇ do not involve it).
+
 M(q) comes from the composite-rigid-body algorithm (Featherstone 2008 Table 6.2, written with the same
 3-vectors), or, as an independent check, column by column (Walker & Orin 1982, method 1): column j is
 the RNEA torque for q̇ = 0, q̈ = e_j, g = 0. C(q, q̇) q̇ is the RNEA torque for q̈ = 0, g = 0.
@@ -563,6 +567,8 @@ class NewtonEulerDynamics:
         self._fbuf, self._ibuf = self.table.packed()
         self._a0 = np.ascontiguousarray(-self.model.gravity)  # base acceleration −g (gravity trick)
         self._zero3 = np.zeros(3)
+        arm = np.asarray(self.model.armature, dtype=float)
+        self._armature = arm.copy() if np.any(arm) else None  # None: the kernels' result is the answer
         self._version = self.model.version
 
     def warmup(self) -> None:
@@ -591,11 +597,14 @@ class NewtonEulerDynamics:
         tau = np.empty(q2.shape)
         _rnea_batch(self._fbuf, self._ibuf, q2, qd2, qdd2, self._a0 if gravity else self._zero3,
                     qd is not None, qdd is not None, tau)
+        if qdd is not None and self._armature is not None:
+            tau += self._armature * qdd2
         self._check_finite(tau)
         return tau[0] if single else tau
 
     def rnea(self, q, qd, qdd) -> np.ndarray:
-        """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q), (N, n) N·m (Craig 6.45–6.53; Featherstone Table 5.1)."""
+        """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q), (N, n) N·m (Craig 6.45–6.53; Featherstone Table 5.1);
+        M includes ``diag(model.armature)``."""
         return self._run(q, qd, qdd, gravity=True)
 
     def gravity(self, q) -> np.ndarray:
@@ -627,5 +636,8 @@ class NewtonEulerDynamics:
         q2 = self._check(q, "q")
         M = np.empty((q2.shape[0], self.n, self.n))
         (_crba_batch if method == "crba" else _mass_matrix_batch)(self._fbuf, self._ibuf, q2, M)
+        if self._armature is not None:
+            idx = np.arange(self.n)
+            M[:, idx, idx] += self._armature
         self._check_finite(M)
         return M[0] if single else M

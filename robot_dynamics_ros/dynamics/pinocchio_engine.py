@@ -11,7 +11,10 @@ this one share only the URDF text. Every array is in ``model.joint_names`` order
   ``C = Gᵀ C_moving G`` (still Christoffel-consistent, since G is constant);
 * payload: its spatial inertia is added to the inertia of the joint that carries its link
   (``model.inertias[joint] += placement · I_payload``), gravity is ``model.gravity``; both are refreshed
-  when ``model.version`` changes.
+  when ``model.version`` changes;
+* armature (``model.armature``, rotor inertia reflected to the joint): Pinocchio's ``model.armature`` at
+  each actuated joint's velocity index, which ``rnea`` (+ armature·qdd), ``crba`` (+ diag), ``aba`` and
+  ``computeMinverse`` include; mimic joints get none.
 
 Units: rad, m, s, kg, N·m (N for prismatic joints). Frames: the base frame is the URDF root link.
 """
@@ -40,8 +43,9 @@ class PinocchioDynamics:
     """Rigid-body dynamics of a :class:`RobotModel` with Pinocchio (single state per call).
 
     The equation of motion is ``M(q) qdd + C(q, qd) qd + g(q) = tau`` (Featherstone 2008, eq. 5.1;
-    Lynch & Park, Modern Robotics, eq. 8.1). Joint friction from the URDF (:meth:`friction_torque`) is
-    not part of ``rnea``; add it where the physical actuator torque is wanted.
+    Lynch & Park, Modern Robotics, eq. 8.1), M including ``diag(model.armature)``. Joint friction
+    (:meth:`friction_torque`: URDF ``<dynamics>`` or the identified values) is not part of ``rnea``; add
+    it where the physical actuator torque is wanted.
 
     Raises (all methods): ValueError when an array has the wrong shape or a non-finite entry (the message
     names it: ``"q: expected shape (7,) ..., got (6,)"``, ``"qd[3] (panda_joint4) is NaN"``). Methods that
@@ -84,6 +88,8 @@ class PinocchioDynamics:
         self._plain = self._identity_v and not model.has_mimic
         self._lower = np.tril_indices(pm.nv, -1)
         self._base_inertias = [pm.inertias[i].copy() for i in range(pm.njoints)]
+        moving_k = {jn: k for k, jn in enumerate(model.moving_joint_names)}
+        self._v_actuated = self._v_idx[[moving_k[jn] for jn in model.joint_names]]  # (n,) Pinocchio v index
         self._version = -1
         self._sync()
 
@@ -102,7 +108,12 @@ class PinocchioDynamics:
             I_payload = pin.Inertia(p.mass, np.asarray(p.com, dtype=float), np.asarray(p.inertia, dtype=float))
             pm.inertias[frame.parentJoint] = pm.inertias[frame.parentJoint] + frame.placement.act(I_payload)
         pm.gravity = pin.Motion(np.asarray(m.gravity, dtype=float), np.zeros(3))
+        armature = np.zeros(pm.nv)
+        armature[self._v_actuated] = m.armature
+        pm.armature = armature
         self._version = m.version
+
+    _zero_v = None
 
     def _q(self, q) -> np.ndarray:
         """Our q (n,) -> Pinocchio configuration (nq,)."""
@@ -244,6 +255,26 @@ class PinocchioDynamics:
         if self._plain:
             return _own(J)
         return J @ self._Gp
+
+    def momentum_terms(self, q, qd) -> tuple[np.ndarray, np.ndarray]:
+        """``(p, Cᵀ(q, qd) qd − g(q))``, both (n,): the generalized momentum p = M(q) qd (kg·m²/s) and the
+        configuration part of its rate, ṗ = τ + Cᵀ qd − g (N·m) — what the momentum observer (De Luca &
+        Mattone 2003) needs per sample, with one configuration conversion.
+
+        p comes from RNEA with zero velocity and qd as the acceleration (M qd + g, minus g), so no mass
+        matrix is built; C is Pinocchio's Christoffel-consistent ``computeCoriolisMatrix``.
+        """
+        qp = self._q(q)
+        v = self._v(qd, "qd")
+        pm, d = self.pin_model, self.data
+        if self._zero_v is None:
+            self._zero_v = np.zeros(pm.nv)
+        g = pin.computeGeneralizedGravity(pm, d, qp).copy()
+        p = pin.rnea(pm, d, qp, self._zero_v, v) - g
+        beta = pin.computeCoriolisMatrix(pm, d, qp, v).T @ v - g
+        if self._plain:
+            return p, beta
+        return self._Gp.T @ p, self._Gp.T @ beta
 
     def operational_space_inertia(self, q, frame: str, *, part: str = "full", rcond: float = 1e-6) -> np.ndarray:
         """Operational-space inertia Λ(q) = (J M⁻¹ Jᵀ)⁻¹ of a frame (Khatib 1987; Lynch & Park eq. 8.87).

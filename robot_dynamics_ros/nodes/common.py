@@ -237,6 +237,10 @@ def robot_source_params() -> list[ParamSpec]:
                   kind="double_array", read_only=True),
         ParamSpec("joint_limits_path", "", "Optional joint_limits.yaml (MoveIt format) overriding URDF "
                   "limits.", read_only=True),
+        ParamSpec("friction_path", "", "Optional friction YAML of 'robot-dynamics identify' "
+                  "(<out>.friction.yaml): its coulomb/viscous replace the URDF <dynamics>, its armature "
+                  "(kg·m²) enters M(q), its offset (N·m) is subtracted from measured efforts. Empty: URDF "
+                  "friction, no armature, no offset.", read_only=True),
     ]
 
 
@@ -314,9 +318,9 @@ _SHARED_ENGINES: OrderedDict[int, Any] = OrderedDict()
 
 
 def shared_model(source: str, held_joints: Mapping[str, float] | None = None,
-                 joint_limits: str | None = None, *, text: bool | None = None):
-    """One :class:`~robot_dynamics_ros.model.RobotModel` per process and (URDF, held joints, limits), for
-    the :data:`MODEL_CACHE_SIZE` most recently used ones.
+                 joint_limits: str | None = None, *, text: bool | None = None, friction: str | None = None):
+    """One :class:`~robot_dynamics_ros.model.RobotModel` per process and (URDF, held joints, limits,
+    friction file), for the :data:`MODEL_CACHE_SIZE` most recently used ones.
 
     Nodes in the same process (``robot-dynamics run``, the demo) share the object; it is never changed
     (run-time gravity or payload changes build a copy with ``model.with_settings``).
@@ -325,9 +329,12 @@ def shared_model(source: str, held_joints: Mapping[str, float] | None = None,
         source: a URDF file path, or description text.
         text: True for description text (:func:`model_from_text`: never opened as a file), False for a
             path; None: text when it starts with ``<``.
+        friction: the friction YAML of ``robot-dynamics identify`` (the ``friction_path`` parameter),
+            applied with ``model.with_settings(friction=JointFriction.from_yaml(...))``; None or "": none.
 
     Raises:
-        URDFError / UserError: the URDF cannot be read (message names the file and the problem).
+        URDFError / UserError: the URDF or the friction YAML cannot be read (message names the file and
+            the problem).
     """
     import hashlib
 
@@ -335,7 +342,7 @@ def shared_model(source: str, held_joints: Mapping[str, float] | None = None,
 
     is_text = source.lstrip().startswith("<") if text is None else bool(text)
     ident = ("text", hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()) if is_text else ("file", source)
-    key = (ident, tuple(sorted((held_joints or {}).items())), joint_limits or "")
+    key = (ident, tuple(sorted((held_joints or {}).items())), joint_limits or "", friction or "")
     with _SHARED_LOCK:
         model = _SHARED_MODELS.get(key)
         if model is not None:
@@ -349,6 +356,10 @@ def shared_model(source: str, held_joints: Mapping[str, float] | None = None,
 
         model = RobotModel.from_urdf(_P(source), held_joints=held_joints or None,
                                      joint_limits=joint_limits or None)
+    if friction:
+        from robot_dynamics_ros.model import JointFriction
+
+        model = model.with_settings(friction=JointFriction.from_yaml(friction, model.joint_names))
     with _SHARED_LOCK:
         model = _SHARED_MODELS.setdefault(key, model)
         _SHARED_MODELS.move_to_end(key)
@@ -410,15 +421,16 @@ class ModelLoader:
         self._timer = None
         if params is None:
             params = {s.name: _param_value(node, s.name) for s in robot_source_params()}
-        p = {s.name: params[s.name] for s in robot_source_params()}
+        p = {s.name: params.get(s.name, s.default) for s in robot_source_params()}
         conflict = source_conflict(p)
         if conflict:
             node.get_logger().warning(conflict)
         self._joint_limits = p["joint_limits_path"] or None
+        self._friction = p["friction_path"] or None
         source, self._held, label = resolve_robot_source(p)
         if source is not None:
             on_model(shared_model(source, self._held, self._joint_limits,
-                                  text=label == "parameter robot_description"), label)
+                                  text=label == "parameter robot_description", friction=self._friction), label)
         else:
             from std_msgs.msg import String
 
@@ -442,7 +454,8 @@ class ModelLoader:
                 if text is None:
                     return
             try:
-                result = (shared_model(text, self._held, self._joint_limits, text=True), None)
+                result = (shared_model(text, self._held, self._joint_limits, text=True, friction=self._friction),
+                          None)
             except Exception as exc:  # noqa: BLE001 - a bad description must not kill the node
                 result = (None, " ".join(str(exc).split())[:300])
             with self._lock:
@@ -941,13 +954,76 @@ def autostart(node) -> None:
     node.trigger_activate()
 
 
+#: relative payload-mass change above which ``~/set_payload`` warns that retimed trajectories need a replan
+#: (the case study's ±10 %)
+PAYLOAD_REPLAN_FRACTION = 0.10
+
+
+def payload_change_warning(old_link: str, old_mass: float, new_link: str, new_mass: float,
+                           fraction: float = PAYLOAD_REPLAN_FRACTION) -> str | None:
+    """The one-line warning when a payload change moves the mass by more than ``fraction`` of the old
+    mass (kg; no payload counts as 0 kg, so adding or removing any payload warns), else None.
+
+    Trajectories retimed at the torque limits with the old payload may then exceed them: replan.
+    """
+    m0 = float(old_mass) if old_link else 0.0
+    m1 = float(new_mass) if new_link else 0.0
+    if abs(m1 - m0) <= fraction * m0:
+        return None
+    rel = f"{(m1 - m0) / m0:+.0%}" if m0 > 0 else "from none"
+    return (f"payload mass changed {m0:g} kg ('{old_link}') -> {m1:g} kg ('{new_link}'), {rel}: more than "
+            f"±{fraction:.0%}, replan trajectories retimed with the old payload")
+
+
+def payload_request_fields(path) -> dict[str, Any]:
+    """The ``SetPayload`` request fields from the JSON of ``robot-dynamics identify --payload LINK``:
+    ``{"link": str, "mass": kg, "com": [x, y, z] m (link frame), "inertia": [ixx, ixy, ixz, iyy, iyz, izz]
+    kg·m² about the COM, link axes}`` (the JSON's 3×3 ``inertia`` is taken row-wise from its upper
+    triangle; 6 values are taken as they are).
+
+    Raises:
+        UserError: unreadable file, missing field, or values of the wrong count or not finite (naming the
+            file and the field).
+    """
+    import json
+    import math as _math
+
+    from robot_dynamics_ros.errors import UserError
+
+    try:
+        doc = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"payload JSON '{path}': cannot read: {exc}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("payload"), dict):  # the <out>.report.json layout
+        doc = doc["payload"]
+    try:
+        link, mass = str(doc["link"]), float(doc["mass"])
+        com = [float(x) for x in doc["com"]]
+        inertia = np.asarray(doc.get("inertia", [0.0] * 6), dtype=float)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"payload JSON '{path}': expected link, mass, com, inertia ({exc})") from None
+    if inertia.shape == (3, 3):
+        inertia = inertia[[0, 0, 0, 1, 1, 2], [0, 1, 2, 1, 2, 2]]
+    if len(com) != 3 or inertia.shape != (6,):
+        raise UserError(f"payload JSON '{path}': com needs 3 values and inertia 3x3 or 6, got {len(com)} and "
+                        f"{list(inertia.shape)}")
+    if not all(_math.isfinite(v) for v in [mass, *com, *inertia.tolist()]):
+        raise UserError(f"payload JSON '{path}': mass, com and inertia must be finite")
+    return {"link": link, "mass": mass, "com": com, "inertia": inertia.tolist()}
+
+
 def create_payload_service(node):
     """``~/set_payload`` (robot_dynamics_interfaces/srv/SetPayload): sets the ``payload.*`` parameters in one
-    atomic change (the node builds the new model and swaps it in; a refused request changes nothing)."""
+    atomic change (the node builds the new model and swaps it in; a refused request changes nothing).
+
+    A change of the payload mass by more than :data:`PAYLOAD_REPLAN_FRACTION` of the previous one
+    (:func:`payload_change_warning`) is logged as a warning, appended to the response message and kept in
+    the node's diagnostics as ``payload_change`` (with the count ``payload_replan_warnings``)."""
     from rclpy.parameter import Parameter
     from robot_dynamics_interfaces.srv import SetPayload
 
     def on_request(request, response):
+        old_link, old_mass = str(node.p.get("payload.link", "")), float(node.p.get("payload.mass", 0.0))
         params = [Parameter("payload.link", value=str(request.link)),
                   Parameter("payload.mass", value=float(request.mass)),
                   Parameter("payload.com", value=[float(x) for x in request.com]),
@@ -957,6 +1033,15 @@ def create_payload_service(node):
         response.message = (f"payload {request.mass:g} kg on '{request.link}'" if request.link else
                             "payload removed") if result.successful else f"refused: {result.reason}"
         node.get_logger().info(f"set_payload: {response.message}")
+        warning = payload_change_warning(old_link, old_mass, str(request.link), float(request.mass)) \
+            if result.successful else None
+        if warning:
+            response.message += f"; WARNING: {warning}"
+            node.get_logger().warning(f"set_payload: {warning}")
+            diag = getattr(node, "diag", None)
+            if diag is not None:
+                diag.set("payload_change", f"WARN: {warning}")
+                diag.count("payload_replan_warnings")
         return response
 
     return node.create_service(SetPayload, "~/set_payload", on_request)

@@ -1,23 +1,9 @@
-"""Parameters of the robot source as the retiming service and the simulator declare them: the shared
-:func:`robot_dynamics_ros.nodes.common.robot_source_params` with relative names, and config file names
-resolved through the package's share directory."""
+"""The robot-source parameter values the retiming service and the simulator hand to
+:class:`~robot_dynamics_ros.nodes.common.ModelLoader`, with config file names resolved through the
+package's share directory."""
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Mapping
-
-from robot_dynamics_ros.nodes import common
-
-
-def source_params() -> list[common.ParamSpec]:
-    """:func:`~robot_dynamics_ros.nodes.common.robot_source_params` with a relative description topic
-    (``robot_description``: a namespace or remap applies to it)."""
-    out = []
-    for spec in common.robot_source_params():
-        if spec.name == "robot_description_topic" and str(spec.default).startswith("/"):
-            spec = dataclasses.replace(spec, default=str(spec.default).lstrip("/"))
-        out.append(spec)
-    return out
 
 
 def loader_params(params: Mapping[str, Any]) -> dict[str, Any]:

@@ -135,7 +135,7 @@ class RetimingServiceNode(Node):
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
-        self._specs = {s.name: s for s in [*naming.source_params(), *PARAMS]}
+        self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="retiming_service", period=self.p["diagnostics_period"])
@@ -154,9 +154,11 @@ class RetimingServiceNode(Node):
         self._model_index: dict[str, int] = {}
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # best effort accepts reliable and best-effort publishers alike; depth 1: only the latest matters
+        # (rclpy's qos_overrides.<topic>.subscription.* parameters change it)
         self.joint_state_sub = self.create_subscription(
             JointState, "joint_states", self._on_joint_state,
-            QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+            QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
+            qos_overriding_options=common.qos_overrides())
 
         # one solver thread: one retiming at a time; _solver_free is held from submission to completion
         self._solver = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.get_name()}_solver")

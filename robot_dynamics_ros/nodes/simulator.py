@@ -83,8 +83,6 @@ PARAMS = [
     ParamSpec("clamp_effort", True, "Clamp applied efforts to the URDF effort limits."),
     ParamSpec("command_timeout", 0.0, "Free running: seconds without a command before efforts drop to "
               "zero (0: hold the last command forever, like a forward controller).", range=(0.0, 3600.0)),
-    ParamSpec("qos_depth", 10, "Keep-last depth of the command subscription and state publisher.",
-              range=(1, 1000), read_only=True),
     ParamSpec("log_period", 1.0, "Minimum seconds between two log lines of the same kind.",
               range=(0.0, 3600.0)),
 ]
@@ -106,7 +104,7 @@ class SimulatorNode(Node):
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         self._shut = False
         super().__init__(node_name, **kwargs)
-        self._specs = {s.name: s for s in [*naming.source_params(), *PARAMS]}
+        self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="mujoco_simulator")
@@ -116,8 +114,10 @@ class SimulatorNode(Node):
         self.on_publish: list[Callable] = []
         self._shut = False
         self._lockstep = bool(self.p["lockstep"])
-        depth = int(self.p["qos_depth"])
-        self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], depth)
+        # QoS: reliable keep-last 10 on both endpoints, changed with rclpy's standard overrides
+        # (qos_overrides.<topic>.publisher|subscription.depth/reliability/history/durability)
+        self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], common.joint_state_qos(),
+                                               qos_overriding_options=common.qos_overrides())
         self._clock_pub = None
         self._time_base_ns = int(round(float(self.p["clock_start"]) * 1e9))
         if self.p["publish_clock"]:
@@ -127,7 +127,8 @@ class SimulatorNode(Node):
             self._clock_msg = Clock()
         controller = str(self.p["controller_name"]).rstrip("/")
         self.cmd_sub = self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_command,
-                                                common.command_qos(depth))
+                                                common.command_qos(),
+                                                qos_overriding_options=common.qos_overrides())
         #: the resolved (namespaced, remapped) command topic
         self.command_topic = self.cmd_sub.topic_name
         self.add_on_set_parameters_callback(self._on_set_parameters)
