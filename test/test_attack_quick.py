@@ -116,9 +116,6 @@ def test_command_gap_after_10000_name_messages_within_two_state_timeouts(doc):
     assert all(v <= GAP_TARGET_MS for v in gaps.values()), gaps
 
 
-@pytest.mark.xfail(strict=False, reason="name-ordering / unknown-name caches grow with every new name "
-                   "(control/joint_mapping.py); the growth measured varies with how many of the flood's "
-                   "messages the node reads (14-49 MB over runs), so the mark is not strict")
 def test_rss_growth_over_100000_hostile_messages_bounded(doc):
     flood = next(r for r in _rows(doc) if r["kind"] == "rss_flood")
     assert flood["rss_growth_mb"] <= RSS_TARGET_MB, flood
