@@ -295,7 +295,7 @@ def handled(lines, robot: str) -> dict[str, str]:
     for _, level, _, node, text in lines:
         if node not in DESCRIPTION_NODES or node in out:
             continue
-        if level in ("ERROR", "FATAL"):
+        if level in ("ERROR", "FATAL") and "description" in text:
             out[node] = "rejected"
         elif level == "INFO" and "from topic" in text and (node == "computed_torque" or f"'{robot}'" in text):
             out[node] = "loaded"
@@ -408,7 +408,10 @@ def _run_descriptions(ctx, args, descs, first) -> dict:
             if "bait" in d:
                 row["file_opened"] = any(v == "loaded" for v in row["handled"].values()) or not row["model_kept"]
             lines = [ln for ln in log if t0 - 0.05 <= ln[0] <= t1]
-            row["error_lines"] = sum(1 for ln in lines if ln[1] in ("ERROR", "FATAL"))
+            # the rejection lines (a control node also logs ERROR when its states go stale meanwhile)
+            row["error_lines"] = sum(1 for ln in lines if ln[1] in ("ERROR", "FATAL") and "description" in ln[4])
+            row["stale_error_lines"] = sum(1 for ln in lines if ln[1] in ("ERROR", "FATAL")
+                                           and "description" not in ln[4])
             row["log_lines"] = len(lines)
             row["max_log_line_chars"] = max((ln[2] for ln in lines), default=0)
             row.update(target.rss_window(t0, t1))
