@@ -16,7 +16,8 @@ Conventions (ROS REP 103 / URDF specification, http://wiki.ros.org/urdf/XML):
 
 Reading (:func:`parse_urdf_xml`): descriptions are data. :meth:`RobotDescription.from_text` never opens a
 file; :meth:`RobotDescription.from_file` reads regular files only (:func:`read_urdf_file`). The parse is
-streaming and bounded (:data:`MAX_URDF_BYTES`, :data:`MAX_URDF_ELEMENTS`, :data:`MAX_ATTRIBUTE_CHARS`);
+streaming and bounded (:data:`MAX_URDF_BYTES`, :data:`MAX_URDF_ELEMENTS`, :data:`MAX_URDF_DEPTH`,
+:data:`MAX_ATTRIBUTE_CHARS`);
 ``<visual>``, ``<collision>`` and other content are skipped, never stored; meshes are never opened;
 DOCTYPE/ENTITY declarations are refused (entity expansion). Messages quote at most :data:`EXCERPT_CHARS`
 characters of the input.
@@ -76,6 +77,9 @@ MAX_URDF_BYTES = 16 * 1024 * 1024
 #: most XML elements accepted in one URDF (all of them, <visual> content included; the largest of
 #: example-robot-data has 3 851)
 MAX_URDF_ELEMENTS = 200_000
+#: deepest element nesting accepted (the deepest of example-robot-data is below 10; a description nested
+#: thousands deep is an attack on recursive readers downstream, e.g. robot_state_publisher's)
+MAX_URDF_DEPTH = 100
 #: longest attribute value accepted on the elements that are read (names, numbers; the longest name in
 #: example-robot-data has 113 characters)
 MAX_ATTRIBUTE_CHARS = 256
@@ -805,6 +809,8 @@ def parse_urdf_xml(xml: str, label: str) -> ET.Element:
         count += 1
         if count > MAX_URDF_ELEMENTS:
             raise URDFError(f"{prefix}more than {MAX_URDF_ELEMENTS} XML elements (MAX_URDF_ELEMENTS)")
+        if len(stack) >= MAX_URDF_DEPTH:
+            raise URDFError(f"{prefix}XML elements nested more than {MAX_URDF_DEPTH} deep (MAX_URDF_DEPTH)")
         if not stack:
             if tag != "robot":
                 raise URDFError(f"{prefix}the root element is <{_excerpt(tag)}>, expected <robot>")

@@ -105,10 +105,6 @@ def test_command_gap_after_each_burst_within_two_state_timeouts(doc):
     assert all(v <= GAP_TARGET_MS for v in gaps.values()), gaps
 
 
-@pytest.mark.xfail(strict=False, reason="each message with 10 000 names costs ~100 ms to refuse: control/cdr.py "
-                   "JointStateReader.read compiles a regex of every new name ordering (98 ms for 10 000 names) "
-                   "before joint_mapping.py's MAX_NAMES cap; the gap lands on either side of 200 ms (0.2-2 s "
-                   "over runs), so the mark is not strict")
 def test_command_gap_after_10000_name_messages_within_two_state_timeouts(doc):
     _judge_gaps(doc)
     row = next(r for r in _rows(doc) if r["kind"] == "names_10000")
@@ -125,14 +121,14 @@ def test_backward_sim_time_jump_is_followed_within_two_state_timeouts(doc):
     st = doc["sim_time"]
     for node in ("gravity_compensation", "computed_torque"):
         assert st[node]["commands_before_jump"] > 0, st
-        assert st[node]["recovery_ms"] is not None and st[node]["recovery_ms"] <= GAP_TARGET_MS, st[node]
+        assert st[node]["recovery_ms"] is not None, st[node]
+    _judge_gaps(doc)   # the recovery time is a command gap: not judged on an oversubscribed machine
+    for node in ("gravity_compensation", "computed_torque"):
+        assert st[node]["recovery_ms"] <= GAP_TARGET_MS, st[node]
         assert st[node]["diagnostics_ok_without_fresh_state"] == 0, st[node]
         assert st[node]["nonfinite"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="a state stamped 0.9 x state_timeout ahead is accepted and the correct "
-                   "states after it are refused as out of order until the clock passes it: the gravity node "
-                   "answers 13-35 % of them (control/joint_mapping.py ordering, control cores)")
 def test_future_stamp_never_blocks_later_correct_states(doc):
     fut = next(r for r in _rows(doc) if r["kind"] == "future_stamp")
     base = next(r for r in _rows(doc) if r["kind"] == "good_only")
@@ -168,10 +164,7 @@ def test_control_next_to_100000_point_request_loses_at_most_one_percent(doc):
 
 
 _DESCRIPTIONS = ["path_existing_urdf", "path_dev_zero", "path_fifo", "junk_50mb", "mass_1e300", "nested_150k"]
-_DESCRIPTION_DEFECTS = {
-    "nested_150k": "150 000 nested elements in <visual> are accepted and loaded as a model, no error "
-                   "(no element-count cap in description.py)",
-}
+_DESCRIPTION_DEFECTS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=_DESCRIPTION_DEFECTS[n]))
@@ -189,7 +182,7 @@ def test_hostile_description_keeps_every_node_on_its_previous_model(doc, name):
     assert row["max_log_line_chars"] <= LOG_LINE_TARGET, row  # ... and short (no 50 MB echo)
 
 
-@pytest.mark.xfail(strict=True, reason="a description is parsed in the control nodes' executor: 50 MB of junk "
+@pytest.mark.xfail(strict=False, reason="a description is parsed in the control nodes' executor: 50 MB of junk "
                    "or 150 000 nested elements stop their commands for ~0.5 s (nodes/common.py ModelLoader)")
 def test_hostile_description_never_stalls_control_beyond_two_state_timeouts(doc):
     gaps = {(r["description"], n): r[n]["max_gap_ms"] for r in doc["descriptions"]["rows"]

@@ -12,6 +12,7 @@ import pytest
 
 from robot_dynamics_ros.description import (
     MAX_URDF_BYTES,
+    MAX_URDF_DEPTH,
     MAX_URDF_ELEMENTS,
     RobotDescription,
     matrix_to_rpy,
@@ -308,17 +309,21 @@ def _nested(depth: int) -> str:
     return "<a>" * depth + "</a>" * depth
 
 
-def test_deeply_nested_visual_content_is_skipped_without_recursion():
-    # 150 000 nested elements inside <visual>: a recursive reader or a deep copy would overflow the C stack
-    deep = f"<visual><geometry>{_nested(150_000)}</geometry></visual>"
-    text = robot('<link name="base"/>', link("l1", geometry=deep), joint("j1", "base", "l1"))
-    m = RobotModel.from_text(text)
+def test_nested_visual_content_is_skipped_and_deep_nesting_is_one_line_error():
+    # nesting inside <visual> is skipped: the dynamics are those of the plain description
+    shallow = f"<visual><geometry>{_nested(MAX_URDF_DEPTH - 10)}</geometry></visual>"
+    text = robot('<link name="base"/>', link("l1", geometry=shallow), joint("j1", "base", "l1"))
     plain = RobotModel.from_text(robot('<link name="base"/>', link("l1"), joint("j1", "base", "l1")))
-    assert m.reduced_urdf() == plain.reduced_urdf()
+    assert RobotModel.from_text(text).reduced_urdf() == plain.reduced_urdf()
+    # 150 000 nested elements: refused at the depth cap, one line (no recursion, no deep copy reached it)
+    deep = f"<visual><geometry>{_nested(150_000)}</geometry></visual>"
+    with pytest.raises(URDFError) as exc:
+        RobotModel.from_text(robot('<link name="base"/>', link("l1", geometry=deep), joint("j1", "base", "l1")))
+    assert f"nested more than {MAX_URDF_DEPTH} deep" in str(exc.value) and len(str(exc.value)) < 120
 
 
 def test_element_count_and_size_caps_give_one_short_line():
-    too_many = robot('<link name="base"/>', link("l1", geometry=f"<visual>{_nested(MAX_URDF_ELEMENTS)}</visual>"),
+    too_many = robot('<link name="base"/>', link("l1", geometry=f"<visual>{'<a/>' * MAX_URDF_ELEMENTS}</visual>"),
                      joint("j1", "base", "l1"))
     with pytest.raises(URDFError) as exc:
         RobotModel.from_text(too_many)

@@ -59,3 +59,26 @@ def test_ever_changing_huge_name_orderings_are_read_without_compiling_a_pattern_
     reader.read(b)
     reader.read(b)
     assert reader._match is not None and reader.read(b).names == tuple(n.encode() for n in NAMES)
+
+
+def test_deeply_nested_description_is_one_line_error_and_real_urdfs_are_far_below_the_depth_cap():
+    import glob
+    import xml.etree.ElementTree as ET
+
+    from robot_dynamics_ros import robots
+    from robot_dynamics_ros.description import MAX_URDF_DEPTH
+    from robot_dynamics_ros.errors import URDFError
+    from robot_dynamics_ros.model import RobotModel
+
+    text = robots.resolve("panda").path.read_text()
+    nested = "<visual>" + "<a>" * 150_000 + "</a>" * 150_000 + "</visual>"
+    with pytest.raises(URDFError, match="nested more than") as exc:
+        RobotModel.from_text(text.replace('<link name="panda_link1">', '<link name="panda_link1">' + nested, 1))
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 200
+
+    def depth(e, d=1):
+        return max([d, *(depth(c, d + 1) for c in e)])
+
+    files = glob.glob(str(robots.example_robot_data_dir() / "**" / "*.urdf"), recursive=True)
+    deepest = max(depth(ET.parse(f).getroot()) for f in files if ET.parse(f).getroot().tag == "robot")
+    assert len(files) >= 60 and deepest * 5 < MAX_URDF_DEPTH

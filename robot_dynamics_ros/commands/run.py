@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -43,6 +44,8 @@ NODES: dict[str, tuple[str, str]] = {
                                  "ExternalTorqueObserverNode"),
 }
 DEFAULT_NODES = ("mujoco_simulator", "gravity_compensation")
+#: niceness added to the retiming_service child process (see :func:`run`)
+RETIMING_NICE = 10
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -239,8 +242,11 @@ def run(args: argparse.Namespace) -> int:
     child = None
     if "retiming_service" in local and len(local) > 1 and not args.same_process:
         local.remove("retiming_service")
-        child = subprocess.Popen(_child_command(args, ["retiming_service"], joint_limits))
-        print(f"retiming_service runs in its own process (pid {child.pid})", flush=True)
+        # a lower scheduling priority (nice +10): on a machine with few cores a long retiming request then
+        # takes only the CPU the control nodes leave, instead of half of it
+        child = subprocess.Popen(_child_command(args, ["retiming_service"], joint_limits),
+                                 preexec_fn=lambda: os.nice(RETIMING_NICE))
+        print(f"retiming_service runs in its own process (pid {child.pid}, nice +{RETIMING_NICE})", flush=True)
     ctx = rclpy.Context()
     rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args] if ros_args else None)
     nodes = []

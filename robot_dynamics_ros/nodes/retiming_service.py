@@ -53,6 +53,7 @@ import rclpy
 from builtin_interfaces.msg import Duration
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from trajectory_msgs.msg import JointTrajectoryPoint
 
 from robot_dynamics_ros.nodes import common, naming
@@ -117,6 +118,9 @@ def acceleration_warning(model) -> str:
             f"joint_limits.yaml, or acceleration_limit): their acceleration is bounded by the torque limits only")
 
 
+#: keep-last depth of the ~/retime service's request and response queues
+SERVICE_QOS_DEPTH = 100
+
 class RetimingServiceNode(Node):
     """The retiming service node (see the module docstring).
 
@@ -170,7 +174,11 @@ class RetimingServiceNode(Node):
 
         self._worker = Node(f"{self.get_name()}_worker", context=self.context, namespace=self.get_namespace(),
                             use_global_arguments=False, enable_rosout=False, start_parameter_services=False)
+        # keep-last 100 requests and responses (the default 10 is shared by every client: ten concurrent
+        # clients with a queued request each can push a response out before it is taken)
         self.srv = self._worker.create_service(RetimeTrajectory, self.service_name, self._on_request,
+                                               qos_profile=QoSProfile(depth=SERVICE_QOS_DEPTH,
+                                                                      reliability=ReliabilityPolicy.RELIABLE),
                                                callback_group=ReentrantCallbackGroup())
         self._worker_executor = MultiThreadedExecutor(num_threads=int(self.p["max_concurrent_requests"]),
                                                       context=self.context)
