@@ -30,6 +30,7 @@ from numba import njit
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
 from robot_dynamics_ros.retiming import path as _path
+from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
 from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
@@ -167,10 +168,15 @@ class RetimeOptions:
     reversal_cos: float = 0.0
     dynamics_spacing: float = 0.05
     path_tolerance: float = DEFAULT_PATH_TOLERANCE
+    #: fraction (0, 1] of the model's jerk limits (joint_limits.yaml ``max_jerk``, ``model.jerk_limit``)
+    jerk_scale: float = 1.0
+    #: rad/s³ (m/s³) for joints without a configured jerk limit; None: those joints have none. Any finite
+    #: jerk limit makes every segment a jerk-limited timing (:mod:`.jerk`), at rest at both ends.
+    jerk_limit: float | None = None
 
     def problem(self) -> str | None:
         """The first invalid option as a message, or None."""
-        for name in ("velocity_scale", "acceleration_scale", "torque_margin"):
+        for name in ("velocity_scale", "acceleration_scale", "torque_margin", "jerk_scale"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0.0 < v <= 1.0):
                 return f"{name}={v!r}: must be in (0, 1]"
@@ -178,6 +184,9 @@ class RetimeOptions:
             return f"gridpoints={self.gridpoints!r}: must be an integer ≥ 2"
         if self.gridpoints is not None and self.gridpoints > MAX_GRIDPOINTS:
             return f"gridpoints={self.gridpoints}: above MAX_GRIDPOINTS = {MAX_GRIDPOINTS}"
+        jl = self.jerk_limit
+        if jl is not None and not (isinstance(jl, (int, float)) and math.isfinite(jl) and jl > 0.0):
+            return f"jerk_limit={jl!r}: must be a positive number of rad/s³ (or None)"
         tol = self.path_tolerance
         if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0.0):
             return f"path_tolerance={tol!r}: must be a positive distance (rad / m)"
@@ -251,6 +260,8 @@ class _Segment:
     #: values are exact RNEA values (dynamics nodes), or None
     abc_grid: tuple | None = None
     exact: np.ndarray | None = None
+    #: the jerk-limited timing (:class:`~.jerk.JerkSolution`) that replaces x, u, t_grid, or None
+    jerk: object | None = None
 
 
 class _Failure(Exception):
@@ -524,6 +535,9 @@ class Retimer:
             t_offset += float(seg.t_grid[-1])
             deviation = max(deviation, seg.deviation)
             segments.append(seg)
+        jl = self._jerk_limits(options)
+        if np.isfinite(jl).any():
+            t_offset = self._limit_jerk(segments, v0, v1, options, jl, timings)
         if options.sample_period and t_offset / options.sample_period > MAX_OUTPUT_SAMPLES:
             # a tiny period would allocate GBs and block the service for minutes (found by fuzzing)
             raise _Failure(RetimeStatus.INVALID_REQUEST,
@@ -661,6 +675,43 @@ class Retimer:
             seg.exact = exact
         return seg
 
+    def _jerk_limits(self, options) -> np.ndarray:
+        """(n,) jerk limits: the model's × jerk_scale, options.jerk_limit where the model has none."""
+        jl = np.asarray(getattr(self.model, "jerk_limit", np.full(self.model.n, np.inf)), dtype=float)
+        jl = jl * options.jerk_scale
+        if options.jerk_limit is not None:
+            jl = np.where(np.isfinite(jl), jl, float(options.jerk_limit))
+        return jl
+
+    def _limit_jerk(self, segments, v0, v1, options, jl, timings) -> float:
+        """Replace every segment's timing by the jerk-limited one (:func:`~.jerk.solve_jerk_limited`, from the
+        segment's TOPP-RA profile, same velocity / acceleration / torque limits); returns the total duration."""
+        if (v0 is not None and np.any(v0 != 0.0)) or (v1 is not None and np.any(v1 != 0.0)):
+            raise _Failure(RetimeStatus.INVALID_REQUEST, "jerk limits: start_velocity and end_velocity must be "
+                                                         "zero (a jerk-limited timing starts and ends at rest)")
+        if options.friction:
+            raise _Failure(RetimeStatus.INVALID_REQUEST, "jerk limits: not available together with friction")
+        vlim, alim, tlim = self._limits(options)
+        t0 = time.perf_counter()
+        t_offset = 0.0
+        for seg in segments:
+            try:
+                sol = solve_jerk_limited(seg.path, seg.s, seg.x, self.dynamics, velocity_limit=vlim,
+                                         acceleration_limit=alim, torque_limit=tlim, jerk_limit=jl)
+            except ValueError as exc:
+                raise _Failure(RetimeStatus.INFEASIBLE, str(exc)) from None
+            seg.jerk, seg.t_grid, seg.abc_grid = sol, sol.t_grid, None  # efforts by RNEA on the output
+            seg.t_offset = t_offset
+            t_offset += sol.duration
+        timings["jerk"] = (time.perf_counter() - t0) * 1e3
+        return t_offset
+
+    @staticmethod
+    def _sample_segment(seg, times):
+        if seg.jerk is not None:
+            return seg.jerk.sample(times)[4:7]
+        return sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, times)
+
     @staticmethod
     def _waypoint_at(path, s_value, first, kept_idx) -> int:
         """Index (in the request) of the waypoint that starts the path's chord containing s_value."""
@@ -750,7 +801,7 @@ class Retimer:
         if len(segments) == 1:  # the common case, without selections and concatenations
             seg = segments[0]
             times = sample_times(total, period, np.array([0.0, total])) if period else seg.t_grid
-            return (times, *sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, times))
+            return (times, *Retimer._sample_segment(seg, times))
         ts, qs, qds, qdds = [], [], [], []
         if period:
             times = sample_times(total, period, np.array([0.0, total]))
@@ -766,7 +817,7 @@ class Retimer:
             else:
                 local = seg.t_grid if k == len(segments) - 1 else seg.t_grid[:-1]
                 tl = local + seg.t_offset
-            q, qd, qdd = sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, local)
+            q, qd, qdd = Retimer._sample_segment(seg, local)
             ts.append(tl)
             qs.append(q)
             qds.append(qd)
