@@ -74,3 +74,45 @@ def test_cli_jerk_limit(ur10_line, tmp_path, capsys):
     assert cols, rows.dtype.names
     qdd = np.stack([rows[c] for c in cols], axis=1)
     assert np.abs(np.diff(qdd, axis=0) / np.diff(t)[:, None]).max() <= 50.0 * (1 + 2e-3)
+
+
+def test_retimer_with_motor_limits_keeps_them_and_reports_per_joint(ur10_line, tmp_path, capsys):
+    from pathlib import Path
+
+    from robot_dynamics_ros.cli import main
+    from robot_dynamics_ros.retiming.motor_limits import MotorLimits
+
+    model, line = ur10_line
+    peak = model.effort_limit.copy()
+    rated = 2.0 / 3.0 * peak
+    rated[0] = 80.0  # the base joint (no gravity load) limited to 0.05 s above 80 N·m
+    duration = np.full(6, 2.0)
+    duration[0] = 0.05
+    limits = MotorLimits(rated, peak, duration, np.ones(6, dtype=bool))
+    res = Retimer(model).retime(line.q, options=RetimeOptions(torque_margin=0.9, sample_period=1e-3,
+                                                               jerk_limit=50.0, motor_limits=limits))
+    assert res.success, res.message
+    _, tau = dense_check(pinocchio_model("ur10"), res.t, res.q, res.qd, res.qdd)
+    above = np.abs(tau[:, 0]) > rated[0]
+    run = best = 0
+    for a in above:
+        run = run + 1 if a else 0
+        best = max(best, run)
+    assert best * 1e-3 <= 0.05 + 1e-3
+    assert (np.abs(tau) <= 0.9 * peak * (1 + TOL)).all()
+    summary = res.summary()["motor_limits"]
+    assert set(summary) == set(model.joint_names) and all(v["ok"] for v in summary.values())
+    assert summary["shoulder_pan_joint"]["longest_above_rated_s"] <= 0.05 * (1 + 1e-9)
+
+    wp = tmp_path / "wp.csv"
+    with wp.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(model.joint_names)
+        w.writerows(line.q.tolist())
+    config = Path(__file__).resolve().parents[1] / "config" / "ur10_motor_limits.yaml"
+    code = main(["retime", "--urdf", str(UR10), "--payload", "tool0,15,0,0,0.05", "--waypoints", str(wp),
+                 "--out", str(tmp_path / "traj.csv"), "--torque-margin", "0.9", "--jerk-limit", "50",
+                 "--motor-limits", str(config)])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and out["success"]
+    assert out["motor_limits"]["shoulder_lift_joint"]["ok"] and "binding" in out["motor_limits"]["elbow_joint"]

@@ -30,6 +30,7 @@ from numba import njit
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
 from robot_dynamics_ros.retiming import path as _path
+from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
 from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
@@ -173,6 +174,10 @@ class RetimeOptions:
     #: rad/s³ (m/s³) for joints without a configured jerk limit; None: those joints have none. Any finite
     #: jerk limit makes every segment a jerk-limited timing (:mod:`.jerk`), at rest at both ends.
     jerk_limit: float | None = None
+    #: :class:`~.motor_limits.MotorLimits` (rated vs peak) or None: with them the timing is the jerk-limited
+    #: one with the torque limits lowered until the rated/peak rules hold
+    #: (:func:`~.motor_limits.solve_within_motor_limits`, margin = torque_margin on the peak)
+    motor_limits: object | None = None
 
     def problem(self) -> str | None:
         """The first invalid option as a message, or None."""
@@ -236,13 +241,18 @@ class RetimeResult:
     segments: list = field(default_factory=list)
     max_path_deviation: float = 0.0
     warnings: tuple[str, ...] = ()
+    #: with motor limits: per joint name {peak_torque, rms_torque, longest_above_rated_s, ok, binding}
+    motor: dict | None = None
 
     def summary(self) -> dict:
         """JSON-friendly summary (the last line of ``robot-dynamics retime``)."""
-        return {"success": self.success, "status": self.status.value, "message": self.message,
-                "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
-                "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction,
-                "max_path_deviation": self.max_path_deviation, "warnings": list(self.warnings)}
+        out = {"success": self.success, "status": self.status.value, "message": self.message,
+               "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
+               "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction,
+               "max_path_deviation": self.max_path_deviation, "warnings": list(self.warnings)}
+        if self.motor is not None:
+            out["motor_limits"] = self.motor
+        return out
 
 
 @dataclass
@@ -536,8 +546,9 @@ class Retimer:
             deviation = max(deviation, seg.deviation)
             segments.append(seg)
         jl = self._jerk_limits(options)
-        if np.isfinite(jl).any():
-            t_offset = self._limit_jerk(segments, v0, v1, options, jl, timings)
+        motor = None
+        if np.isfinite(jl).any() or options.motor_limits is not None:
+            t_offset, motor = self._limit_jerk(segments, v0, v1, options, jl, timings)
         if options.sample_period and t_offset / options.sample_period > MAX_OUTPUT_SAMPLES:
             # a tiny period would allocate GBs and block the service for minutes (found by fuzzing)
             raise _Failure(RetimeStatus.INVALID_REQUEST,
@@ -573,6 +584,7 @@ class Retimer:
         res = RetimeResult(True, RetimeStatus.SUCCESS, msg, names, t, q, qd, qdd, tau, duration=duration,
                            gridpoints=ngrid, timings=timings, segments=segments, max_path_deviation=deviation,
                            warnings=warn)
+        res.motor = motor
         res.solve_ms = (time.perf_counter() - t_start) * 1e3
         res.peak_fraction = self._peaks(res, options)
         return res
@@ -683,28 +695,41 @@ class Retimer:
             jl = np.where(np.isfinite(jl), jl, float(options.jerk_limit))
         return jl
 
-    def _limit_jerk(self, segments, v0, v1, options, jl, timings) -> float:
+    def _limit_jerk(self, segments, v0, v1, options, jl, timings):
         """Replace every segment's timing by the jerk-limited one (:func:`~.jerk.solve_jerk_limited`, from the
-        segment's TOPP-RA profile, same velocity / acceleration / torque limits); returns the total duration."""
+        segment's TOPP-RA profile, same velocity / acceleration / torque limits; with motor limits
+        :func:`~.motor_limits.solve_within_motor_limits`); returns (total duration, motor figures or None)."""
         if (v0 is not None and np.any(v0 != 0.0)) or (v1 is not None and np.any(v1 != 0.0)):
             raise _Failure(RetimeStatus.INVALID_REQUEST, "jerk limits: start_velocity and end_velocity must be "
                                                          "zero (a jerk-limited timing starts and ends at rest)")
         if options.friction:
             raise _Failure(RetimeStatus.INVALID_REQUEST, "jerk limits: not available together with friction")
+        if options.motor_limits is not None and len(segments) > 1:
+            raise _Failure(RetimeStatus.INVALID_REQUEST, "motor limits: a path with direction reversals (several "
+                                                         "segments) is not supported; send each part alone")
         vlim, alim, tlim = self._limits(options)
         t0 = time.perf_counter()
         t_offset = 0.0
+        motor = None
         for seg in segments:
             try:
-                sol = solve_jerk_limited(seg.path, seg.s, seg.x, self.dynamics, velocity_limit=vlim,
-                                         acceleration_limit=alim, torque_limit=tlim, jerk_limit=jl)
-            except ValueError as exc:
+                if options.motor_limits is not None:
+                    from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits
+
+                    sol, rep, *_ = solve_within_motor_limits(self.model, seg.path, seg.s, seg.x,
+                                                             options.motor_limits, margin=options.torque_margin,
+                                                             jerk_limit=jl, dynamics=self.dynamics)
+                    motor = rep.as_dict(self.model.joint_names)
+                else:
+                    sol = solve_jerk_limited(seg.path, seg.s, seg.x, self.dynamics, velocity_limit=vlim,
+                                             acceleration_limit=alim, torque_limit=tlim, jerk_limit=jl)
+            except (ValueError, UserError) as exc:
                 raise _Failure(RetimeStatus.INFEASIBLE, str(exc)) from None
             seg.jerk, seg.t_grid, seg.abc_grid = sol, sol.t_grid, None  # efforts by RNEA on the output
             seg.t_offset = t_offset
             t_offset += sol.duration
         timings["jerk"] = (time.perf_counter() - t0) * 1e3
-        return t_offset
+        return t_offset, motor
 
     @staticmethod
     def _sample_segment(seg, times):
