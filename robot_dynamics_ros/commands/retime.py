@@ -66,6 +66,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "limits the trajectory may use, e.g. 0.9 (default 1)")
     parser.add_argument("--acceleration-limit", type=float, metavar="A",
                         help="acceleration limit (rad/s²) for joints that have none (URDFs carry none)")
+    parser.add_argument("--jerk-limit", type=float, metavar="J",
+                        help="jerk limit (rad/s³) for joints without max_jerk in --joint-limits; with any jerk "
+                        "limit the trajectory is jerk-limited, at rest at both ends")
+    parser.add_argument("--motor-limits", metavar="YAML", help="motor_limits.yaml (rated_torque, peak_torque, "
+                        "peak_duration per joint): jerk-limited timing within them, per-joint figures in the "
+                        "JSON (margin = --torque-margin on the peak)")
+    parser.add_argument("--jerk-scale", type=float, default=1.0, help="fraction (0, 1] of the joint_limits.yaml "
+                        "jerk limits (default 1)")
     parser.add_argument("--gridpoints", type=int, help="number of gridpoints along s (default "
                         "max(200, waypoints))")
     parser.add_argument("--dt", type=float, help="output sample period, s (default: one row per gridpoint)")
@@ -195,9 +203,16 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{what}: joint(s) {unknown} are not columns of the waypoint CSV {names}")
     start = [v0.get(n, 0.0) for n in names] if v0 else None
     end = [v1.get(n, 0.0) for n in names] if v1 else None
+    motor_limits = None
+    if args.motor_limits:
+        from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
+
+        motor_limits = load_motor_limits(model, args.motor_limits)
     options = RetimeOptions(velocity_scale=args.velocity_scale, acceleration_scale=args.acceleration_scale,
                             torque_margin=args.torque_margin, gridpoints=args.gridpoints,
                             sample_period=args.dt or None, friction=args.friction,
+                            jerk_scale=args.jerk_scale, jerk_limit=args.jerk_limit,
+                            motor_limits=motor_limits,
                             **({} if args.path_tolerance is None else {"path_tolerance": args.path_tolerance}))
     retimer = Retimer(model)
     t0 = time.perf_counter()

@@ -30,6 +30,8 @@ from numba import njit
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
 from robot_dynamics_ros.retiming import path as _path
+from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
 from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
@@ -167,10 +169,19 @@ class RetimeOptions:
     reversal_cos: float = 0.0
     dynamics_spacing: float = 0.05
     path_tolerance: float = DEFAULT_PATH_TOLERANCE
+    #: fraction (0, 1] of the model's jerk limits (joint_limits.yaml ``max_jerk``, ``model.jerk_limit``)
+    jerk_scale: float = 1.0
+    #: rad/s³ (m/s³) for joints without a configured jerk limit; None: those joints have none. Any finite
+    #: jerk limit makes every segment a jerk-limited timing (:mod:`.jerk`), at rest at both ends.
+    jerk_limit: float | None = None
+    #: :class:`~.motor_limits.MotorLimits` (rated vs peak) or None: with them the timing is the jerk-limited
+    #: one with the torque limits lowered until the rated/peak rules hold
+    #: (:func:`~.motor_limits.solve_within_motor_limits`, margin = torque_margin on the peak)
+    motor_limits: object | None = None
 
     def problem(self) -> str | None:
         """The first invalid option as a message, or None."""
-        for name in ("velocity_scale", "acceleration_scale", "torque_margin"):
+        for name in ("velocity_scale", "acceleration_scale", "torque_margin", "jerk_scale"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0.0 < v <= 1.0):
                 return f"{name}={v!r}: must be in (0, 1]"
@@ -178,6 +189,9 @@ class RetimeOptions:
             return f"gridpoints={self.gridpoints!r}: must be an integer ≥ 2"
         if self.gridpoints is not None and self.gridpoints > MAX_GRIDPOINTS:
             return f"gridpoints={self.gridpoints}: above MAX_GRIDPOINTS = {MAX_GRIDPOINTS}"
+        jl = self.jerk_limit
+        if jl is not None and not (isinstance(jl, (int, float)) and math.isfinite(jl) and jl > 0.0):
+            return f"jerk_limit={jl!r}: must be a positive number of rad/s³ (or None)"
         tol = self.path_tolerance
         if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0.0):
             return f"path_tolerance={tol!r}: must be a positive distance (rad / m)"
@@ -227,13 +241,18 @@ class RetimeResult:
     segments: list = field(default_factory=list)
     max_path_deviation: float = 0.0
     warnings: tuple[str, ...] = ()
+    #: with motor limits: per joint name {peak_torque, rms_torque, longest_above_rated_s, ok, binding}
+    motor: dict | None = None
 
     def summary(self) -> dict:
         """JSON-friendly summary (the last line of ``robot-dynamics retime``)."""
-        return {"success": self.success, "status": self.status.value, "message": self.message,
-                "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
-                "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction,
-                "max_path_deviation": self.max_path_deviation, "warnings": list(self.warnings)}
+        out = {"success": self.success, "status": self.status.value, "message": self.message,
+               "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
+               "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction,
+               "max_path_deviation": self.max_path_deviation, "warnings": list(self.warnings)}
+        if self.motor is not None:
+            out["motor_limits"] = self.motor
+        return out
 
 
 @dataclass
@@ -251,6 +270,8 @@ class _Segment:
     #: values are exact RNEA values (dynamics nodes), or None
     abc_grid: tuple | None = None
     exact: np.ndarray | None = None
+    #: the jerk-limited timing (:class:`~.jerk.JerkSolution`) that replaces x, u, t_grid, or None
+    jerk: object | None = None
 
 
 class _Failure(Exception):
@@ -524,6 +545,10 @@ class Retimer:
             t_offset += float(seg.t_grid[-1])
             deviation = max(deviation, seg.deviation)
             segments.append(seg)
+        jl = self._jerk_limits(options)
+        motor = None
+        if np.isfinite(jl).any() or options.motor_limits is not None:
+            t_offset, motor = self._limit_jerk(segments, v0, v1, options, jl, timings)
         if options.sample_period and t_offset / options.sample_period > MAX_OUTPUT_SAMPLES:
             # a tiny period would allocate GBs and block the service for minutes (found by fuzzing)
             raise _Failure(RetimeStatus.INVALID_REQUEST,
@@ -559,6 +584,7 @@ class Retimer:
         res = RetimeResult(True, RetimeStatus.SUCCESS, msg, names, t, q, qd, qdd, tau, duration=duration,
                            gridpoints=ngrid, timings=timings, segments=segments, max_path_deviation=deviation,
                            warnings=warn)
+        res.motor = motor
         res.solve_ms = (time.perf_counter() - t_start) * 1e3
         res.peak_fraction = self._peaks(res, options)
         return res
@@ -661,6 +687,56 @@ class Retimer:
             seg.exact = exact
         return seg
 
+    def _jerk_limits(self, options) -> np.ndarray:
+        """(n,) jerk limits: the model's × jerk_scale, options.jerk_limit where the model has none."""
+        jl = np.asarray(getattr(self.model, "jerk_limit", np.full(self.model.n, np.inf)), dtype=float)
+        jl = jl * options.jerk_scale
+        if options.jerk_limit is not None:
+            jl = np.where(np.isfinite(jl), jl, float(options.jerk_limit))
+        return jl
+
+    def _limit_jerk(self, segments, v0, v1, options, jl, timings):
+        """Replace every segment's timing by the jerk-limited one (:func:`~.jerk.solve_jerk_limited`, from the
+        segment's TOPP-RA profile, same velocity / acceleration / torque limits; with motor limits
+        :func:`~.motor_limits.solve_within_motor_limits`); returns (total duration, motor figures or None)."""
+        if (v0 is not None and np.any(v0 != 0.0)) or (v1 is not None and np.any(v1 != 0.0)):
+            raise _Failure(RetimeStatus.INVALID_REQUEST, "jerk limits: start_velocity and end_velocity must be "
+                                                         "zero (a jerk-limited timing starts and ends at rest)")
+        if options.friction:
+            raise _Failure(RetimeStatus.INVALID_REQUEST, "jerk limits: not available together with friction")
+        if options.motor_limits is not None and len(segments) > 1:
+            raise _Failure(RetimeStatus.INVALID_REQUEST, "motor limits: a path with direction reversals (several "
+                                                         "segments) is not supported; send each part alone")
+        vlim, alim, tlim = self._limits(options)
+        t0 = time.perf_counter()
+        t_offset = 0.0
+        motor = None
+        for seg in segments:
+            try:
+                if options.motor_limits is not None:
+                    from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits
+
+                    sol, rep, *_ = solve_within_motor_limits(self.model, seg.path, seg.s, seg.x,
+                                                             options.motor_limits, margin=options.torque_margin,
+                                                             jerk_limit=jl, dynamics=self.dynamics)
+                    motor = rep.as_dict(self.model.joint_names)
+                else:
+                    sol = solve_jerk_limited(seg.path, seg.s, seg.x, self.dynamics, velocity_limit=vlim,
+                                             acceleration_limit=alim, torque_limit=tlim, jerk_limit=jl)
+            except (ValueError, UserError) as exc:
+                raise _Failure(RetimeStatus.INFEASIBLE, str(exc)) from None
+            seg.jerk, seg.t_grid, seg.abc_grid = sol, sol.t_grid, None  # efforts by RNEA on the output
+            seg.t_offset = t_offset
+            t_offset += sol.duration
+        timings["jerk"] = (time.perf_counter() - t0) * 1e3
+        return t_offset, motor
+
+    @staticmethod
+    def _sample_segment(seg, times):
+        if seg.jerk is not None:
+            return seg.jerk.sample(times)[4:7]
+        return sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, times)
+
     @staticmethod
     def _waypoint_at(path, s_value, first, kept_idx) -> int:
         """Index (in the request) of the waypoint that starts the path's chord containing s_value."""
@@ -750,7 +826,7 @@ class Retimer:
         if len(segments) == 1:  # the common case, without selections and concatenations
             seg = segments[0]
             times = sample_times(total, period, np.array([0.0, total])) if period else seg.t_grid
-            return (times, *sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, times))
+            return (times, *Retimer._sample_segment(seg, times))
         ts, qs, qds, qdds = [], [], [], []
         if period:
             times = sample_times(total, period, np.array([0.0, total]))
@@ -766,7 +842,7 @@ class Retimer:
             else:
                 local = seg.t_grid if k == len(segments) - 1 else seg.t_grid[:-1]
                 tl = local + seg.t_offset
-            q, qd, qdd = sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, local)
+            q, qd, qdd = Retimer._sample_segment(seg, local)
             ts.append(tl)
             qs.append(q)
             qds.append(qd)
