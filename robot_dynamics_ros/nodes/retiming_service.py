@@ -37,7 +37,13 @@ position limits or where gravity alone exceeds the torque limit, ...) gets ``suc
 message naming the joint, the waypoint index and the limit; the node logs it and serves on. Any
 unexpected exception in a request is caught the same way.
 
-Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` and :data:`PARAMS`.
+Payload: ``~/set_payload`` (``robot_dynamics_interfaces/srv/SetPayload``, as on the control nodes:
+:func:`robot_dynamics_ros.nodes.common.create_payload_service`) sets the ``payload.*`` parameters in one
+atomic change; the node builds the new model (``common.model_with_params``) and its retimer and swaps
+both in, so a request already running finishes on the old model and the next one uses the new one.
+
+Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` (``friction_path`` included) and
+:data:`PARAMS` (with the control nodes' ``payload.*``).
 """
 from __future__ import annotations
 
@@ -104,6 +110,9 @@ PARAMS = [
 ]
 
 
+PARAMS += [s for s in common.CONTROL_PARAMS if s.name.startswith("payload.")]
+
+
 def _duration(seconds: float) -> Duration:
     ns = int(round(seconds * 1e9))
     return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
@@ -147,6 +156,7 @@ class RetimingServiceNode(Node):
         self._lock = threading.Lock()
         self.retimer = None
         self.model = None
+        self.base_model = None  # the loaded model before payload.*: run-time payloads are built from it
         self.accel_warning = ""
         self.last_error = ""
         self.requests = 0
@@ -184,6 +194,7 @@ class RetimingServiceNode(Node):
                                                       context=self.context)
         self._worker_executor.add_node(self._worker)
         self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
+        common.create_payload_service(self)
         self._worker_thread = threading.Thread(target=self._spin_worker, name=f"{self.get_name()}_retiming",
                                                daemon=True)
         self._worker_thread.start()
@@ -199,6 +210,8 @@ class RetimingServiceNode(Node):
             a = np.array(model.acceleration_limit, dtype=float)
             a[~np.isfinite(a)] = acc
             model.acceleration_limit = a
+        self.base_model = model
+        model = common.model_with_params(model, self.p)
         retimer = Retimer(model)
         warning = acceleration_warning(model)
         with self._lock:
@@ -242,6 +255,17 @@ class RetimingServiceNode(Node):
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
         new = common.merged_parameters(self._specs, self.p, params)
+        if self.base_model is not None and any(p.name in common.MODEL_PARAMS for p in params):
+            from robot_dynamics_ros.errors import UserError
+            from robot_dynamics_ros.retiming.retimer import Retimer
+
+            try:
+                model = common.model_with_params(self.base_model, new)
+            except UserError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+            retimer = Retimer(model)
+            with self._lock:
+                self.model, self.retimer = model, retimer
         self.p = new
         self.log = RateLimitedLog(self.get_logger(), new["log_period"])
         return SetParametersResult(successful=True)
