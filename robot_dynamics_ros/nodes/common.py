@@ -10,9 +10,11 @@ here:
   (a file or a name from :data:`robot_dynamics_ros.robots.ROBOTS`), the ``robot_description`` string
   parameter (text, never a path), or the ``robot_description`` topic (``std_msgs/String``, transient-local
   QoS, as robot_state_publisher publishes it; parsed on a worker thread; a new description swaps the model
-  at run time). :func:`shared_model` keeps the few most recent models of the process (LRU).
-* :class:`ControlShell`, :data:`CONTROL_PARAMS`, :func:`autostart`, :func:`create_payload_service`,
-  :func:`model_with_params` — what the two control nodes' lifecycle shells share.
+  at run time), with the identified friction YAML of ``friction_path`` applied when the model is built.
+  :func:`shared_model` keeps the few most recent models of the process (LRU).
+* :class:`ControlShell`, :data:`CONTROL_PARAMS`, :func:`autostart`, :func:`create_payload_service`
+  (with :func:`payload_change_warning` beyond :data:`PAYLOAD_REPLAN_FRACTION`), :func:`payload_request_fields`,
+  :func:`model_with_params` — what the control nodes' lifecycle shells share.
 * :class:`Diagnostics` — ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics`` at 1 Hz: message rate,
   latency p50/p99/max, staleness, last error, clamp count and any other key the node sets.
 * :class:`RateLimitedLog` — one log line per key and period, with the count of suppressed lines.
