@@ -145,8 +145,12 @@ def declare_parameters(node, specs: Iterable[ParamSpec]) -> dict[str, Any]:
     Raises:
         ValueError: an overridden value fails its spec's check (naming the parameter and the value).
     """
+    from rcl_interfaces.msg import ParameterDescriptor, ParameterType
     from rclpy.parameter import Parameter
 
+    # rclpy declares use_sim_time with an empty description; `ros2 param describe` should explain it too
+    node.set_descriptor("use_sim_time", ParameterDescriptor(
+        type=ParameterType.PARAMETER_BOOL, description="Use the /clock topic (simulation time) as the node clock."))
     values = {}
     for spec in specs:
         t = spec.ros_type()
