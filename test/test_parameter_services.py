@@ -214,6 +214,10 @@ def test_set_a_read_only_parameter_is_refused(world):
 @pytest.mark.parametrize("which", ["out_of_range", "invalid"])
 def test_set_out_of_range_is_refused_with_a_reason_naming_the_parameter(world, which):
     name, value = getattr(world.case, which)
+    # a read-only parameter would be refused whatever the value: the value must be what is refused
+    (desc,) = world.call(DescribeParameters, "describe_parameters",
+                         DescribeParameters.Request(names=[name])).descriptors
+    assert not desc.read_only, f"{world.case.cls}: {name} is read-only"
     (before,) = world.get([name])
     result = world.set(name, value)
     assert not result.successful, f"{world.case.cls}: {name}={value!r} accepted"
