@@ -212,6 +212,9 @@ def make_gravity_node(context, robot: ProbeRobot, *, input_topic: str = JOINT_ST
         Parameter("held_joint_positions", value=[float(v) for v in robot.held_joints.values()]),
         Parameter("joint_states_topic", value="/" + input_topic.strip("/")),
         Parameter("controller_name", value=controller),
+        # like for like with the relay, which answers every message: the node answers every state too
+        # (the shipped default, latest_state_wins, would skip states queued behind a stall and count as drops)
+        Parameter("latest_state_wins", value=False),
         # depth and reliability through rclpy's standard QoS overrides
         Parameter(f"qos_overrides./{input_topic.strip('/')}.subscription.depth", value=qos_depth()),
         Parameter(f"qos_overrides./{input_topic.strip('/')}.subscription.reliability", value="reliable"),

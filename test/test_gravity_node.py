@@ -372,7 +372,7 @@ def test_model_joint_outside_command_list_enters_dynamics_at_its_reported_positi
         # a robot_description that does not fit the configured joints is refused; the node keeps its model
         node.loader.subscription = type("S", (), {"topic_name": "/robot_description"})()
         node.loader._held = None   # (with the Panda's held fingers the UR5 would be refused even earlier)
-        node.loader._on_description(String(data=robots.ROBOTS["ur5"].path.read_text()))
+        node.loader._on_description(serialize_message(String(data=robots.ROBOTS["ur5"].path.read_text())))
         assert node.loader.wait_idle()        # parsed on the worker thread...
         node.loader._deliver()                # ...handed over on the executor's (here: this) thread
         assert "panda_joint3" in node.loader.last_error and node.model.n == 7

@@ -82,3 +82,20 @@ def test_deeply_nested_description_is_one_line_error_and_real_urdfs_are_far_belo
     files = glob.glob(str(robots.example_robot_data_dir() / "**" / "*.urdf"), recursive=True)
     deepest = max(depth(ET.parse(f).getroot()) for f in files if ET.parse(f).getroot().tag == "robot")
     assert len(files) >= 60 and deepest * 5 < MAX_URDF_DEPTH
+
+
+def test_oversized_description_is_refused_by_its_size_before_deserialization():
+    """The loader's raw callback: a 50 MB message is refused at once with one short line, nothing parsed."""
+    from std_msgs.msg import String
+
+    from robot_dynamics_ros.nodes.common import ModelLoader
+
+    loader = ModelLoader.__new__(ModelLoader)   # only the callback's state, no node
+    lines = []
+    loader._log = type("L", (), {"error": staticmethod(lambda key, text: lines.append(text))})()
+    loader._pending_text = None
+    raw = serialize_message(String(data="x" * (50 * 1024 * 1024)))
+    t0 = time.perf_counter()
+    loader._on_description(raw)
+    assert time.perf_counter() - t0 < 0.05 and loader._pending_text is None
+    assert len(lines) == 1 and "MAX_URDF_BYTES" in lines[0] and len(lines[0]) < 200

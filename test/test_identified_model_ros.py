@@ -3,6 +3,8 @@ gravity node with ``friction_path`` commands g(q) + the YAML's Coulomb and visco
 Pinocchio on the URDF file, friction from the YAML numbers), and a payload change beyond ±10 % is reported."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,68 @@ def test_observer_node_with_friction_path_subtracts_the_sensor_offset(tmp_path):
             np.testing.assert_allclose(h.tau[-1], expected, rtol=0, atol=1e-6)
         finally:
             h.close()
+
+
+def test_retiming_service_set_payload_swaps_model_and_retimer_keeping_friction(tmp_path):
+    """~/set_payload on the retiming service: the new model (payload, same friction/armature) and its
+    retimer are swapped in; the loaded model is not changed; a refused payload changes nothing; a mass
+    change beyond ±10 % is reported. The retimer's torques follow: g(q) of its model equals Pinocchio's
+    on the unmodified URDF with the payload added directly."""
+    import pinocchio as pin
+    import rclpy
+    from rclpy.parameter import Parameter
+    from robot_dynamics_interfaces.srv import SetPayload
+
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+    from robot_dynamics_ros.nodes.common import make_executor
+    from robot_dynamics_ros.nodes.retiming_service import RetimingServiceNode
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = RetimingServiceNode("retiming_payload", context=ctx, parameter_overrides=[
+        Parameter("urdf_path", value="panda"), Parameter("warmup", value=False),
+        Parameter("friction_path", value=str(_yaml(tmp_path / "f.yaml")))])
+    peer = rclpy.create_node("peer", context=ctx)
+    ex = make_executor("events", context=ctx)
+    ex.add_node(node)
+    ex.add_node(peer)
+
+    def call(req):
+        cli = peer.create_client(SetPayload, "/retiming_payload/set_payload")
+        end = time.monotonic() + 5.0
+        while not cli.service_is_ready() and time.monotonic() < end:
+            ex.spin_once(timeout_sec=0.01)
+        fut = cli.call_async(req)
+        while not fut.done() and time.monotonic() < end + 5.0:
+            ex.spin_once(timeout_sec=0.01)
+        return fut.result()
+
+    try:
+        loaded = node.model
+        assert loaded.payload is None and loaded.armature[0] == VALUES["panda_joint1"][3]
+        r = call(SetPayload.Request(link="panda_hand", mass=2.0, com=[0.0, 0.01, 0.05], inertia=[0.0] * 6))
+        assert r.success and "WARNING" in r.message, r.message
+        assert node.model is not loaded and node.retimer.model is node.model and loaded.payload is None
+        assert node.model.payload.mass == 2.0 and node.model.armature[0] == VALUES["panda_joint1"][3]
+        from robot_dynamics_ros import robots
+
+        entry = robots.ROBOTS["panda"]
+        ref = pin.buildModelFromUrdf(str(entry.path))
+        f = ref.frames[ref.getFrameId("panda_hand")]
+        ref.inertias[f.parentJoint] += f.placement.act(pin.Inertia(2.0, np.array([0.0, 0.01, 0.05]), np.zeros((3, 3))))
+        qp = pin.neutral(ref)
+        for jn, v in {**entry.held_joints, **dict(zip(NAMES, PANDA.base_pose))}.items():
+            qp[ref.joints[ref.getJointId(jn)].idx_q] = v
+        g_ref = pin.computeGeneralizedGravity(ref, ref.createData(), qp)
+        g_ref = np.array([g_ref[ref.joints[ref.getJointId(n)].idx_v] for n in node.model.joint_names])
+        by = dict(zip(NAMES, PANDA.base_pose))
+        q = np.array([by[n] for n in node.model.joint_names])
+        np.testing.assert_allclose(PinocchioDynamics(node.retimer.model).gravity(q), g_ref, rtol=0, atol=1e-9)
+        bad = call(SetPayload.Request(link="no_such_link", mass=1.0))
+        assert not bad.success and "no_such_link" in bad.message and node.model.payload.mass == 2.0
+        assert call(SetPayload.Request(link="")).success and node.model.payload is None
+    finally:
+        node.destroy_node()
+        peer.destroy_node()
+        ex.shutdown()
+        rclpy.shutdown(context=ctx)

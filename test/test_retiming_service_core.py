@@ -207,3 +207,23 @@ def test_deadline_solver_answers_busy_and_timed_out_at_the_deadline():
         solver.run(lambda: 1 / 0, 5.0)
     assert solver.run(lambda: 2, 1.0) == ("done", 2)  # an exception frees the solver
     solver.shutdown()
+
+
+def test_fill_response_copies_points_only_on_success(panda):
+    model, retimer = panda
+    wp = smooth_waypoints(model, 3, seed=5)
+    answer = core.handle_request(request(model.joint_names, wp, sample_period=0.05), retimer, model, PARAMS,
+                                 core.MeasuredPositions(), now_s=0.0)
+    assert answer.success, answer.message
+    response = SimpleNamespace(trajectory=SimpleNamespace(joint_names=[], points=["stale"]))
+    core.fill_response(response, answer, "msg", SimpleNamespace, SimpleNamespace)
+    assert (response.success, response.message, response.duration) == (True, "msg", answer.duration)
+    assert response.trajectory.joint_names == list(model.joint_names)
+    assert len(response.trajectory.points) == answer.t.shape[0]
+    last = response.trajectory.points[-1]
+    assert last.positions == answer.q[-1].tolist() and last.effort == answer.tau[-1].tolist()
+    assert last.time_from_start.sec + last.time_from_start.nanosec * 1e-9 == pytest.approx(answer.t[-1],
+                                                                                           abs=1e-9)
+    core.fill_response(response, core.RetimeAnswer.failure("no"), "no; warning: w", SimpleNamespace,
+                       SimpleNamespace)
+    assert not response.success and response.trajectory.points == [] and response.message == "no; warning: w"

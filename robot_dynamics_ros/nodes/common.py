@@ -10,9 +10,11 @@ here:
   (a file or a name from :data:`robot_dynamics_ros.robots.ROBOTS`), the ``robot_description`` string
   parameter (text, never a path), or the ``robot_description`` topic (``std_msgs/String``, transient-local
   QoS, as robot_state_publisher publishes it; parsed on a worker thread; a new description swaps the model
-  at run time). :func:`shared_model` keeps the few most recent models of the process (LRU).
-* :class:`ControlShell`, :data:`CONTROL_PARAMS`, :func:`autostart`, :func:`create_payload_service`,
-  :func:`model_with_params` — what the two control nodes' lifecycle shells share.
+  at run time), with the identified friction YAML of ``friction_path`` applied when the model is built.
+  :func:`shared_model` keeps the few most recent models of the process (LRU).
+* :class:`ControlShell`, :data:`CONTROL_PARAMS`, :func:`autostart`, :func:`create_payload_service`
+  (with :func:`payload_change_warning` beyond :data:`PAYLOAD_REPLAN_FRACTION`), :func:`payload_request_fields`,
+  :func:`model_with_params` — what the control nodes' lifecycle shells share.
 * :class:`Diagnostics` — ``diagnostic_msgs/DiagnosticArray`` on ``/diagnostics`` at 1 Hz: message rate,
   latency p50/p99/max, staleness, last error, clamp count and any other key the node sets.
 * :class:`RateLimitedLog` — one log line per key and period, with the count of suppressed lines.
@@ -415,7 +417,7 @@ class ModelLoader:
         self.subscription = None
         self.last_error = ""
         self._lock = threading.Lock()
-        self._pending_text: str | None = None
+        self._pending_text: bytes | None = None  # the newest serialized description not parsed yet
         self._result = None            # (model or None, error text or None)
         self._worker: threading.Thread | None = None
         self._timer = None
@@ -434,15 +436,25 @@ class ModelLoader:
         else:
             from std_msgs.msg import String
 
+            # raw=True: the callback sees the serialized size first, so an oversized message is refused
+            # without building a Python string of it on the executor thread
             self.subscription = node.create_subscription(String, label, self._on_description,
-                                                         description_qos())
+                                                         description_qos(), raw=True)
             self._timer = node.create_timer(0.05, self._deliver)
             node.get_logger().info(f"waiting for the robot description on {self.subscription.topic_name}")
 
-    def _on_description(self, msg) -> None:
-        """A description arrived: parse it on the worker thread (the newest pending text wins)."""
+    def _on_description(self, raw: bytes) -> None:
+        """A serialized description arrived: refuse it at once when it is larger than any URDF accepted,
+        else deserialize and parse it on the worker thread (the newest pending one wins)."""
+        from robot_dynamics_ros.description import MAX_URDF_BYTES
+
+        if len(raw) > MAX_URDF_BYTES + 64:
+            self.last_error = (f"robot_description rejected: {len(raw)} bytes, more than the {MAX_URDF_BYTES} "
+                               "accepted (MAX_URDF_BYTES)")
+            self._log.error("robot_description", self.last_error + " (keeping the previous model)")
+            return
         with self._lock:
-            self._pending_text = msg.data
+            self._pending_text = raw
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._work, name="robot_description", daemon=True)
                 self._worker.start()
@@ -450,10 +462,14 @@ class ModelLoader:
     def _work(self) -> None:
         while True:
             with self._lock:
-                text, self._pending_text = self._pending_text, None
-                if text is None:
+                raw, self._pending_text = self._pending_text, None
+                if raw is None:
                     return
             try:
+                from rclpy.serialization import deserialize_message
+                from std_msgs.msg import String
+
+                text = deserialize_message(raw, String).data
                 result = (shared_model(text, self._held, self._joint_limits, text=True, friction=self._friction),
                           None)
             except Exception as exc:  # noqa: BLE001 - a bad description must not kill the node

@@ -25,13 +25,15 @@ checks its caps (gridpoints, output samples, waypoints × gridpoints × joints) 
 
 Acceleration limits come from ``joint_limits_path`` (MoveIt ``joint_limits.yaml``; a bare file name is
 looked up in the package's ``config/``) or ``acceleration_limit``; URDFs carry none. Without them every
-response message and the log say which joints have none (their acceleration is then bounded by the
-torque limits only).
+response message and the log name the joints without one (bounded by the torque limits only). A bad
+request or an unexpected exception gets ``success: false`` and a one-line message; the node serves on.
 
-A bad request (NaN, unknown joint, ragged points, bad option, infeasible path, ...) or an unexpected
-exception gets ``success: false`` and a message naming the joint, waypoint and limit; the node serves on.
+Payload: ``~/set_payload`` (:func:`robot_dynamics_ros.nodes.common.create_payload_service`) sets the
+``payload.*`` parameters atomically; the node builds the new model and retimer and swaps both in (a request
+already running finishes on the old model).
 
-Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` and :data:`PARAMS`.
+Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` (``friction_path`` included) and
+:data:`PARAMS` (with the control nodes' ``payload.*``).
 """
 from __future__ import annotations
 
@@ -89,6 +91,8 @@ PARAMS = [
 ]
 
 
+PARAMS += [s for s in common.CONTROL_PARAMS if s.name.startswith("payload.")]
+
 #: keep-last depth of the ~/retime service's request and response queues
 SERVICE_QOS_DEPTH = 100
 
@@ -116,6 +120,7 @@ class RetimingServiceNode(Node):
         self.diag.set_level(Diagnostics.WARN, "waiting for the robot model")
         self._lock = threading.Lock()
         self.retimer = self.model = None
+        self.base_model = None  # the loaded model before payload.*: run-time payloads are built from it
         self.accel_warning = ""
         self.last_error = ""
         self.requests = self.failures = self.busy_answers = self.timeouts = 0
@@ -147,6 +152,7 @@ class RetimingServiceNode(Node):
                                                       context=self.context)
         self._worker_executor.add_node(self._worker)
         self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
+        common.create_payload_service(self)
         self._worker_thread = threading.Thread(target=self._spin_worker, name=f"{self.get_name()}_retiming",
                                                daemon=True)
         self._worker_thread.start()
@@ -155,7 +161,8 @@ class RetimingServiceNode(Node):
     def _on_model(self, model, label: str) -> None:
         from robot_dynamics_ros.retiming.retimer import Retimer
 
-        model = core.with_default_acceleration(model, float(self.p["acceleration_limit"]))
+        self.base_model = model = core.with_default_acceleration(model, float(self.p["acceleration_limit"]))
+        model = common.model_with_params(model, self.p)
         retimer = Retimer(model)
         warning = acceleration_warning(model)
         with self._lock:
@@ -191,6 +198,17 @@ class RetimingServiceNode(Node):
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
         new = common.merged_parameters(self._specs, self.p, params)
+        if self.base_model is not None and any(p.name in common.MODEL_PARAMS for p in params):
+            from robot_dynamics_ros.errors import UserError
+            from robot_dynamics_ros.retiming.retimer import Retimer
+
+            try:
+                model = common.model_with_params(self.base_model, new)
+            except UserError as exc:
+                return SetParametersResult(successful=False, reason=str(exc))
+            retimer = Retimer(model)
+            with self._lock:
+                self.model, self.retimer = model, retimer
         self.p = new
         self.log = RateLimitedLog(self.get_logger(), new["log_period"])
         return SetParametersResult(successful=True)
@@ -238,7 +256,7 @@ class RetimingServiceNode(Node):
                 self.log.warning("acceleration", warning)
             self.diag.set("last_duration_s", round(answer.duration, 6))
             self.diag.set("last_solve_ms", round(answer.solve_ms, 3))
-        self._fill(response, answer, message)
+        core.fill_response(response, answer, message, JointTrajectoryPoint, Duration)
         response.solve_time = time.perf_counter() - t0
         self.diag.latency.add(response.solve_time)
         return response
@@ -252,23 +270,6 @@ class RetimingServiceNode(Node):
                                        self.joint_state_sub.topic_name)
         except Exception as exc:  # noqa: BLE001 - a request must never take the node down
             return core.RetimeAnswer.failure(f"internal error while retiming: {type(exc).__name__}: {exc}")
-
-    @staticmethod
-    def _fill(response, answer: core.RetimeAnswer, message: str) -> None:
-        """Copy ``answer`` into the ``RetimeTrajectory`` response (points only on success)."""
-        response.success = answer.success
-        response.message = message
-        response.duration = answer.duration
-        response.max_path_deviation = answer.max_path_deviation
-        pts = []
-        if answer.success:
-            response.trajectory.joint_names = list(answer.joint_names)
-            q, qd, qdd, tau = (a.tolist() for a in (answer.q, answer.qd, answer.qdd, answer.tau))
-            for i, t in enumerate(answer.t.tolist()):
-                sec, nanosec = core.duration_parts(t)
-                pts.append(JointTrajectoryPoint(positions=q[i], velocities=qd[i], accelerations=qdd[i],
-                                                effort=tau[i], time_from_start=Duration(sec=sec, nanosec=nanosec)))
-        response.trajectory.points = pts
 
     # ------------------------------------------------------------------ shutdown
     def destroy_node(self) -> None:

@@ -34,7 +34,7 @@ import numpy as np
 from robot_dynamics_ros.retiming.retimer import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS, RetimeOptions
 
 __all__ = ["DEFAULT_PATH_TOLERANCE", "MAX_GRIDPOINTS", "DeadlineSolver", "MeasuredPositions", "RetimeAnswer",
-           "acceleration_warning", "duration_parts", "handle_request", "options_from_request",
+           "acceleration_warning", "duration_parts", "fill_response", "handle_request", "options_from_request",
            "with_default_acceleration"]
 
 #: prefix of the retimer's warning for joints without acceleration limits (the node adds its own, longer one)
@@ -220,6 +220,27 @@ def handle_request(request, retimer, model, params: Mapping, measured: MeasuredP
     return RetimeAnswer(True, f"{message}; peak fraction of limits: {peaks}{held}", duration, deviation,
                         tuple(result.joint_names), result.t, result.q, result.qd, result.qdd, result.tau,
                         float(result.solve_ms))
+
+
+def fill_response(response, answer: RetimeAnswer, message: str, point_type, duration_type) -> None:
+    """Copy ``answer`` into a ``RetimeTrajectory`` response (duck-typed), with ``message`` as its message.
+
+    ``point_type(positions=, velocities=, accelerations=, effort=, time_from_start=)`` builds a trajectory
+    point and ``duration_type(sec=, nanosec=)`` its time; points (and joint names) only on success.
+    """
+    response.success = answer.success
+    response.message = message
+    response.duration = answer.duration
+    response.max_path_deviation = answer.max_path_deviation
+    points = []
+    if answer.success:
+        response.trajectory.joint_names = list(answer.joint_names)
+        q, qd, qdd, tau = (a.tolist() for a in (answer.q, answer.qd, answer.qdd, answer.tau))
+        for i, t in enumerate(answer.t.tolist()):
+            sec, nanosec = duration_parts(t)
+            points.append(point_type(positions=q[i], velocities=qd[i], accelerations=qdd[i], effort=tau[i],
+                                     time_from_start=duration_type(sec=sec, nanosec=nanosec)))
+    response.trajectory.points = points
 
 
 class DeadlineSolver:
