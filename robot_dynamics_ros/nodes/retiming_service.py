@@ -135,8 +135,9 @@ class RetimingServiceNode(Node):
             qos_overriding_options=common.qos_overrides())
         #: one retiming at a time, every request answered within request_deadline
         self.solver = core.DeadlineSolver(f"{self.get_name()}_solver")
-        #: set once the retiming kernels of the current model are compiled / loaded (warm-up done)
+        #: set once a model is loaded and its retiming kernels are compiled / loaded (warm-up done)
         self.warm = self.solver.warm
+        self.warm.clear()
         self.service_name = self.resolve_service_name("~/retime")
         from rclpy.executors import MultiThreadedExecutor
 
@@ -166,18 +167,17 @@ class RetimingServiceNode(Node):
         retimer = Retimer(model)
         warning = acceleration_warning(model)
         with self._lock:
-            self.model = model
-            self.retimer = retimer
-            self.accel_warning = warning
+            self.model, self.retimer, self.accel_warning = model, retimer, warning
             self.measured = core.MeasuredPositions(model.joint_names)
         if self.p["warmup"]:
             self.get_logger().info("warming up the retiming kernels (the first run compiles them, 1-2 min; "
                                    "requests wait until request_deadline)")
             self.solver.warm_up(lambda: self._warmup(retimer))
+        else:
+            self.warm.set()
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
-        self.diag.set_level(Diagnostics.WARN if warning else Diagnostics.OK,
-                            warning or "serving")
+        self.diag.set_level(Diagnostics.WARN if warning else Diagnostics.OK, warning or "serving")
         self.get_logger().info(f"retiming for '{model.description.name}' from {label} ({model.n} joints) on "
                                f"{self.service_name}")
         if warning:
