@@ -59,7 +59,7 @@ def load_model(robot: str) -> RobotModel:
     entry = ROBOTS[robot]
     model = RobotModel.from_urdf(entry.path, held_joints=entry.held_joints)
     link, mass, com = PAYLOADS[robot]
-    model.set_payload(link, mass, com=com)
+    model = model.with_settings(payload=(link, mass, com))
     model.acceleration_limit = np.full(model.n, ACCELERATION_LIMIT)
     return model
 

@@ -14,7 +14,8 @@ and fixes the things every consumer must agree on:
   rotor inertia (``armature``) and the torque-sensor offset (:class:`JointFriction`, the friction YAML);
 * ``gravity`` (m/s², in the root link frame) and a **payload** on a named link. A model is treated as
   immutable once shared: run-time changes build a copy with :meth:`RobotModel.with_settings` and swap the
-  reference. Every model state has a process-wide unique ``version``, so an engine knows to update;
+  reference (``gravity`` and ``payload`` are read-only properties). Every model object has a
+  process-wide unique ``version``, so an engine knows to update;
 * what the lenient loader accepted (``warnings``) and the actuated joints that move no mass
   (``massless_joints``: M(q) singular; what needs M⁻¹ refuses them);
 * the engines' size: :data:`MAX_ENGINE_BYTES` is checked before any engine is built.
@@ -132,8 +133,9 @@ class RobotModel:
     * ``armature`` (kg·m², rotor inertia on the diagonal of M) and ``effort_offset`` (N·m, bias of the
       measured torque): zeros unless identified values were applied with ``with_settings(friction=...)``,
       which also replaces ``damping``/``friction``; ``joint_friction`` (:class:`JointFriction` or None);
-    * ``gravity`` (3,) m/s² in the root link frame (settable); ``held_joints`` (read-only mapping);
-    * ``payload`` (:class:`Payload` or None); ``version`` (int, process-wide unique per model state);
+    * ``gravity`` (3,) m/s² in the root link frame (read-only); ``held_joints`` (read-only mapping);
+    * ``payload`` (:class:`Payload` or None, read-only); ``version`` (int, process-wide unique per model
+      object). Change gravity, payload or friction with :meth:`with_settings` (a new model);
     * ``warnings`` (tuple of one-line str): what the lenient loader accepted (description warnings, then
       massless joints); empty when loaded with ``strict=True``;
     * ``massless_joints`` (tuple): actuated joints whose moving subtree carries no mass or inertia;
@@ -207,8 +209,8 @@ class RobotModel:
         self.warnings: tuple[str, ...] = tuple(warnings)
         self._gravity = np.zeros(3)
         self._payload: Payload | None = None
-        self._version = 0
-        self.gravity = gravity
+        self._set_gravity(gravity)
+        self._version = next(_VERSIONS)
         self._reduced_urdf: str | None = None
 
     # ----------------------------------------------------------------------------------------------
@@ -327,40 +329,37 @@ class RobotModel:
     # ----------------------------------------------------------------------------------------------
     @property
     def version(self) -> int:
-        """A new process-wide number on every change of gravity or payload (and for every
-        :meth:`with_settings` copy), so an engine knows to update; two models never share one."""
+        """A process-wide number unique to this model object (every :meth:`with_settings` copy gets a new
+        one), so an engine given a swapped model knows to update; two models never share one."""
         return self._version
 
     @property
     def gravity(self) -> np.ndarray:
-        """(3,) gravitational acceleration in the root link frame, m/s² (a copy; assign to change)."""
+        """(3,) gravitational acceleration in the root link frame, m/s² (a copy; read-only: change it with
+        :meth:`with_settings`)."""
         return self._gravity.copy()
 
-    @gravity.setter
-    def gravity(self, value) -> None:
+    @property
+    def payload(self) -> Payload | None:
+        """The rigid payload (:class:`Payload`) or None; read-only: change it with :meth:`with_settings`."""
+        return self._payload
+
+    def _set_gravity(self, value) -> None:
+        """Validate and install gravity on a model not yet shared (construction, :meth:`with_settings`)."""
         g = np.asarray(value, dtype=float)
         if g.shape != (3,) or not np.all(np.isfinite(g)):
             raise UserError(f"gravity: expected 3 finite numbers (m/s²), got {np.asarray(value).tolist()}")
         self._gravity = g.copy()
-        self._version = next(_VERSIONS)
 
-    @property
-    def payload(self) -> Payload | None:
-        return self._payload
-
-    def set_payload(self, link: str, mass: float, com=(0.0, 0.0, 0.0),
-                    inertia=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))) -> None:
-        """Attach a rigid payload to ``link`` (replacing any previous payload).
-
-        Args:
-            link: a link name of the URDF.
-            mass: kg, ≥ 0.
-            com: (3,) centre of mass in the link frame, m.
-            inertia: (3, 3) about the centre of mass, link-frame axes, kg·m² (physical: PSD, triangle
-                inequality); a point mass by default.
+    def _set_payload(self, link: str, mass: float, com=(0.0, 0.0, 0.0),
+                     inertia=((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 0.0, 0.0))) -> None:
+        """Validate and install a payload on a model not yet shared (:meth:`with_settings`); arguments as
+        the fields of :class:`Payload` (``inertia`` may also be the 6 values ixx ixy ixz iyy iyz izz; a
+        point mass by default).
 
         Raises:
-            UserError: unknown link, negative/non-finite mass, bad com, non-physical inertia.
+            UserError: unknown link, negative/non-finite mass, bad com, non-physical inertia (PSD, triangle
+                inequality).
         """
         if link not in self.description.links:
             raise UserError(f"payload link {quote_name(link)} is not a link of {quote_name(self.description.name)}")
@@ -379,13 +378,6 @@ class RobotModel:
         except URDFError as exc:
             raise UserError(str(exc)) from None
         self._payload = Payload(link, m, c.copy(), inertia_arr.copy())
-        self._version = next(_VERSIONS)
-
-    def clear_payload(self) -> None:
-        """Remove the payload (no-op when none)."""
-        if self._payload is not None:
-            self._payload = None
-            self._version = next(_VERSIONS)
 
     def with_settings(self, *, gravity=None, payload=_KEEP, friction=_KEEP) -> RobotModel:
         """A new model sharing this one's description and limits, with other gravity, payload and/or friction.
@@ -403,20 +395,21 @@ class RobotModel:
                 (zero armature and offset); omitted keeps this model's.
 
         Raises:
-            UserError: as :meth:`set_payload` and the ``gravity`` setter; a friction array that is not (n,)
-                finite, or a negative coulomb/viscous/armature (naming the joint).
+            UserError: gravity not 3 finite numbers; a payload on an unknown link, with a negative or
+                non-finite mass, a bad com or a non-physical inertia (PSD, triangle inequality); a friction
+                array that is not (n,) finite, or a negative coulomb/viscous/armature (naming the joint).
         """
         new = copy.copy(self)
         if gravity is not None:
-            new.gravity = gravity
+            new._set_gravity(gravity)
         if friction is not _KEEP:
             new._set_friction(friction)
         if payload is not _KEEP:
             new._payload = None
             if isinstance(payload, Payload):
-                new.set_payload(payload.link, payload.mass, payload.com, payload.inertia)
+                new._set_payload(payload.link, payload.mass, payload.com, payload.inertia)
             elif payload is not None:
-                new.set_payload(*payload)
+                new._set_payload(*payload)
         new._version = next(_VERSIONS)
         return new
 

@@ -30,7 +30,7 @@ def test_three_engines_agree(robot, variant):
         held[j] = float(np.clip(0.4, base.lower[1], base.upper[1]))
         model = RobotModel.from_urdf(e.path, held_joints=held)
         tip = model.description.joints[model.joint_names[-1]].child
-        model.set_payload(tip, 2.0, (0.03, -0.02, 0.08), np.diag([0.004, 0.005, 0.003]))
+        model = model.with_settings(payload=(tip, 2.0, (0.03, -0.02, 0.08), np.diag([0.004, 0.005, 0.003])))
     report = cv.crossvalidate(model, samples=30, seed=11)
     assert report.mujoco == "compared", report.mujoco
     assert {(c.engine, c.quantity) for c in report.comparisons} == {

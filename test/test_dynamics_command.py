@@ -42,7 +42,7 @@ def test_payload_and_held_change_the_answer(capsys):
     loaded = json.loads(capsys.readouterr().out)
     assert "wrist_3_joint" not in loaded["joint_names"] and loaded["payload"]["mass"] == 2.0
     m = RobotModel.from_urdf(ROBOTS["ur5"].path, held_joints={"wrist_3_joint": 0.3})
-    m.set_payload("wrist_3_link", 2.0, (0, 0, 0.1))
+    m = m.with_settings(payload=("wrist_3_link", 2.0, (0, 0, 0.1)))
     q = np.zeros(m.n)
     q[m.index["shoulder_lift_joint"]], q[m.index["elbow_joint"]] = -1.0, 1.2
     ref = PinocchioDynamics(m).gravity(q)

@@ -55,26 +55,29 @@ def test_held_joints_and_payload(robot, held):
     for jn in held:
         assert jn not in model.joint_names
     tip = model.description.joints[model.joint_names[-1]].child
-    model.set_payload(tip, 1.7, (0.02, -0.01, 0.06), [[0.01, 0.001, 0.0], [0.001, 0.012, 0.0], [0.0, 0.0, 0.008]])
+    model = model.with_settings(
+        payload=(tip, 1.7, (0.02, -0.01, 0.06), [[0.01, 0.001, 0.0], [0.001, 0.012, 0.0], [0.0, 0.0, 0.008]]))
     assert_engines_agree(model, N=4, seed=3)
 
 
-def test_payload_and_gravity_changes_are_followed():
+def test_payload_and_gravity_settings_reach_engines_over_the_new_model():
     e = ROBOTS["panda"]
     model = RobotModel.from_urdf(e.path, held_joints=e.held_joints)
-    ne, pino = NewtonEulerDynamics(model), PinocchioDynamics(model)
+    ne = NewtonEulerDynamics(model)
     q = model.random_configuration(np.random.default_rng(1), 3)
     g0 = ne.gravity(q)
-    model.set_payload("panda_link8", 3.0, (0, 0, 0.1))
-    g1 = ne.gravity(q)
+    loaded = model.with_settings(payload=("panda_link8", 3.0, (0, 0, 0.1)))
+    ne1, pino1 = NewtonEulerDynamics(loaded), PinocchioDynamics(loaded)
+    g1 = ne1.gravity(q)
     assert np.abs(g1 - g0).max() > 0.5  # 3 kg at the flange is felt
     for k in range(3):
-        np.testing.assert_allclose(g1[k], pino.gravity(q[k]), atol=TOL)
-    model.gravity = (0.0, 9.81, 0.0)  # robot mounted on a wall
-    np.testing.assert_allclose(ne.gravity(q)[0], pino.gravity(q[0]), atol=TOL)
-    model.clear_payload()
-    model.gravity = (0.0, 0.0, -9.81)
-    np.testing.assert_allclose(ne.gravity(q), g0, atol=1e-12)
+        np.testing.assert_allclose(g1[k], pino1.gravity(q[k]), atol=TOL)
+    np.testing.assert_allclose(ne.gravity(q), g0, atol=1e-12)  # the engine over the old model is untouched
+    wall = loaded.with_settings(gravity=(0.0, 9.81, 0.0))  # robot mounted on a wall
+    np.testing.assert_allclose(NewtonEulerDynamics(wall).gravity(q)[0], PinocchioDynamics(wall).gravity(q[0]),
+                               atol=TOL)
+    back = wall.with_settings(payload=None, gravity=(0.0, 0.0, -9.81))
+    np.testing.assert_allclose(NewtonEulerDynamics(back).gravity(q), g0, atol=1e-12)
 
 
 def test_single_state_and_shape_errors():

@@ -28,7 +28,7 @@ def engines(robot: str):
         held = {} if robot == "baxter" else e.held_joints  # Baxter: keep its mimic grippers moving
         m = RobotModel.from_urdf(e.path, held_joints=held)
         if robot == "ur5":
-            m.set_payload("wrist_3_link", 1.2, (0.0, 0.04, 0.03), np.diag([0.002, 0.003, 0.004]))
+            m = m.with_settings(payload=("wrist_3_link", 1.2, (0.0, 0.04, 0.03), np.diag([0.002, 0.003, 0.004])))
         _CACHE[robot] = (m, PinocchioDynamics(m), NewtonEulerDynamics(m))
     return _CACHE[robot]
 

@@ -69,31 +69,40 @@ def test_continuous_joints_unbounded_and_random_configuration_in_limits():
     assert np.all(m.neutral() >= m.lower) and np.all(m.neutral() <= m.upper)
 
 
-def test_version_bumps_and_payload_validation():
+def test_versions_are_unique_and_settings_validated():
     m = RobotModel.from_urdf(ROBOTS["planar_2r"].path)
     seen = [m.version]
-    m.gravity = (0, 0, -9.8)
+    m = m.with_settings(gravity=(0, 0, -9.8))
     seen.append(m.version)
-    m.set_payload("link2", 0.5)
-    seen.append(m.version)
-    m.clear_payload()
-    seen.append(m.version)
-    copy = m.with_settings(gravity=(0, 0, -1.0))
-    seen.append(copy.version)
-    assert len(set(seen)) == len(seen)  # every state, copies included, has its own version
-    v = m.version
-    m.clear_payload()  # no payload: no change
-    assert m.version == v
+    loaded = m.with_settings(payload=("link2", 0.5))
+    seen.append(loaded.version)
+    assert loaded.payload.link == "link2" and loaded.payload.mass == 0.5 and m.payload is None
+    cleared = loaded.with_settings(payload=None)
+    seen.append(cleared.version)
+    assert cleared.payload is None and loaded.payload is not None
+    other = m.with_settings(gravity=(0, 0, -1.0))
+    seen.append(other.version)
+    assert len(set(seen)) == len(seen)  # every model, copies included, has its own version
+    assert m.gravity[2] == -9.8 and other.gravity[2] == -1.0
     g = m.gravity
     g[2] = 0.0  # a copy: the model is unchanged
     assert m.gravity[2] == -9.8
+    for name in ("set_payload", "clear_payload"):
+        assert not hasattr(m, name)
+    with pytest.raises(AttributeError):
+        m.gravity = (0, 0, -1.0)
+    with pytest.raises(AttributeError):
+        m.payload = None
+    v = m.version
     with pytest.raises(UserError, match="payload link 'nope'"):
-        m.set_payload("nope", 1.0)
+        m.with_settings(payload=("nope", 1.0))
     with pytest.raises(UserError, match="payload mass -1"):
-        m.set_payload("link2", -1.0)
+        m.with_settings(payload=("link2", -1.0))
     with pytest.raises(UserError, match="triangle"):
-        m.set_payload("link2", 1.0, inertia=np.diag([0.01, 0.01, 0.05]))
-    assert m.version == v and m.payload is None
+        m.with_settings(payload=("link2", 1.0, (0.0, 0.0, 0.0), np.diag([0.01, 0.01, 0.05])))
+    with pytest.raises(UserError, match="gravity"):
+        m.with_settings(gravity=(0, 0, float("nan")))
+    assert m.version == v and m.payload is None and m.gravity[2] == -9.8
 
 
 def test_held_joint_errors():

@@ -86,11 +86,11 @@ def test_operational_space_inertia_singular_errors_clearly(model):
         pino.operational_space_inertia(np.array([0.3, 0.5]), "tool", part="linear")
 
 
-def test_gravity_is_settable_and_engines_follow(model):
+def test_gravity_from_with_settings_reaches_engines_over_the_new_model(model):
     m = RobotModel.from_urdf(ROBOTS["planar_2r"].path)
-    pino = PinocchioDynamics(m)
     q = np.array([0.2, 0.9])
-    m.gravity = (0.0, 0.0, -2 * G0)
-    np.testing.assert_allclose(pino.gravity(q), 2 * closed_form(q, q)[3], atol=1e-12)
-    m.gravity = (0.0, 0.0, 0.0)
-    np.testing.assert_allclose(pino.gravity(q), 0.0, atol=1e-15)
+    doubled = m.with_settings(gravity=(0.0, 0.0, -2 * G0))
+    np.testing.assert_allclose(PinocchioDynamics(doubled).gravity(q), 2 * closed_form(q, q)[3], atol=1e-12)
+    np.testing.assert_allclose(PinocchioDynamics(m).gravity(q), closed_form(q, q)[3], atol=1e-12)
+    weightless = doubled.with_settings(gravity=(0.0, 0.0, 0.0))
+    np.testing.assert_allclose(PinocchioDynamics(weightless).gravity(q), 0.0, atol=1e-15)

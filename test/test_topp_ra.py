@@ -56,7 +56,7 @@ def load_model(robot: str, payload=True):
     model = RobotModel.from_urdf(entry.path, held_joints=entry.held_joints)
     if payload:
         link, mass, com = PAYLOADS[robot]
-        model.set_payload(link, mass, com=com)
+        model = model.with_settings(payload=(link, mass, com))
     model.acceleration_limit = np.full(model.n, ACC)
     return model
 
