@@ -9,52 +9,37 @@ efforts. The response's ``joint_names`` are all actuated joints of the model (UR
 Names are relative: the service is ``~/retime``, measured states come from ``joint_states`` and the
 description (when no file is given) from ``robot_description``, so ``-r __ns:=/r1`` and remaps apply.
 
-Partial requests: model joints the request does not name are held at the latest measured position from
-``joint_states`` not older than ``joint_state_timeout``; without one the request is refused, naming them.
-
-Request fields whose value is 0 mean the node's ``default_*`` parameter (MoveIt's
-``default_velocity_scaling_factor`` semantics).
+The request handling (partial requests held at the latest measured position from ``joint_states`` not
+older than ``joint_state_timeout``, 0 = the node's ``default_*`` parameter as MoveIt's
+``default_velocity_scaling_factor``, the ``max_waypoints`` / ``max_samples`` caps, the deadline) is
+ROS-free: :mod:`robot_dynamics_ros.retiming.service`.
 
 Threads and deadline: the service is served by an internal node ``<name>_worker`` (created without the
 process's global ROS arguments, so ``-r __node:=X`` renames only this node: the worker becomes
 ``X_worker``; it has no parameters and no rosout) spun by its own multi-threaded executor, so a retiming
 never runs in the executor this node was added to. One retiming runs at a time, on a solver thread (the
 compiled kernels release the GIL). Every request the worker takes is answered within
-``request_deadline`` seconds: with the result, a failure, ``busy`` (the solver stayed occupied by other
-requests until the deadline) or ``timed out`` (the result is discarded; the solver finishes it and takes
-the next request). Up to ``max_concurrent_requests`` requests are taken at once; more wait in the DDS
-service queue. Memory per request: ``max_waypoints`` is checked before any array is built; the retimer
-checks its caps (gridpoints, output samples, waypoints × gridpoints × joints after merging waypoints
-closer than the path tolerance) before allocating, and its failure names the cap.
+``request_deadline`` seconds: with the result, a failure, ``busy`` or ``timed out``. Up to
+``max_concurrent_requests`` requests are taken at once; more wait in the DDS service queue. The retimer
+checks its caps (gridpoints, output samples, waypoints × gridpoints × joints) before allocating.
 
 Acceleration limits come from ``joint_limits_path`` (MoveIt ``joint_limits.yaml``; a bare file name is
 looked up in the package's ``config/``) or ``acceleration_limit``; URDFs carry none. Without them every
-response message and the log say which joints have none (their acceleration is then bounded by the
-torque limits only).
+response message and the log name the joints without one (bounded by the torque limits only). A bad
+request or an unexpected exception gets ``success: false`` and a one-line message; the node serves on.
 
-A bad request (NaN, unknown joint, ragged points, bad option, infeasible path, a waypoint outside the
-position limits or where gravity alone exceeds the torque limit, ...) gets ``success: false`` and a
-message naming the joint, the waypoint index and the limit; the node logs it and serves on. Any
-unexpected exception in a request is caught the same way.
-
-Payload: ``~/set_payload`` (``robot_dynamics_interfaces/srv/SetPayload``, as on the control nodes:
-:func:`robot_dynamics_ros.nodes.common.create_payload_service`) sets the ``payload.*`` parameters in one
-atomic change; the node builds the new model (``common.model_with_params``) and its retimer and swaps
-both in, so a request already running finishes on the old model and the next one uses the new one.
+Payload: ``~/set_payload`` (:func:`robot_dynamics_ros.nodes.common.create_payload_service`) sets the
+``payload.*`` parameters atomically; the node builds the new model and retimer and swaps both in (a request
+already running finishes on the old model).
 
 Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` (``friction_path`` included) and
 :data:`PARAMS` (with the control nodes' ``payload.*``).
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 
-import numpy as np
 import rclpy
 from builtin_interfaces.msg import Duration
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -64,14 +49,10 @@ from trajectory_msgs.msg import JointTrajectoryPoint
 
 from robot_dynamics_ros.nodes import common, naming
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
-from robot_dynamics_ros.retiming import retimer as _retimer
+from robot_dynamics_ros.retiming import service as core
+from robot_dynamics_ros.retiming.service import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS, acceleration_warning
 
 NODE_NAME = "retiming_service"
-
-#: the retimer's gridpoint cap and default tolerance (fallbacks for a retimer without them)
-MAX_GRIDPOINTS = int(getattr(_retimer, "MAX_GRIDPOINTS", 1_000_000))
-_OPTION_FIELDS = {f.name: f for f in dataclasses.fields(_retimer.RetimeOptions)}
-DEFAULT_PATH_TOLERANCE = float(getattr(_retimer, "DEFAULT_PATH_TOLERANCE", 1e-3))
 
 PARAMS = [
     ParamSpec("default_gridpoints", 0, "Gridpoints when a request says 0 (0: the retimer's default, "
@@ -112,21 +93,6 @@ PARAMS = [
 
 PARAMS += [s for s in common.CONTROL_PARAMS if s.name.startswith("payload.")]
 
-
-def _duration(seconds: float) -> Duration:
-    ns = int(round(seconds * 1e9))
-    return Duration(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
-
-
-def acceleration_warning(model) -> str:
-    """The one-line warning for joints of ``model`` without an acceleration limit, or ''."""
-    missing = [j for j, a in zip(model.joint_names, model.acceleration_limit) if not math.isfinite(a)]
-    if not missing:
-        return ""
-    return (f"no acceleration limits configured for joints {missing} (set joint_limits_path to a "
-            f"joint_limits.yaml, or acceleration_limit): their acceleration is bounded by the torque limits only")
-
-
 #: keep-last depth of the ~/retime service's request and response queues
 SERVICE_QOS_DEPTH = 100
 
@@ -145,7 +111,6 @@ class RetimingServiceNode(Node):
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         super().__init__(node_name, **kwargs)
         from robot_dynamics_interfaces.srv import RetimeTrajectory
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import JointState
 
         self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
@@ -154,18 +119,13 @@ class RetimingServiceNode(Node):
         self.diag = Diagnostics(self, hardware_id="retiming_service", period=self.p["diagnostics_period"])
         self.diag.set_level(Diagnostics.WARN, "waiting for the robot model")
         self._lock = threading.Lock()
-        self.retimer = None
-        self.model = None
+        self.retimer = self.model = None
         self.base_model = None  # the loaded model before payload.*: run-time payloads are built from it
         self.accel_warning = ""
         self.last_error = ""
-        self.requests = 0
-        self.failures = 0
-        self.busy_answers = 0
-        self.timeouts = 0
-        #: latest measured positions of model joints: name -> (position, arrival monotonic s)
-        self._measured: dict[str, tuple[float, float]] = {}
-        self._model_index: dict[str, int] = {}
+        self.requests = self.failures = self.busy_answers = self.timeouts = 0
+        #: latest measured positions of the model's joints (replaced with each model)
+        self.measured = core.MeasuredPositions()
         self.add_on_set_parameters_callback(self._on_set_parameters)
         # best effort accepts reliable and best-effort publishers alike; depth 1: only the latest matters
         # (rclpy's qos_overrides.<topic>.subscription.* parameters change it)
@@ -173,12 +133,11 @@ class RetimingServiceNode(Node):
             JointState, "joint_states", self._on_joint_state,
             QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
             qos_overriding_options=common.qos_overrides())
-
-        # one solver thread: one retiming at a time; _solver_free is held from submission to completion
-        self._solver = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.get_name()}_solver")
-        self._solver_free = threading.Semaphore(1)
-        #: set once the retiming kernels of the current model are compiled / loaded (warm-up done)
-        self.warm = threading.Event()
+        #: one retiming at a time, every request answered within request_deadline
+        self.solver = core.DeadlineSolver(f"{self.get_name()}_solver")
+        #: set once a model is loaded and its retiming kernels are compiled / loaded (warm-up done)
+        self.warm = self.solver.warm
+        self.warm.clear()
         self.service_name = self.resolve_service_name("~/retime")
         from rclpy.executors import MultiThreadedExecutor
 
@@ -203,35 +162,22 @@ class RetimingServiceNode(Node):
     def _on_model(self, model, label: str) -> None:
         from robot_dynamics_ros.retiming.retimer import Retimer
 
-        acc = float(self.p["acceleration_limit"])
-        if acc > 0 and not np.all(np.isfinite(model.acceleration_limit)):
-            # a copy of our own: the shared model is never modified
-            model = model.with_settings()
-            a = np.array(model.acceleration_limit, dtype=float)
-            a[~np.isfinite(a)] = acc
-            model.acceleration_limit = a
-        self.base_model = model
+        self.base_model = model = core.with_default_acceleration(model, float(self.p["acceleration_limit"]))
         model = common.model_with_params(model, self.p)
         retimer = Retimer(model)
         warning = acceleration_warning(model)
         with self._lock:
-            self.model = model
-            self.retimer = retimer
-            self.accel_warning = warning
-            self._model_index = dict(model.index)
-            self._measured = {}
+            self.model, self.retimer, self.accel_warning = model, retimer, warning
+            self.measured = core.MeasuredPositions(model.joint_names)
         if self.p["warmup"]:
-            self.warm.clear()
-            self._solver_free.acquire()
             self.get_logger().info("warming up the retiming kernels (the first run compiles them, 1-2 min; "
                                    "requests wait until request_deadline)")
-            self._solver.submit(self._warmup, retimer)
+            self.solver.warm_up(lambda: self._warmup(retimer))
         else:
             self.warm.set()
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
-        self.diag.set_level(Diagnostics.WARN if warning else Diagnostics.OK,
-                            warning or "serving")
+        self.diag.set_level(Diagnostics.WARN if warning else Diagnostics.OK, warning or "serving")
         self.get_logger().info(f"retiming for '{model.description.name}' from {label} ({model.n} joints) on "
                                f"{self.service_name}")
         if warning:
@@ -244,9 +190,6 @@ class RetimingServiceNode(Node):
             self.get_logger().info(f"retiming kernels ready after {time.monotonic() - t0:.1f} s")
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first request's time
             self.log.warning("warmup", f"retiming warm-up failed: {exc}")
-        finally:
-            self.warm.set()
-            self._solver_free.release()
 
     def _on_set_parameters(self, params):
         from rcl_interfaces.msg import SetParametersResult
@@ -271,30 +214,11 @@ class RetimingServiceNode(Node):
         return SetParametersResult(successful=True)
 
     def _on_joint_state(self, msg) -> None:
-        index = self._model_index
-        now = time.monotonic()
-        fresh = {}
-        for name, pos in zip(msg.name, msg.position):
-            if name in index and math.isfinite(pos):  # only model joints are kept: bounded memory
-                fresh[name] = (float(pos), now)
-        if fresh:
-            merged = dict(self._measured)
-            merged.update(fresh)
-            self._measured = merged  # one reference swap: the solver thread reads either dict whole
+        self.measured.update(msg.name, msg.position, time.monotonic())
 
     def measured_hold(self, joints) -> tuple[dict[str, float], list[str]]:
         """For ``joints``: ``(fresh measured positions by name, joints without one)``."""
-        limit = float(self.p["joint_state_timeout"])
-        now = time.monotonic()
-        measured = self._measured
-        hold, absent = {}, []
-        for j in joints:
-            entry = measured.get(j)
-            if entry is not None and now - entry[1] <= limit:
-                hold[j] = entry[0]
-            else:
-                absent.append(j)
-        return hold, absent
+        return self.measured.hold(joints, time.monotonic(), float(self.p["joint_state_timeout"]))
 
     def _spin_worker(self) -> None:
         try:
@@ -306,160 +230,46 @@ class RetimingServiceNode(Node):
     # ------------------------------------------------------------------ the service
     def _on_request(self, request, response):
         t0 = time.perf_counter()
-        deadline = t0 + float(self.p["request_deadline"])
+        deadline_s = float(self.p["request_deadline"])
         self.requests += 1
         self.diag.count("requests")
         with self._lock:
             warning = self.accel_warning
-        answer = None
-        if not self._solver_free.acquire(timeout=max(0.0, deadline - time.perf_counter())):
+        status, answer = self.solver.run(lambda: self._solve(request), deadline_s)
+        if status == "busy":
             self.busy_answers += 1
             self.diag.count("busy")
-            what = "other requests" if self.warm.is_set() else "the warm-up (compiling the retiming kernels)"
-            answer = self._fail(response, f"busy: the solver was occupied by {what} for the whole "
-                                          f"request_deadline ({self.p['request_deadline']:g} s); try again")
-        else:
-            try:
-                job = self._solver.submit(self._solve, request, response)
-            except BaseException:
-                self._solver_free.release()
-                raise
-            try:
-                answer = job.result(timeout=max(0.0, deadline - time.perf_counter()))
-            except FutureTimeout:
-                self.timeouts += 1
-                self.diag.count("timeouts")
-                answer = self._fail(type(response)(), f"timed out: no result within request_deadline "
-                                                      f"({self.p['request_deadline']:g} s); the result is "
-                                                      f"discarded (send fewer waypoints or gridpoints, or raise request_deadline)")
-        if warning:
-            answer.message = f"{answer.message}; warning: {warning}"
+            answer = core.RetimeAnswer.failure(self.solver.busy_message(deadline_s))
+        elif status == "timed out":
+            self.timeouts += 1
+            self.diag.count("timeouts")
+            answer = core.RetimeAnswer.failure(self.solver.timeout_message(deadline_s))
+        message = f"{answer.message}; warning: {warning}" if warning else answer.message
         if not answer.success:
             self.failures += 1
             self.diag.count("failures")
-            self.last_error = answer.message
-            self.diag.set("last_error", answer.message[:200])
-            self.log.warning("request", f"retiming request refused: {answer.message}")
-        elif warning:
-            self.log.warning("acceleration", warning)
-        answer.solve_time = time.perf_counter() - t0
-        self.diag.latency.add(answer.solve_time)
-        return answer
-
-    def _solve(self, request, response):
-        """On the solver thread: the whole retiming and the response (releases the solver when done)."""
-        try:
-            self._retime(request, response)
-        except Exception as exc:  # noqa: BLE001 - a request must never take the node down
-            response.success = False
-            response.message = f"internal error while retiming: {type(exc).__name__}: {exc}"
-            response.trajectory.points = []
-        finally:
-            self._solver_free.release()
+            self.last_error = message
+            self.diag.set("last_error", message[:200])
+            self.log.warning("request", f"retiming request refused: {message}")
+        else:
+            if warning:
+                self.log.warning("acceleration", warning)
+            self.diag.set("last_duration_s", round(answer.duration, 6))
+            self.diag.set("last_solve_ms", round(answer.solve_ms, 3))
+        core.fill_response(response, answer, message, JointTrajectoryPoint, Duration)
+        response.solve_time = time.perf_counter() - t0
+        self.diag.latency.add(response.solve_time)
         return response
 
-    @staticmethod
-    def _fail(response, message: str):
-        response.success = False
-        response.message = message
-        response.trajectory.points = []
-        return response
-
-    def _options(self, request):
-        """``(RetimeOptions, None)`` from the request and the node's defaults, or ``(None, message)``."""
-        p = self.p
-
-        def pick(value, default):
-            return float(value) if value != 0.0 else float(default)
-
-        period = pick(request.sample_period, p["default_sample_period"])
-        kwargs = dict(
-            velocity_scale=pick(request.velocity_scaling, p["default_velocity_scaling_factor"]),
-            acceleration_scale=pick(request.acceleration_scaling, p["default_acceleration_scaling_factor"]),
-            torque_margin=pick(request.torque_margin, p["default_torque_margin"]),
-            gridpoints=int(request.gridpoints) or (int(p["default_gridpoints"]) or None),
-            sample_period=period or None, friction=bool(p["friction"]))
-        tolerance = pick(request.path_tolerance, p["default_path_tolerance"])
-        if "path_tolerance" in _OPTION_FIELDS:
-            kwargs["path_tolerance"] = tolerance
-        if request.jerk_scaling != 0.0:
-            if "jerk_scale" not in _OPTION_FIELDS:
-                return None, "jerk_scaling: this retimer has no jerk limits (send 0)"
-            kwargs["jerk_scale"] = float(request.jerk_scaling)
-        return _retimer.RetimeOptions(**kwargs), None
-
-    def _retime(self, request, response):
+    def _solve(self, request) -> core.RetimeAnswer:
+        """On the solver thread: the whole retiming (any exception becomes a failure answer)."""
         with self._lock:
-            retimer = self.retimer
-            model = self.model
-        if retimer is None:
-            return self._fail(response, "no robot model loaded yet (waiting for the robot description)")
-        p = self.p
-        path = request.path
-        names = list(path.joint_names)
-        points = path.points
-        if not names:
-            return self._fail(response, "path.joint_names is empty")
-        if len(points) == 0:
-            return self._fail(response, "path.points is empty: need at least one waypoint")
-        if len(points) > p["max_waypoints"]:
-            return self._fail(response, f"path.points: {len(points)} waypoints exceed max_waypoints "
-                                        f"{p['max_waypoints']}")
-        k = len(names)
-        for i, pt in enumerate(points):
-            if len(pt.positions) != k:
-                return self._fail(response, f"path.points[{i}].positions has {len(pt.positions)} values for "
-                                            f"{k} joint_names")
-        options, problem = self._options(request)
-        if problem:
-            return self._fail(response, problem)
-        v0 = list(request.start_velocity)
-        v1 = list(request.end_velocity)
-        for what, v in (("start_velocity", v0), ("end_velocity", v1)):
-            if v and len(v) != k:
-                return self._fail(response, f"{what}: {len(v)} values for {k} joint_names (empty = at rest)")
-        named = set(names)
-        unnamed = [j for j in model.joint_names if j not in named]
-        # unknown or duplicate names: the retimer's message names them, whatever the hold
-        hold, absent = self.measured_hold(unnamed) if named <= model.index.keys() else ({}, [])
-        if absent:
-            return self._fail(response, f"joints {absent} are not in path.joint_names and have no measured "
-                                        f"position on {self.joint_state_sub.topic_name} within "
-                                        f"joint_state_timeout {p['joint_state_timeout']:g} s: name them in "
-                                        f"the request")
-        wp = np.array([pt.positions for pt in points], dtype=float).reshape(len(points), k)
-        result = retimer.retime(wp, joint_names=names, start_velocity=v0 or None, end_velocity=v1 or None,
-                                hold=hold or None, options=options)
-        extra = [w for w in getattr(result, "warnings", ()) if not w.startswith("no acceleration limits")]
-        response.message = "; ".join([result.message, *extra])
-        response.duration = float(result.duration)
-        response.max_path_deviation = float(getattr(result, "max_path_deviation", math.nan))
-        if not result.success:
-            response.success = False
-            return response
-        if result.t.shape[0] > p["max_samples"]:
-            return self._fail(response, f"the output would have {result.t.shape[0]} samples > max_samples "
-                                        f"{p['max_samples']}: raise sample_period")
-        traj = response.trajectory
-        traj.joint_names = list(result.joint_names)
-        q, qd, qdd, tau = (a.tolist() for a in (result.q, result.qd, result.qdd, result.tau))
-        pts = []
-        for i, t in enumerate(result.t.tolist()):
-            pt = JointTrajectoryPoint()
-            pt.positions = q[i]
-            pt.velocities = qd[i]
-            pt.accelerations = qdd[i]
-            pt.effort = tau[i]
-            pt.time_from_start = _duration(t)
-            pts.append(pt)
-        traj.points = pts
-        response.success = True
-        peaks = ", ".join(f"{key} {v:.3f}" for key, v in result.peak_fraction.items() if v is not None)
-        held = f"; held at the measured state: {sorted(hold)}" if hold else ""
-        response.message = f"{response.message}; peak fraction of limits: {peaks}{held}"
-        self.diag.set("last_duration_s", round(result.duration, 6))
-        self.diag.set("last_solve_ms", round(result.solve_ms, 3))
-        return response
+            retimer, model = self.retimer, self.model
+        try:
+            return core.handle_request(request, retimer, model, self.p, self.measured, time.monotonic(),
+                                       self.joint_state_sub.topic_name)
+        except Exception as exc:  # noqa: BLE001 - a request must never take the node down
+            return core.RetimeAnswer.failure(f"internal error while retiming: {type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ shutdown
     def destroy_node(self) -> None:
@@ -475,7 +285,7 @@ class RetimingServiceNode(Node):
             except Exception:  # noqa: BLE001
                 pass
             self._worker_executor = None
-            self._solver.shutdown(wait=False, cancel_futures=True)
+            self.solver.shutdown()
         super().destroy_node()
 
 

@@ -8,15 +8,9 @@ publishes JointState (names, positions, velocities, applied efforts, header stam
 ``forward_command_controller`` for efforts gives on a real robot or in Gazebo. Held joints are published
 too, at their held positions with zero velocity (as a joint_state_broadcaster reports a gripper).
 
-Two stepping modes:
-
-* free running (default): a timer at ``publish_rate`` advances the physics to ``real_time_factor`` × the
-  wall time elapsed; the last command is held (zero before the first one, and after ``command_timeout``
-  without commands when that is > 0).
-* ``lockstep``: every received command is applied, then the physics advances ``1 / publish_rate`` s and the
-  new state is published — a deterministic closed loop over DDS whatever the machine load (the demo uses
-  it). The state is re-published every ``lockstep_resend`` s (0.1) while no command arrives (start-up, a
-  lost message).
+Stepping (policy in the ROS-free :class:`~robot_dynamics_ros.sim.runner.SimRunner`): free running by
+default (physics follows ``real_time_factor`` × the wall time), or ``lockstep``: each command advances
+``1 / publish_rate`` s, then the state is published — a deterministic closed loop over DDS (the demo).
 
 Names are relative (``joint_states``, ``<controller_name>/commands``, ``robot_description``), so a
 namespace (``-r __ns:=/r1``, a namespaced launch) moves every topic of the node; ``/clock`` stays global,
@@ -36,10 +30,10 @@ from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from robot_dynamics_ros.control.joint_mapping import index_map
 from robot_dynamics_ros.nodes import common, naming
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
 from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
+from robot_dynamics_ros.sim.runner import SimRunner, inertia_matrix
 
 NODE_NAME = "mujoco_simulator"
 
@@ -92,7 +86,7 @@ class SimulatorNode(Node):
     """The MuJoCo simulator node (see the module docstring).
 
     Attributes useful in-process (demo, tests):
-        sim: the :class:`MujocoSim`.
+        sim: the :class:`MujocoSim`; runner: its stepping policy (:class:`SimRunner`; None before the model).
         stop_time: simulated time (s) at which stepping stops (None: never); :attr:`done` turns True.
         on_publish: callbacks ``f(t, q, qd, effort)`` called after each JointState publication
             (model-order arrays, copies).
@@ -109,17 +103,15 @@ class SimulatorNode(Node):
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="mujoco_simulator")
         self.sim: MujocoSim | None = None
-        self.stop_time: float | None = None
-        self.done = False
+        self.runner: SimRunner | None = None
+        self._stop_time: float | None = None
         self.on_publish: list[Callable] = []
-        self._shut = False
         self._lockstep = bool(self.p["lockstep"])
         # QoS: reliable keep-last 10 on both endpoints, changed with rclpy's standard overrides
         # (qos_overrides.<topic>.publisher|subscription.depth/reliability/history/durability)
         self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], common.joint_state_qos(),
                                                qos_overriding_options=common.qos_overrides())
         self._clock_pub = None
-        self._time_base_ns = int(round(float(self.p["clock_start"]) * 1e9))
         if self.p["publish_clock"]:
             from rosgraph_msgs.msg import Clock
 
@@ -129,8 +121,7 @@ class SimulatorNode(Node):
         self.cmd_sub = self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_command,
                                                 common.command_qos(),
                                                 qos_overriding_options=common.qos_overrides())
-        #: the resolved (namespaced, remapped) command topic
-        self.command_topic = self.cmd_sub.topic_name
+        self.command_topic = self.cmd_sub.topic_name  # resolved: namespaced, remapped
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._period = 1.0 / self.p["publish_rate"]
         self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
@@ -143,63 +134,55 @@ class SimulatorNode(Node):
     def _on_model(self, model, label: str) -> None:
         sim = MujocoSim(model, timestep=self.p["timestep"], integrator=self.p["integrator"],
                         clamp_effort=self.p["clamp_effort"])
-        joints = self.p["joints"] or list(model.joint_names)
-        self._cmd_index = index_map(model.joint_names, joints, what="command joint")
-        self.joints = tuple(joints)
-        names = list(self.p["initial_joint_names"])
-        pos = list(self.p["initial_positions"])
+        names, pos = list(self.p["initial_joint_names"]), list(self.p["initial_positions"])
         if len(names) != len(pos):
             raise ValueError(f"initial_joint_names has {len(names)} entries but initial_positions {len(pos)}")
+        # the clock continues across a new model (it never goes back)
+        base = self.runner.clock_base_ns if self.runner else int(round(float(self.p["clock_start"]) * 1e9))
+        runner = SimRunner(sim, self.p["joints"], lockstep=self._lockstep, period_s=self._period,
+                           now_s=time.monotonic(), lockstep_resend=self.p["lockstep_resend"],
+                           command_timeout=self.p["command_timeout"], real_time_factor=self.p["real_time_factor"],
+                           start_on_first_command=self.p["start_on_first_command"],
+                           publish_clock=self._clock_pub is not None, clock_base_ns=base)
+        runner.stop_time = self._stop_time
+        self.joints = runner.joints
         self.initial = dict(zip(names, pos))
         sim.set_gravity(self.p["gravity"])
         self._apply_payload(sim, self.p)
         sim.reset(self.initial)
-        self.sim = sim
-        self._steps_per_publish = max(1, int(round(self._period / sim.timestep)))
+        self.sim, self.runner = sim, runner
         held = dict(model.held_joints)
-        self._held_names = list(held)
-        self._held_pos = [float(v) for v in held.values()]
-        self._msg = JointState()
-        self._msg.name = [*model.joint_names, *self._held_names]
-        n_all = len(self._msg.name)
-        self._zeros_held = [0.0] * len(held)
-        self._tau = np.zeros(model.n)
+        self._held_pos, self._zeros_held = [float(v) for v in held.values()], [0.0] * len(held)
+        self._msg = JointState(name=[*model.joint_names, *held])
         self._q, self._qd, self._eff = np.zeros(model.n), np.zeros(model.n), np.zeros(model.n)
-        self._last_cmd = time.monotonic()
-        self._wall0 = None
-        self._got_command = False
-        self._sim_steps_done = 0
-        self.commands = 0
-        #: lockstep: states published again after lockstep_resend s without a command
-        self.resent = 0
         self.diag.set("robot", model.description.name)
         self.diag.set_level(Diagnostics.OK, "running")
+        mode = "lockstep" if self._lockstep else "free running"
         self.get_logger().info(f"simulating '{model.description.name}' ({model.n} joints + {len(held)} held, "
-                               f"{n_all} in JointState) from {label}; commands on {self.command_topic} "
-                               f"for {list(joints)}; {'lockstep' if self._lockstep else 'free running'}")
+                               f"{len(self._msg.name)} in JointState) from {label}; commands on "
+                               f"{self.command_topic} for {list(self.joints)}; {mode}")
+
+    def _set_stop_time(self, value: float | None) -> None:
+        self._stop_time = value
+        if self.runner is not None:
+            self.runner.stop_time = value
+
+    stop_time = property(lambda self: self._stop_time, _set_stop_time, doc="see the class docstring")
+    done = property(lambda self: self.runner is not None and self.runner.done, doc="stop_time reached")
+    commands = property(lambda self: self.runner.commands if self.runner else 0, doc="commands applied")
+    resent = property(lambda self: self.runner.resent if self.runner else 0, doc="lockstep: states resent")
 
     @staticmethod
     def _apply_payload(sim: MujocoSim, p) -> None:
-        """Attach the payload parameters to the MuJoCo model (raises ValueError on an unknown link)."""
+        """Attach the payload parameters to the MuJoCo model (raises ValueError: unknown link, bad inertia)."""
         link = p["payload.link"]
         if not link:
-            sim.set_payload(None)
-            return
-        a = p["payload.inertia"]
-        inertia = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
-        if np.linalg.eigvalsh(inertia).min() < -1e-12:
-            raise ValueError(f"payload.inertia = {list(a)}: not positive semi-definite")
-        sim.set_payload(link, p["payload.mass"], p["payload.com"], inertia)
+            return sim.set_payload(None)
+        sim.set_payload(link, p["payload.mass"], p["payload.com"], inertia_matrix(p["payload.inertia"]))
 
     def reset(self, q=None, qd=None) -> None:
         """Reset the simulation (time 0, efforts 0) to ``q`` (default: the initial positions)."""
-        self._time_base_ns += int(round(self.sim.time * 1e9)) + (1_000_000 if self._clock_pub else 0)
-        self.sim.reset(self.initial if q is None else q, qd)
-        self._tau[:] = 0.0
-        self._wall0 = None
-        self._got_command = False
-        self._sim_steps_done = 0
-        self.done = False
+        self.runner.reset(self.initial if q is None else q, qd)
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, params) -> SetParametersResult:
@@ -224,82 +207,51 @@ class SimulatorNode(Node):
                     self.log = RateLimitedLog(self.get_logger(), float(prm.value))
                 if prm.name == "publish_rate":
                     self._set_rate(float(prm.value))
+                if prm.name in ("real_time_factor", "command_timeout") and self.runner is not None:
+                    setattr(self.runner, prm.name, float(self.p[prm.name]))
         return SetParametersResult(successful=True)
 
     def _set_rate(self, rate_hz: float) -> None:
         """Change the publication (lockstep: control) rate at run time; the physics time base is kept."""
         self._period = 1.0 / rate_hz
-        if self.sim is not None:
-            self._steps_per_publish = max(1, int(round(self._period / self.sim.timestep)))
+        if self.runner is not None:
+            self.runner.set_period(self._period)
         if not self._lockstep:
             self.destroy_timer(self._timer)
             self._timer = self.create_timer(self._period, self._tick)
 
-    # ------------------------------------------------------------------ commands
+    # ------------------------------------------------------------------ commands and stepping
     def _on_command(self, msg: Float64MultiArray) -> None:
-        if self._shut or self.sim is None:
+        runner = self.runner
+        if self._shut or runner is None:
             return
-        data = msg.data
-        if len(data) != len(self._cmd_index):
+        was_done = runner.done
+        rejection = runner.on_command(msg.data, time.monotonic())
+        if rejection is not None:
             self.diag.count("rejected_commands")
-            self.log.warning("cmd_len", f"command rejected: data has {len(data)} entries, expected "
-                             f"{len(self._cmd_index)} for joints {list(self.joints)}")
+            self.log.warning(f"cmd_{rejection.kind}", rejection.message)
             return
-        tau = np.asarray(data, dtype=float)
-        if not np.isfinite(tau).all():
-            self.diag.count("rejected_commands")
-            self.log.warning("cmd_nan", f"command rejected: non-finite value in data {tau.tolist()}")
-            return
-        self._tau[self._cmd_index] = tau
-        self.sim.set_effort(self._tau)
-        self.commands += 1
-        self._got_command = True
-        self._last_cmd = time.monotonic()
         self.diag.count("commands")
-        if self._lockstep and not self.done:
-            self.sim.step(self._steps_per_publish)
-            self._check_stop()
+        if self._lockstep and not was_done:
             self._publish()
-
-    # ------------------------------------------------------------------ stepping
-    def _check_stop(self) -> None:
-        if self.stop_time is not None and self.sim.time >= self.stop_time - 1e-9:
-            self.done = True
 
     def _kick(self) -> None:
         """Lockstep: re-publish the state when no command came for ``lockstep_resend`` s."""
-        if self.sim is not None and not self.done and not self._shut \
-                and time.monotonic() - self._last_cmd > self.p["lockstep_resend"]:
-            self.resent += 1
-            self._last_cmd = time.monotonic()
+        if self.runner is not None and not self._shut and self.runner.resend_due(time.monotonic()):
             self._publish()
 
     def _tick(self) -> None:
         """Free running: advance to real time × real_time_factor, then publish."""
-        if self.sim is None or self._shut or self.done:
+        if self.runner is None or self._shut or self.runner.done:
             return
-        now = time.monotonic()
-        if self._wall0 is None:
-            if self.p["start_on_first_command"] and not self._got_command:
-                self._publish()
-                return
-            self._wall0 = now
-        timeout = self.p["command_timeout"]
-        if timeout > 0 and now - self._last_cmd > timeout and self._tau.any():
-            self._tau[:] = 0.0
-            self.sim.set_effort(self._tau)
-            self.log.warning("cmd_timeout", f"no command for {timeout} s: efforts set to zero")
-        target = int((now - self._wall0) * self.p["real_time_factor"] / self.sim.timestep)
-        n = min(target - self._sim_steps_done, 1000)   # never more than 1000 steps per tick
-        if n > 0:
-            self.sim.step(n)
-            self._sim_steps_done = target
-        self._check_stop()
+        warning = self.runner.tick(time.monotonic())
+        if warning:
+            self.log.warning("cmd_timeout", warning)
         self._publish()
 
     def now_ns(self) -> int:
         """The simulated time as published on /clock (ns): ``clock_start`` + the physics time."""
-        return self._time_base_ns + int(round(self.sim.time * 1e9))
+        return self.runner.now_ns()
 
     def publish_clock(self) -> None:
         """Publish the current simulated time on /clock only (``publish_clock``), e.g. so that the other
