@@ -24,9 +24,9 @@ GAP_TARGET_MS = 200.0          # 2 x state_timeout (0.1 s)
 RSS_TARGET_MB = 20.0
 LOST_TARGET_PCT = 1.0
 LOG_LINE_TARGET = 500
-#: wall time the quick run may take (its windows are fixed; start-up and the answers of queued retiming
-#: requests stretch with the machine's load)
-WALL_LIMIT_S = 60.0
+#: wall time the quick run may take: its measured windows add up to ~50 s; start-up and the answers of
+#: queued retiming requests stretch with the machine's load (70 s seen at the end of a full suite on 2 cores)
+WALL_LIMIT_S = 120.0
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
