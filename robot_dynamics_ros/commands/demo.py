@@ -239,8 +239,12 @@ def run_demo(robot: str = "panda", *, duration: float = 5.0, rate: float = 1000.
     wall0 = time.monotonic()
     log(f"starting the simulator and the gravity node for '{robot}' (the first run compiles numba kernels once, "
         "up to 2 min; cached after)")
-    with DemoRunner(robot, rate=rate, executor=executor, log=log, domain_id=domain_id, localhost=localhost,
-                    realtime=realtime) as runner:
+    from robot_dynamics_ros.commands._progress import heartbeat
+
+    with heartbeat(log, "loading the model and compiling / checking the kernels"):
+        runner = DemoRunner(robot, rate=rate, executor=executor, log=log, domain_id=domain_id,
+                            localhost=localhost, realtime=realtime)
+    with runner:
         names = runner.model.joint_names
         log(f"robot '{runner.entry.name}' ({runner.model.n} joints, held: {dict(runner.model.held_joints)}), "
             f"{rate:g} Hz closed loop over DDS (domain {runner.domain_id}, "

@@ -572,8 +572,11 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
 
     W = default_waypoints(model, entry)
     log(f"timing the path ({timing}; the first run compiles the retiming kernels, 1-2 min, cached after)")
-    plan = plan_trajectory(model, engine, W, timing=timing, velocity_scale=velocity_scale,
-                           torque_margin=torque_margin, period=0.01)
+    from robot_dynamics_ros.commands._progress import heartbeat
+
+    with heartbeat(log, "timing the path"):
+        plan = plan_trajectory(model, engine, W, timing=timing, velocity_scale=velocity_scale,
+                               torque_margin=torque_margin, period=0.01)
     # the desired motion as the node will sample it, for the trajectory's own limit usage
     from robot_dynamics_ros.control.interpolation import PiecewisePolynomialTrajectory
 
