@@ -106,9 +106,11 @@ class DemoRunner:
                 Parameter("initial_positions", Parameter.Type.DOUBLE_ARRAY, list(self.pose.values()))])
             self._nodes.append(self.sim_node)
             # without compensation the arm falls freely, faster than a working arm's sensor would plausibly
-            # report (the control cores' velocity gate): the demo's node accepts any finite velocity
+            # report and through MuJoCo's soft joint limits (the control cores' plausibility gates): the
+            # demo's node accepts any finite state
             self.gravity_node = GravityCompensationNode(context=self.ctx, parameter_overrides=[
-                *source, Parameter("state_timeout", value=1.0), Parameter("velocity_factor", value=1e6)])
+                *source, Parameter("state_timeout", value=1.0), Parameter("velocity_factor", value=1e6),
+                Parameter("position_margin", value=100.0)])
             self._nodes.append(self.gravity_node)
             self.client_node = rclpy.create_node("demo_client", context=self.ctx)
             self._nodes.append(self.client_node)

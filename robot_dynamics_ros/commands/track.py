@@ -347,7 +347,8 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         # velocity_factor: the simulated arm under gravity + PD may really move faster than twice its
         # velocity limit; the cores' sensor-plausibility gate must not stop the loop (lockstep would wait)
         params = [*source_params, Parameter("mode", value=mode), Parameter("tick_source", value="joint_states"),
-                  Parameter("use_sim_time", value=True), Parameter("velocity_factor", value=1e6)]
+                  Parameter("use_sim_time", value=True), Parameter("velocity_factor", value=1e6),
+                  Parameter("position_margin", value=100.0)]
         for i, j in enumerate(model.joint_names):
             params += [Parameter(f"gains.{j}.p", value=float(pd_gains[0][i])),
                        Parameter(f"gains.{j}.d", value=float(pd_gains[1][i])),
