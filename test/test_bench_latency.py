@@ -219,9 +219,8 @@ def test_bench_latency_command_measures_relay_and_gravity_node_in_blocks(tmp_pat
         assert [b["sent"] for b in r["blocks"]] == [500, 500]
         assert sum(b["dropped"] for b in r["blocks"]) == r["dropped"]
         assert r["sent"] / r["sent_rate_hz"] == pytest.approx(1.0, rel=0.05)
-        # (that the pooled p99 is the percentile of the concatenated latencies is asserted exactly on
-        # known blocks in test_pooled_blocks_are_the_statistics_of_the_concatenated_latencies)
-        assert r["p50_us"] <= r["p99_us"] <= max(b["p99_us"] for b in r["blocks"]) * 10, r
+        # (the pooled statistics are asserted exactly on known blocks in
+        # test_pooled_blocks_are_the_statistics_of_the_concatenated_latencies)
     relay, g = rows["relay-inproc-events"], rows["gravity-inproc-events"]
     assert relay["p99_ratio_vs_relay"] == 1.0 and relay["p99_ratio_per_block"] == [1.0, 1.0]
     assert g["p99_ratio_vs_relay"] == pytest.approx(g["p99_us"] / relay["p99_us"], abs=1e-3)
