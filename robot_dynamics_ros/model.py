@@ -63,6 +63,24 @@ def estimated_engine_bytes(nv: int) -> int:
     return 36 * nv**3 + 8_000_000
 
 
+
+def read_yaml(path: str | Path, what: str):
+    """The parsed content of the YAML file ``path`` (the package's configuration files: joint limits, motor
+    limits, friction).
+
+    Raises:
+        UserError: ``"<what> '<path>': no such file"`` or ``"... cannot read: <reason>"`` (one line).
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise UserError(f"{what} {str(path)!r}: no such file") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{what} {str(path)!r}: cannot read: {exc}") from None
+
 @dataclass(frozen=True)
 class Payload:
     """A rigid payload attached to ``link``.
@@ -280,16 +298,8 @@ class RobotModel:
     def _apply_joint_limits(self, joint_limits) -> None:
         where = "joint_limits"
         if isinstance(joint_limits, (str, Path)):
-            import yaml
-
             where = str(joint_limits)
-            try:
-                with open(joint_limits, encoding="utf-8") as fh:
-                    data = yaml.safe_load(fh)
-            except FileNotFoundError:
-                raise UserError(f"joint_limits {joint_limits!r}: no such file") from None
-            except (OSError, yaml.YAMLError) as exc:
-                raise UserError(f"joint_limits {joint_limits!r}: cannot read: {exc}") from None
+            data = read_yaml(joint_limits, "joint_limits")
         else:
             data = joint_limits
         if not isinstance(data, Mapping):

@@ -158,12 +158,9 @@ def read_friction_yaml(path: str | Path, joint_names) -> np.ndarray:
         UserError: unreadable file, not this schema (version 1), a listed joint not in ``joint_names``, a
             missing, non-finite or (coulomb, viscous, armature) negative value — naming the file and joint.
     """
-    import yaml
+    from robot_dynamics_ros.model import read_yaml
 
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"friction YAML '{path}': cannot read: {exc}") from None
+    doc = read_yaml(path, "friction YAML")
     body = doc.get("robot_dynamics_friction") if isinstance(doc, dict) else None
     if not isinstance(body, dict) or body.get("version") != 1 or not isinstance(body.get("joints"), dict):
         raise UserError(f"friction YAML '{path}': expected 'robot_dynamics_friction' with version 1 and 'joints'")

@@ -67,16 +67,10 @@ def load_motor_limits(model, source: str | Path | Mapping | None) -> MotorLimits
     where = "motor_limits"
     data = source
     if isinstance(source, (str, Path)):
-        import yaml
+        from robot_dynamics_ros.model import read_yaml
 
         where = str(source)
-        try:
-            with open(source, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh)
-        except FileNotFoundError:
-            raise UserError(f"motor limits {where!r}: no such file") from None
-        except (OSError, yaml.YAMLError) as exc:
-            raise UserError(f"motor limits {where!r}: cannot read: {exc}") from None
+        data = read_yaml(source, "motor limits")
     if isinstance(data, Mapping) and "motor_limits" in data:
         data = data["motor_limits"]
     if not isinstance(data, Mapping):
