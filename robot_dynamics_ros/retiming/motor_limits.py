@@ -132,6 +132,19 @@ class MotorReport:
                 for i, name in enumerate(joint_names)}
 
 
+def report_text(motor: Mapping) -> str:
+    """One line per trajectory from :meth:`MotorReport.as_dict` ({joint: {peak_torque, rms_torque,
+    longest_above_rated_s, ok, binding}}): per joint peak and RMS torque (N·m), longest time above rated
+    (s) and the limit that binds (the retiming service's response message)."""
+    parts = []
+    for name, v in motor.items():
+        binds = v["binding"] or "none"
+        parts.append(f"{name} peak {v['peak_torque']:.1f} N·m, RMS {v['rms_torque']:.1f} N·m, "
+                     f"{v['longest_above_rated_s']:.3f} s above rated, binds {binds}"
+                     + ("" if v["ok"] else " (VIOLATED)"))
+    return "motor limits per joint: " + "; ".join(parts)
+
+
 def _longest_above(t: np.ndarray, a: np.ndarray, level: float) -> float:
     """Longest contiguous time with a(t) > level, a sampled at t and linear in between."""
     if not np.isfinite(level):
