@@ -242,6 +242,7 @@ class _LP:
         lp.a_matrix_.value_ = M.data
         h = hs._Highs()
         h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
         h.setOptionValue("simplex_strategy", 1)  # dual simplex
         # Devex pricing: steepest-edge weights cost a factorization solve per row at every (re)start, more
         # than the few iterations a warm start then needs
