@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pinocchio as pin
@@ -22,20 +21,11 @@ from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
 from robot_dynamics_ros.retiming.retimer import Retimer
 from test_jerk import UR10, pinocchio_model
 from test_jerk_dense import longest_above
+from test_retiming_service_core import PARAMS as BASE_PARAMS
+from test_retiming_service_core import request
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"
-PARAMS = {"default_gridpoints": 0, "default_velocity_scaling_factor": 1.0,
-          "default_acceleration_scaling_factor": 1.0, "default_torque_margin": 0.9,
-          "default_path_tolerance": 1e-3, "default_sample_period": 1e-3, "friction": False,
-          "joint_state_timeout": 0.5, "max_waypoints": 100_000, "max_samples": 200_000}
-
-
-def request(names, waypoints, **fields):
-    base = dict(velocity_scaling=0.0, acceleration_scaling=0.0, torque_margin=0.0, path_tolerance=0.0,
-                sample_period=0.0, jerk_scaling=0.0, gridpoints=0, start_velocity=[], end_velocity=[])
-    base.update(fields)
-    points = [SimpleNamespace(positions=list(map(float, row))) for row in waypoints]
-    return SimpleNamespace(path=SimpleNamespace(joint_names=list(names), points=points), **base)
+PARAMS = dict(BASE_PARAMS, default_torque_margin=0.9, default_sample_period=1e-3)
 
 
 def ur10_with_jerk_limits():
