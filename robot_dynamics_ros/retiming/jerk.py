@@ -106,6 +106,8 @@ class JerkSolution:
     #: LP solves (working-set rounds included) and rows in each SLP iteration's final working set
     lp_solves: int = 0
     lp_rows: list = field(default_factory=list)
+    #: parts timed rest to rest: more than 1 where the torque-only profile stops inside the path
+    parts: int = 1
 
     def sample(self, times) -> tuple[np.ndarray, ...]:
         """Path and joint trajectory at ``times`` (K,) s in [0, duration].
@@ -122,19 +124,23 @@ class JerkSolution:
         sd = np.empty_like(t)
         sdd = np.empty_like(t)
         sddd = np.empty_like(t)
-        first = i == 0
-        if first.any():  # s = x1^{3/2} t³ / (27 Δ²): constant path jerk from rest
-            k = x[1] ** 1.5 / (27.0 * d[0] ** 2)
-            tt = t[first]
-            s[first] = k * tt ** 3
+        # stages that start from rest (x = 0 at their start: the first, and after a stop inside the path)
+        # and that end at rest: constant path jerk, s − s_i = x_{i+1}^{3/2} τ³ / (27 Δ²) and its mirror
+        first = x[i] <= 0.0
+        if first.any():
+            ii = i[first]
+            k = x[ii + 1] ** 1.5 / (27.0 * d[ii] ** 2)
+            tt = t[first] - tg[ii]
+            s[first] = s_g[ii] + k * tt ** 3
             sd[first] = 3 * k * tt ** 2
             sdd[first] = 6 * k * tt
             sddd[first] = 6 * k
-        last = i == N - 2
+        last = (x[i + 1] <= 0.0) & ~first
         if last.any():
-            k = x[N - 2] ** 1.5 / (27.0 * d[N - 2] ** 2)
-            tt = self.duration - t[last]
-            s[last] = s_g[-1] - k * tt ** 3
+            ii = i[last]
+            k = x[ii] ** 1.5 / (27.0 * d[ii] ** 2)
+            tt = tg[ii + 1] - t[last]
+            s[last] = s_g[ii + 1] - k * tt ** 3
             sd[last] = 3 * k * tt ** 2
             sdd[last] = -6 * k * tt
             sddd[last] = 6 * k
@@ -321,6 +327,15 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     Raises: ValueError as :func:`_solve_once`.
     """
     t_start = time.perf_counter()
+    s = np.asarray(s, dtype=float)
+    x_ref = np.asarray(x_ref, dtype=float)
+    stops = np.flatnonzero(x_ref[1:-1] <= 1e-9 * max(float(x_ref.max()), 1e-300)) + 1
+    if stops.size:
+        return _through_stops(path, s, x_ref, stops, t_start, dynamics, velocity_limit=velocity_limit,
+                              acceleration_limit=acceleration_limit, torque_limit=torque_limit,
+                              jerk_limit=jerk_limit, max_iterations=max_iterations, rtol=rtol, margin=margin,
+                              verify_period=verify_period, max_rounds=max_rounds, verify_tol=verify_tol,
+                              tool_speed=tool_speed)
     lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
                                                   np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
     work = [v.copy() for v in lims]
@@ -357,6 +372,44 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     sol.lp_ms = lp_ms
     sol.solve_ms = (time.perf_counter() - t_start) * 1e3
     return sol
+
+
+def _through_stops(path, s, x_ref, stops, t_start, dynamics, **kw) -> JerkSolution:
+    """Where the torque-only profile stops inside the path (x_ref = 0 at gridpoints ``stops``: no timing
+    can pass there moving), each part between stops is timed rest to rest by :func:`solve_jerk_limited`
+    and the parts joined; a part with fewer than 4 gridpoints gets stage midpoints added.
+
+    Raises: ValueError: two consecutive gridpoints at rest (the path cannot be traversed there), or as
+        :func:`solve_jerk_limited` for a part.
+    """
+    cuts = np.concatenate(([0], stops, [s.shape[0] - 1]))
+    still = np.flatnonzero(np.diff(cuts) == 1)
+    if still.size:
+        raise ValueError(f"jerk-limited timing: the torque-only solution is at rest on the whole stage from s = "
+                         f"{s[cuts[still[0]]]:.6g}: the limits allow no motion there")
+    parts = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        sp_, xp = s[a:b + 1], x_ref[a:b + 1].copy()
+        while sp_.shape[0] < 4:
+            mid = 0.5 * (sp_[1:] + sp_[:-1])
+            xm = 0.5 * (xp[1:] + xp[:-1])
+            sp_ = np.insert(sp_, np.arange(1, sp_.shape[0]), mid)
+            xp = np.insert(xp, np.arange(1, xp.shape[0]), xm)
+        xp[0] = xp[-1] = 0.0
+        parts.append(solve_jerk_limited(path, sp_, xp, dynamics, **kw))
+    s_all = np.concatenate([parts[0].s] + [p.s[1:] for p in parts[1:]])
+    x_all = np.concatenate([parts[0].x] + [p.x[1:] for p in parts[1:]])
+    u_all = np.concatenate([parts[0].u] + [p.u[1:] for p in parts[1:]])
+    t_all, offset = [parts[0].t_grid], parts[0].duration
+    for p in parts[1:]:
+        t_all.append(p.t_grid[1:] + offset)
+        offset += p.duration
+    out = JerkSolution(path, s_all, x_all, u_all, np.concatenate(t_all), float(offset),
+                       sum(p.iterations for p in parts), [float(sum(p.durations[-1] for p in parts))],
+                       (time.perf_counter() - t_start) * 1e3, sum(p.lp_ms for p in parts),
+                       max(p.rounds for p in parts), sum(p.lp_solves for p in parts),
+                       [r for p in parts for r in p.lp_rows], len(parts))
+    return out
 
 
 def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
