@@ -10,7 +10,7 @@ is not vacuous), |τ| ≤ 0.9 · peak, RMS ≤ rated, every interval above rated
 
 Paths: the case study's line (UR10 + 15 kg, 200 points, jerk 50 rad/s³, rated = 2/3 of peak, 2 s), random
 UR10 tool lines (100 points, jerk 50, 0.25 s above rated at most) and random smooth Panda paths (2.5 kg,
-jerk 500, 0.15 s above rated) — as many as fit in about a minute; the 100-path run is
+jerk 500, 0.05 s above rated) — as many as fit in about a minute (``PATHS``); the 100-path run is
 ``benchmarks/bench_casestudy.py``.
 """
 from __future__ import annotations
@@ -30,6 +30,8 @@ TOL = 1e-3
 PERIOD = 1e-3
 #: (jerk rad/s³, acceleration limit rad/s², peak_duration s) per robot for the random paths
 SETTINGS = {"ur10": (50.0, 12.0, 0.25), "panda": (500.0, 15.0, 0.05)}
+#: random paths per robot (about a minute of test time in all on the 2 shared cores)
+PATHS = {"ur10": 12, "panda": 6}
 
 
 def limited_model(robot: str, acceleration: float):
@@ -114,10 +116,11 @@ def test_random_paths_full_solution_within_every_limit(robot):
     jerk, acc, dur = SETTINGS[robot]
     model = limited_model(robot, acc)
     limits = motor_limits(model, dur)
+    want = PATHS[robot]
     rng = np.random.default_rng(7)
     solved, reasons, binds = 0, [], 0
-    for k in range(8):
-        if solved == 3:
+    for k in range(5 * want):  # a quarter of the random UR10 lines is reachable and within gravity
+        if solved == want:
             break
         try:
             wp = _ur10_line(model, rng) if robot == "ur10" else random_panda_waypoints(2000 + k)
@@ -130,5 +133,5 @@ def test_random_paths_full_solution_within_every_limit(robot):
             continue
         solved += 1
         binds += info[0] >= 0.99
-    assert solved == 3, reasons
-    assert binds >= 2  # the jerk limit binds on most of them
+    assert solved == want, reasons
+    assert binds >= want // 2  # the jerk limit binds on most of them
