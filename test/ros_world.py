@@ -53,6 +53,12 @@ class RosWorld:
         assert self.wait(fut.done), f"{name} did not answer"
         return fut.result()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self) -> None:
         for node in reversed(self.nodes):
             node.destroy_node()

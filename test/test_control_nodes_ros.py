@@ -58,9 +58,8 @@ class World(RosWorld):
 
 @pytest.fixture
 def world():
-    w = World()
-    yield w
-    w.close()
+    with World() as w:
+        yield w
 
 
 def test_lifecycle_transitions_configure_activate_deactivate_cleanup(world):

@@ -108,9 +108,8 @@ def ref():
 
 @pytest.fixture
 def h():
-    harness = Harness()
-    yield harness
-    harness.close()
+    with Harness() as harness:
+        yield harness
 
 
 def _state(rng):
