@@ -1241,11 +1241,13 @@ class ControlShell:
         read its fields (``node._reader``, rclpy's deserializer as the fallback), hand them to the core.
 
         Returns:
-            ``(fields, arrival_ns, now_ns)`` for an accepted state; None when it was rejected (counted,
-            logged) or the node has no core.
+            ``(fields, arrival_ns, now_ns)`` for an accepted state (counted as ``received``); None when it
+            was rejected (counted, logged) or the node has no core or is not active.
         """
         node = self.node
         core = node.core
+        if core is None or not node._active:
+            return None
         if self._latest_wins:
             raw, skipped = take_newest(node.sub, raw, self._state_type)
             if skipped:
@@ -1261,6 +1263,7 @@ class ControlShell:
         if rej is not None:
             self.rejected(rej)
             return None
+        self.diag.count("received")
         return fields, arrival, now_ns
 
     def read(self, reader, raw: bytes):

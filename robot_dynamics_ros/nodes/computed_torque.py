@@ -204,13 +204,10 @@ class ComputedTorqueNode(LifecycleNode):
     # -------------------------------------------------------------- subscriptions
     def _on_joint_state_raw(self, raw: bytes) -> None:
         """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True``)."""
-        if self.core is None or not self._active:
-            return
         got = self.shell.receive(raw)
         if got is None:
             return
         fields, arrival, now_ns = got
-        self.diag.count("joint_states")
         if self._on_states:
             self._control(now_ns, arrival, fields.stamp_ns or now_ns)
 

@@ -214,15 +214,11 @@ class ExternalTorqueObserverNode(LifecycleNode):
 
     def _on_joint_state_raw(self, raw: bytes) -> None:
         t0 = time.perf_counter()
-        core = self.core
-        if core is None or not self._active:
-            return
         got = self.shell.receive(raw)
         if got is None:
             return
         fields, arrival, now_ns = got
-        self.diag.count("received")
-        res = core.step(now_ns, arrival)
+        res = self.core.step(now_ns, arrival)
         if res.tau_ext is not None:
             msg = self._msg
             stamp = fields.stamp_ns or now_ns

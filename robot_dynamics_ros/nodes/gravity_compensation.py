@@ -186,15 +186,11 @@ class GravityCompensationNode(LifecycleNode):
     def _on_joint_state_raw(self, raw: bytes) -> None:
         """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True`` subscription)."""
         t0 = time.perf_counter()
-        core = self.core
-        if core is None or not self._active:
-            return
         got = self.shell.receive(raw)
         if got is None:
             return
         _, arrival, now_ns = got
-        self.diag.count("received")
-        res = core.step(now_ns, arrival)
+        res = self.core.step(now_ns, arrival)
         if res.command is not None:
             self.pub.publish(self._writer.write(res.command))
             self.published += 1
