@@ -127,3 +127,19 @@ def test_commanded_source_when_joint_states_carry_no_effort():
         np.testing.assert_allclose(h.tau[-1], -PUSH, atol=1e-6)
     finally:
         h.close()
+
+
+def test_external_torque_writer_bytes_deserialize_to_the_message():
+    """The preallocated CDR of ~/external_torque against rclpy's own deserializer."""
+    from rclpy.serialization import deserialize_message
+
+    from robot_dynamics_ros.nodes.external_torque_observer import JointStateEffortWriter
+
+    for names in ([], ["a"], ARM, ["j_ü", "abc", "de"]):
+        w = JointStateEffortWriter(names)
+        effort = [0.25 * i - 1.0 for i in range(len(names))]
+        for stamp in (0, 1_700_000_123_456_789_012):
+            m = deserialize_message(w.write(stamp, effort), JointState)
+            assert (m.header.stamp.sec, m.header.stamp.nanosec) == divmod(stamp, 1_000_000_000)
+            assert m.header.frame_id == "" and list(m.name) == list(names)
+            assert list(m.position) == [] and list(m.velocity) == [] and list(m.effort) == effort

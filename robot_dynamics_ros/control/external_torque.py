@@ -31,12 +31,15 @@ from typing import NamedTuple
 import numpy as np
 
 from robot_dynamics_ros.control.core import ERROR, OK, WARN, ControlCore, CoreSettings
-from robot_dynamics_ros.control.momentum_observer import CollisionDetector, MomentumObserver
+from robot_dynamics_ros.control.momentum_observer import _QUIET, CollisionDetector, MomentumObserver
 
 __all__ = ["TORQUE_SOURCES", "ObserverSettings", "ObserverResult", "ExternalTorqueCore"]
 
 #: values of :attr:`ObserverSettings.torque_source`
 TORQUE_SOURCES = ("auto", "measured", "commanded")
+#: the reason of a normal step, by the torque source in use
+_RUNNING = {src: f"running ({src} torque)" for src in ("measured", "commanded")}
+_STARTING = {src: f"observer starting ({src} torque)" for src in ("measured", "commanded")}
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,8 @@ class ExternalTorqueCore(ControlCore):
     def _torque(self) -> tuple[np.ndarray | None, str]:
         src = self.settings.torque_source
         measured = self.mapper.effort
-        if src in ("measured", "auto") and math.isfinite(measured.sum()):
+        # a sum over Python floats: a NaN or inf anywhere makes it non-finite (cheaper than numpy's reduce)
+        if src in ("measured", "auto") and math.isfinite(sum(measured.tolist())):
             return (measured if self._offset is None else measured - self._offset), "measured"
         if src == "measured":
             missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
@@ -215,10 +219,11 @@ class ExternalTorqueCore(ControlCore):
         if self.fault:
             return self._hold(ERROR, self.fault)
         mapper = self.mapper
-        if not mapper.ready:
+        if not mapper._ready:
             r = self._waiting()
             return self._hold(r.level, r.reason)
-        age, jumped = self._age(now_ns, arrival_now_ns)
+        jumped = now_ns != mapper._last_now and mapper.check_clock(now_ns)
+        age = mapper.age(now_ns, arrival_now_ns)
         if jumped or age * 1e9 > self._timeout_ns:
             return self._hold(ERROR, self._stale_text(age, jumped) + ": observer restarted, nothing published")
         sample_ns = self._sample_ns
@@ -227,25 +232,31 @@ class ExternalTorqueCore(ControlCore):
         tau_m, source = self._torque()
         if tau_m is None:
             return self._hold(WARN, source)
+        observer = self.observer
         try:
-            r = self.observer.update(sample_ns * 1e-9, mapper.q, mapper.qd, tau_m)
+            r = observer.update(sample_ns * 1e-9, mapper.q, mapper.qd, tau_m)
         except ValueError as exc:  # a non-finite model term: nothing of it is published
             self.nonfinite += 1
             return self._hold(ERROR, f"observer input rejected: {exc}")
-        if not math.isfinite(r.sum()):
+        tau_ext = r.tolist()
+        if not math.isfinite(sum(tau_ext)):
             self.nonfinite += 1
             return self._hold(ERROR, "non-finite external torque withheld")
         self._last_sample_ns = sample_ns
-        state = self.detector.update(sample_ns * 1e-9, r)
-        names = tuple(self.model.joint_names[i] for i in state.joints) if state.joints else ()
-        if state.collision:
-            res = ObserverResult(r.tolist(), True, state.onset, names, ERROR,
-                                 f"collision: |tau_ext| above threshold on {list(names)}" if names
-                                 else "collision declared, waiting for release")
+        state = self.detector.update(sample_ns * 1e-9, tau_ext)
+        if state is _QUIET:  # the per-sample case: no joint above its threshold, no collision
+            res = (ObserverResult(tau_ext, False, False, (), OK, _RUNNING[source]) if observer.samples >= 2
+                   else ObserverResult(tau_ext, False, False, (), WARN, _STARTING[source]))
         else:
-            settling = self.observer.samples < 2  # the first sample only initializes the momentum
-            res = ObserverResult(r.tolist(), False, False, names, WARN if settling else OK,
-                                 f"observer starting ({source} torque)" if settling else f"running ({source} torque)")
+            names = tuple(self.model.joint_names[i] for i in state.joints) if state.joints else ()
+            if state.collision:
+                res = ObserverResult(tau_ext, True, state.onset, names, ERROR,
+                                     f"collision: |tau_ext| above threshold on {list(names)}" if names
+                                     else "collision declared, waiting for release")
+            else:
+                settling = observer.samples < 2  # the first sample only initializes the momentum
+                res = ObserverResult(tau_ext, False, False, names, WARN if settling else OK,
+                                     (_STARTING if settling else _RUNNING)[source])
         self._last = res
         return res
 

@@ -541,6 +541,187 @@ def _crba_batch(fbuf, ibuf, q, M):
 
 
 # --------------------------------------------------------------------------------------------------
+# the momentum observer's per-sample terms: g(q), p = M(q) q̇ and Cᵀ(q, q̇) q̇ in one O(n) sweep
+# --------------------------------------------------------------------------------------------------
+#: floats of the work buffer of :func:`momentum_terms_one` per body (see its docstring)
+MOMENTUM_WORK_PER_BODY = 40
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+def momentum_terms_one(fbuf, ibuf, q, qd, a0, armature, work, out):
+    """g(q), p = M(q) q̇ and Cᵀ(q, q̇) q̇ of one state, in one outward and one inward sweep (O(nb)).
+
+    The composite momentum of the subtree of body i, h_i = Σ_{j ⪰ i} I_j v_j (linear L_i, angular K_i about
+    the origin of {i}), gives the generalized momentum p_i = S_iᵀ h_i (Featherstone 2008 §7.2: the momentum
+    the joint's motion subspace S_i sees). Its rate is ṗ_i = Ṡ_iᵀ h_i + S_iᵀ ḣ_i with Ṡ_i = v_i × S_i (S_i
+    is fixed in body i) and S_iᵀ ḣ_i = (M q̈ + C q̇)_i (RNEA without gravity), so with ṗ = M q̈ + Ṁ q̇ and
+    Ṁ = C + Cᵀ:
+
+        (Cᵀ q̇)_i = (v_i × S_i)ᵀ h_i = (ω_i × z)·K_i + (v_i × z)·L_i   (revolute, S = (z, 0))
+                                      = (ω_i × z)·L_i                  (prismatic, S = (0, z))
+
+    with v_i the velocity of the origin of {i}: the same vector for any C with Ṁ = C + Cᵀ, such as
+    Pinocchio's ``computeCoriolisMatrix`` (Christoffel symbols). Body momenta about the origin:
+    L = m (v + ω × c), K = I_c ω + c × L. Gravity rides along at zero velocity: the origin of {i}
+    accelerates at Rᵀ a_λ (a_0 = −g), its body force is F = m a_i with moment c × F about the origin.
+    Mimic bodies fold onto their master by virtual work (p = Gᵀ p_b, Cᵀq̇ = Gᵀ (C_bᵀ q̇_b)); the rotor
+    inertia adds ``armature · q̇`` to p (a constant diagonal: not in Ṁ).
+
+    Args:
+        fbuf, ibuf: the packed :class:`JointTable` (:meth:`JointTable.packed`).
+        q, qd: (n,) rad (m), rad/s (m/s), model joint order; finite (not checked here).
+        a0: (3,) base acceleration −g, m/s², base axes.
+        armature: (n,) kg·m² (kg), rotor inertia reflected to the joint (zeros: none).
+        work: (:data:`MOMENTUM_WORK_PER_BODY` · nb,) float scratch, overwritten.
+        out: (3, n) written: ``out[0]`` = g(q) N·m (N), ``out[1]`` = p kg·m²/s (kg·m/s),
+            ``out[2]`` = Cᵀ(q, q̇) q̇ N·m (N).
+    """
+    parent, R_T, p_T, axis, jtype, mass, com, I_c, src, mult, offset = _unpack(fbuf, ibuf)
+    nb = parent.shape[0]
+    o = 0
+    R = work[o:o + 9 * nb].reshape((nb, 3, 3))
+    o += 9 * nb
+    P = work[o:o + 3 * nb].reshape((nb, 3))
+    o += 3 * nb
+    W = work[o:o + 3 * nb].reshape((nb, 3))      # ω_i, axes of {i}
+    o += 3 * nb
+    V = work[o:o + 3 * nb].reshape((nb, 3))      # velocity of the origin of {i}
+    o += 3 * nb
+    A = work[o:o + 3 * nb].reshape((nb, 3))      # acceleration of the origin at zero velocity (gravity)
+    o += 3 * nb
+    L = work[o:o + 3 * nb].reshape((nb, 3))      # composite linear momentum
+    o += 3 * nb
+    K = work[o:o + 3 * nb].reshape((nb, 3))      # composite angular momentum about the origin of {i}
+    o += 3 * nb
+    F = work[o:o + 3 * nb].reshape((nb, 3))      # composite gravity force
+    o += 3 * nb
+    N = work[o:o + 3 * nb].reshape((nb, 3))      # its moment about the origin of {i}
+    o += 3 * nb
+    qb = work[o:o + nb]
+    Sb = work[o + nb:o + 2 * nb]
+    Cb = work[o + 2 * nb:o + 3 * nb]
+    qdb = work[o + 3 * nb:o + 4 * nb]
+    gb = work[o + 4 * nb:o + 5 * nb]
+    pb = work[o + 5 * nb:o + 6 * nb]
+    cb = work[o + 6 * nb:o + 7 * nb]
+    big = False
+    for i in range(nb):
+        v = mult[i] * q[src[i]] + offset[i]
+        qb[i] = v
+        qdb[i] = mult[i] * qd[src[i]]
+        if not abs(v) <= _SINCOS_MAX:
+            big = True
+    if big:
+        for i in range(nb):
+            Sb[i] = np.sin(qb[i])
+            Cb[i] = np.cos(qb[i])
+    else:
+        _sincos_flat(qb, Sb, Cb)
+    # ---- outward: transforms, ω_i, v_i, gravity acceleration, body momenta and gravity forces ----
+    for i in range(nb):
+        _joint_transform(R_T, p_T, axis, jtype, i, qb[i], Sb[i], Cb[i], R, P)
+        lam = parent[i]
+        zx, zy, zz = axis[i, 0], axis[i, 1], axis[i, 2]
+        if lam < 0:
+            wlx = wly = wlz = 0.0
+            ux = uy = uz = 0.0
+            gx, gy, gz = a0[0], a0[1], a0[2]
+        else:
+            wlx, wly, wlz = W[lam, 0], W[lam, 1], W[lam, 2]
+            cx, cy, cz = _cross(wlx, wly, wlz, P[i, 0], P[i, 1], P[i, 2])
+            ux, uy, uz = V[lam, 0] + cx, V[lam, 1] + cy, V[lam, 2] + cz
+            gx, gy, gz = A[lam, 0], A[lam, 1], A[lam, 2]
+        # into {i}: Rᵀ (·)
+        wx = R[i, 0, 0] * wlx + R[i, 1, 0] * wly + R[i, 2, 0] * wlz
+        wy = R[i, 0, 1] * wlx + R[i, 1, 1] * wly + R[i, 2, 1] * wlz
+        wz = R[i, 0, 2] * wlx + R[i, 1, 2] * wly + R[i, 2, 2] * wlz
+        vx = R[i, 0, 0] * ux + R[i, 1, 0] * uy + R[i, 2, 0] * uz
+        vy = R[i, 0, 1] * ux + R[i, 1, 1] * uy + R[i, 2, 1] * uz
+        vz = R[i, 0, 2] * ux + R[i, 1, 2] * uy + R[i, 2, 2] * uz
+        ax = R[i, 0, 0] * gx + R[i, 1, 0] * gy + R[i, 2, 0] * gz
+        ay = R[i, 0, 1] * gx + R[i, 1, 1] * gy + R[i, 2, 1] * gz
+        az = R[i, 0, 2] * gx + R[i, 1, 2] * gy + R[i, 2, 2] * gz
+        r = qdb[i]
+        if jtype[i] == 0:
+            wx += zx * r
+            wy += zy * r
+            wz += zz * r
+        else:
+            vx += zx * r
+            vy += zy * r
+            vz += zz * r
+        W[i, 0], W[i, 1], W[i, 2] = wx, wy, wz
+        V[i, 0], V[i, 1], V[i, 2] = vx, vy, vz
+        A[i, 0], A[i, 1], A[i, 2] = ax, ay, az
+        m = mass[i]
+        ccx, ccy, ccz = com[i, 0], com[i, 1], com[i, 2]
+        sx, sy, sz = _cross(wx, wy, wz, ccx, ccy, ccz)
+        Lx, Ly, Lz = m * (vx + sx), m * (vy + sy), m * (vz + sz)
+        kx, ky, kz = _cross(ccx, ccy, ccz, Lx, Ly, Lz)
+        L[i, 0], L[i, 1], L[i, 2] = Lx, Ly, Lz
+        K[i, 0] = I_c[i, 0, 0] * wx + I_c[i, 0, 1] * wy + I_c[i, 0, 2] * wz + kx
+        K[i, 1] = I_c[i, 1, 0] * wx + I_c[i, 1, 1] * wy + I_c[i, 1, 2] * wz + ky
+        K[i, 2] = I_c[i, 2, 0] * wx + I_c[i, 2, 1] * wy + I_c[i, 2, 2] * wz + kz
+        Fx, Fy, Fz = m * ax, m * ay, m * az
+        F[i, 0], F[i, 1], F[i, 2] = Fx, Fy, Fz
+        N[i, 0], N[i, 1], N[i, 2] = _cross(ccx, ccy, ccz, Fx, Fy, Fz)
+    # ---- inward: composites into parents; p_i, g_i, (Cᵀq̇)_i from the composite of body i ----
+    for i in range(nb - 1, -1, -1):
+        zx, zy, zz = axis[i, 0], axis[i, 1], axis[i, 2]
+        Lx, Ly, Lz = L[i, 0], L[i, 1], L[i, 2]
+        Kx, Ky, Kz = K[i, 0], K[i, 1], K[i, 2]
+        Fx, Fy, Fz = F[i, 0], F[i, 1], F[i, 2]
+        Nx, Ny, Nz = N[i, 0], N[i, 1], N[i, 2]
+        ex, ey, ez = _cross(W[i, 0], W[i, 1], W[i, 2], zx, zy, zz)  # ω_i × z
+        if jtype[i] == 0:
+            pb[i] = zx * Kx + zy * Ky + zz * Kz
+            gb[i] = zx * Nx + zy * Ny + zz * Nz
+            fx, fy, fz = _cross(V[i, 0], V[i, 1], V[i, 2], zx, zy, zz)  # v_i × z
+            cb[i] = ex * Kx + ey * Ky + ez * Kz + fx * Lx + fy * Ly + fz * Lz
+        else:
+            pb[i] = zx * Lx + zy * Ly + zz * Lz
+            gb[i] = zx * Fx + zy * Fy + zz * Fz
+            cb[i] = ex * Lx + ey * Ly + ez * Lz
+        lam = parent[i]
+        if lam >= 0:  # h_λ += R h_i, moments also + p × (R force)
+            RLx = R[i, 0, 0] * Lx + R[i, 0, 1] * Ly + R[i, 0, 2] * Lz
+            RLy = R[i, 1, 0] * Lx + R[i, 1, 1] * Ly + R[i, 1, 2] * Lz
+            RLz = R[i, 2, 0] * Lx + R[i, 2, 1] * Ly + R[i, 2, 2] * Lz
+            RFx = R[i, 0, 0] * Fx + R[i, 0, 1] * Fy + R[i, 0, 2] * Fz
+            RFy = R[i, 1, 0] * Fx + R[i, 1, 1] * Fy + R[i, 1, 2] * Fz
+            RFz = R[i, 2, 0] * Fx + R[i, 2, 1] * Fy + R[i, 2, 2] * Fz
+            cx, cy, cz = _cross(P[i, 0], P[i, 1], P[i, 2], RLx, RLy, RLz)
+            dx, dy, dz = _cross(P[i, 0], P[i, 1], P[i, 2], RFx, RFy, RFz)
+            L[lam, 0] += RLx
+            L[lam, 1] += RLy
+            L[lam, 2] += RLz
+            K[lam, 0] += R[i, 0, 0] * Kx + R[i, 0, 1] * Ky + R[i, 0, 2] * Kz + cx
+            K[lam, 1] += R[i, 1, 0] * Kx + R[i, 1, 1] * Ky + R[i, 1, 2] * Kz + cy
+            K[lam, 2] += R[i, 2, 0] * Kx + R[i, 2, 1] * Ky + R[i, 2, 2] * Kz + cz
+            F[lam, 0] += RFx
+            F[lam, 1] += RFy
+            F[lam, 2] += RFz
+            N[lam, 0] += R[i, 0, 0] * Nx + R[i, 0, 1] * Ny + R[i, 0, 2] * Nz + dx
+            N[lam, 1] += R[i, 1, 0] * Nx + R[i, 1, 1] * Ny + R[i, 1, 2] * Nz + dy
+            N[lam, 2] += R[i, 2, 0] * Nx + R[i, 2, 1] * Ny + R[i, 2, 2] * Nz + dz
+    _to_joints(src, mult, gb, out[0])
+    _to_joints(src, mult, pb, out[1])
+    _to_joints(src, mult, cb, out[2])
+    for j in range(out.shape[1]):
+        out[1, j] += armature[j] * qd[j]
+
+
+def momentum_terms_buffers(model: RobotModel) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The constant arguments of :func:`momentum_terms_one` for ``model``: ``(fbuf, ibuf, a0, armature)``
+    (the packed joint table, −g (3,) m/s², rotor inertia (n,) kg·m²), read once — a payload or gravity
+    change is a new ``RobotModel`` and new buffers."""
+    fbuf, ibuf = JointTable(model).packed()
+    a0 = np.ascontiguousarray(-np.asarray(model.gravity, dtype=float))
+    armature = np.ascontiguousarray(np.asarray(model.armature, dtype=float).reshape(model.n))
+    return fbuf, ibuf, a0, armature
+
+
+# --------------------------------------------------------------------------------------------------
 # the engine
 # --------------------------------------------------------------------------------------------------
 class NewtonEulerDynamics:
@@ -641,3 +822,22 @@ class NewtonEulerDynamics:
             M[:, idx, idx] += self._armature
         self._check_finite(M)
         return M[0] if single else M
+
+    def momentum_terms(self, q, qd) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(g, p, Cᵀ(q, qd) qd)`` of one state, each (n,): g(q) N·m, the generalized momentum p = M(q) qd
+        (M with ``diag(model.armature)``; kg·m²/s) and Cᵀ qd N·m for any C with Ṁ = C + Cᵀ — one O(n) sweep
+        (:func:`momentum_terms_one`), no mass or Coriolis matrix built.
+
+        Raises:
+            ValueError: q or qd of the wrong shape or not finite (naming the entry and joint), or an overflow.
+        """
+        if self._version != self.model.version:
+            self._sync()
+        q1 = np.ascontiguousarray(inputs.vector(q, self.n, "q", self.model.joint_names))
+        qd1 = np.ascontiguousarray(inputs.vector(qd, self.n, "qd", self.model.joint_names))
+        arm = self._armature if self._armature is not None else np.zeros(self.n)
+        out = np.empty((3, self.n))
+        work = np.empty(MOMENTUM_WORK_PER_BODY * self.table.parent.shape[0])
+        momentum_terms_one(self._fbuf, self._ibuf, q1, qd1, self._a0, arm, work, out)
+        self._check_finite(out)
+        return out[0], out[1], out[2]
