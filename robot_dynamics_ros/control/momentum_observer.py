@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.dynamics.newton_euler import (MOMENTUM_WORK_PER_BODY, momentum_terms_buffers,
+from robot_dynamics_ros.dynamics.newton_euler import (MOMENTUM_WORK_ROWS, momentum_terms_buffers,
                                                      momentum_terms_one)
 from robot_dynamics_ros.model import RobotModel
 
@@ -45,10 +45,11 @@ __all__ = ["INTEGRATIONS", "MomentumObserver", "CollisionDetector", "CollisionSt
 INTEGRATIONS = ("euler", "trapezoid")
 
 
-# rows of the observer's state array (rows, n): this sample's p and β, the integrated momentum model p̂,
-# β of the previous sample, the residual r, the gain K_O, and the friction model (viscous, Coulomb)
-_P, _BETA, _P_HAT, _BETA_PREV, _R, _GAIN, _VISCOUS, _COULOMB = range(8)
-_ROWS = 8
+# rows of the observer's state array (rows, n): the model terms of this sample (g, p = M q̇, Cᵀ q̇, written
+# by the kernel), β, the integrated momentum model p̂, β of the previous sample, the residual r, the gain
+# K_O, the friction model (viscous, Coulomb) and the rotor inertia
+_G, _P, _CTQD, _BETA, _P_HAT, _BETA_PREV, _R, _GAIN, _VISCOUS, _COULOMB, _ARMATURE = range(11)
+_ROWS = 11
 _FLOAT = np.dtype(float)
 #: :func:`_fused_step` return codes: accepted, non-finite q / q̇ / τ_m, non-finite model term
 _OK, _BAD_Q, _BAD_QD, _BAD_TAU, _BAD_TERM = range(5)
@@ -86,23 +87,15 @@ def _sign(v):
 
 
 @njit(cache=True, nogil=True)
-def _fused_step(fbuf, ibuf, ws, q, qd, tau, dt, restart, trapezoid, friction):
+def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, friction):
     """One observer sample in one compiled call: the model terms (``newton_euler.momentum_terms_one``:
-    g, p = M q̇, Cᵀ q̇), β = τ_m − τ_f + Cᵀ q̇ − g with τ_f = viscous · q̇ + Coulomb · sign(q̇) (the model's
-    URDF ``<dynamics>`` or identified friction, the law of ``PinocchioDynamics.friction_torque``), then
-    :func:`_advance`.
+    g, p = M q̇, Cᵀ q̇ into rows 0–2 of ``st``), β = τ_m − τ_f + Cᵀ q̇ − g with
+    τ_f = viscous · q̇ + Coulomb · sign(q̇) (the model's URDF ``<dynamics>`` or identified friction, the law
+    of ``PinocchioDynamics.friction_torque``), then :func:`_advance`.
 
-    ``fbuf``: the packed joint table (30 nb floats) followed by a0 = −g (3) and the armature (n);
-    ``ws``: the state rows (``_ROWS`` · n), the terms (3 n) and the kernel's work (40 nb). Few arguments:
-    each array passed costs the dispatcher time. Returns a code (``_OK`` …); on any other code the state
-    rows are unchanged.
+    Returns a code (``_OK`` …); on any other code the observer rows (β onwards) are unchanged.
     """
     n = q.shape[0]
-    nb = ibuf.shape[0] // 3
-    nf = 30 * nb
-    st = ws[:_ROWS * n].reshape((_ROWS, n))
-    terms = ws[_ROWS * n:(_ROWS + 3) * n].reshape((3, n))
-    work = ws[(_ROWS + 3) * n:]
     sq = 0.0
     sqd = 0.0
     stau = 0.0
@@ -117,19 +110,17 @@ def _fused_step(fbuf, ibuf, ws, q, qd, tau, dt, restart, trapezoid, friction):
         return _BAD_QD
     if stau - stau != 0.0:
         return _BAD_TAU
-    momentum_terms_one(fbuf, ibuf, q, qd, fbuf[nf:nf + 3], fbuf[nf + 3:nf + 3 + n], work, terms)
+    momentum_terms_one(tab, itab, q, qd, st[_ARMATURE], work, st)
     total = 0.0
-    for j in range(n):   # β into the scratch row of the terms (g is not needed once subtracted)
-        beta = tau[j] + terms[2, j] - terms[0, j]
-        if friction:
-            beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _sign(qd[j])
-        terms[0, j] = beta
-        total += beta + terms[1, j]
+    for j in range(n):
+        total += st[_G, j] + st[_P, j] + st[_CTQD, j]
     if total - total != 0.0:
         return _BAD_TERM
     for j in range(n):
-        st[_P, j] = terms[1, j]
-        st[_BETA, j] = terms[0, j]
+        beta = tau[j] + st[_CTQD, j] - st[_G, j]
+        if friction:
+            beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _sign(qd[j])
+        st[_BETA, j] = beta
     _advance(st, dt, restart, trapezoid)
     return _OK
 
@@ -173,28 +164,22 @@ class MomentumObserver:
         self.integration = integration
         self._trapezoid = integration == "trapezoid"
         model = getattr(engine, "model", None)
-        if isinstance(model, RobotModel):
-            fbuf, ibuf, a0, armature = momentum_terms_buffers(model)
-            self._fbuf = np.concatenate([fbuf, a0, armature])
-            self._ibuf = ibuf
-            nb = ibuf.shape[0] // 3
-            if fbuf.shape[0] != 30 * nb:  # the layout _fused_step slices a0 and the armature from
-                raise RuntimeError(f"joint table of {fbuf.shape[0]} floats for {nb} bodies, expected {30 * nb}")
-            self._ws = np.zeros((_ROWS + 3) * self.n + MOMENTUM_WORK_PER_BODY * nb)
-        else:
-            self._fbuf = None
-            self._ws = np.zeros(_ROWS * self.n)
-        self._st = self._ws[:_ROWS * self.n].reshape(_ROWS, self.n)
+        self._st = np.zeros((_ROWS, self.n))
         self._residual = self._st[_R]
         self._shape = (self.n,)
         self._st[_GAIN] = k
-        if self._fbuf is not None:
-            self._st[_VISCOUS] = model.damping
-            self._st[_COULOMB] = model.friction
+        if isinstance(model, RobotModel):
+            self._tab, self._itab, armature = momentum_terms_buffers(model)
+            self._work = np.zeros((MOMENTUM_WORK_ROWS, self._itab.shape[0]))
+            st = self._st
+            st[_VISCOUS], st[_COULOMB], st[_ARMATURE] = model.damping, model.friction, armature
             # load (or compile) the kernel now, on a scratch copy: not at the first sample, where loading
             # it from numba's cache (~0.5 s) would make the next joint states stale
             z = np.zeros(self.n)
-            _fused_step(self._fbuf, self._ibuf, self._ws.copy(), z, z, z, 0.0, True, self._trapezoid, self.friction)
+            _fused_step(self._tab, self._itab, self._work, st.copy(), z, z, z, 0.0, True, self._trapezoid,
+                        self.friction)
+        else:
+            self._tab = None
         self._t: float | None = None
         #: samples since the last (re)start; the residual is only meaningful after a few time constants
         self.samples = 0
@@ -254,9 +239,9 @@ class MomentumObserver:
         t_prev = self._t
         dt = 0.0 if t_prev is None else t - t_prev
         restart = t_prev is None or not 0.0 < dt <= self.max_dt
-        if self._fbuf is not None:
-            code = _fused_step(self._fbuf, self._ibuf, self._ws, q, qd, tau_m, dt, restart, self._trapezoid,
-                               self.friction)
+        if self._tab is not None:
+            code = _fused_step(self._tab, self._itab, self._work, self._st, q, qd, tau_m, dt, restart,
+                               self._trapezoid, self.friction)
             if code:
                 raise ValueError(self._reason(code, q, qd, tau_m))
         else:
