@@ -129,6 +129,24 @@ def test_commanded_source_when_joint_states_carry_no_effort():
         h.close()
 
 
+def test_non_finite_effort_and_stale_states_publish_nothing_and_are_diagnosed():
+    g = RefPanda().gravity(Q, ARM)
+    h = Harness(torque_source="measured")
+    try:
+        for _ in range(10):
+            h.send(Q, g)
+        n0 = len(h.tau)
+        assert n0 >= 5
+        h.send(Q, np.where(np.arange(7) == 3, np.nan, g))  # one joint's effort NaN: no torque to balance
+        assert len(h.tau) == n0 and "panda_joint4" in h.node.diag.message and h.node.core.no_torque == 1
+        # the states stop: past state_timeout (0.5 s) the timer reports them stale, level ERROR, nothing sent
+        assert h.wait(lambda: "stale" in h.node.diag.message, 3.0), h.node.diag.message
+        assert h.node.diag.level == 2 and len(h.tau) == n0
+        assert all(np.all(np.isfinite(t)) for t in h.tau)
+    finally:
+        h.close()
+
+
 def test_external_torque_writer_bytes_deserialize_to_the_message():
     """The preallocated CDR of ~/external_torque against rclpy's own deserializer."""
     from rclpy.serialization import deserialize_message

@@ -117,6 +117,8 @@ class ExternalTorqueCore(ControlCore):
         self.settings.check()
         self.clamped = 0
         self.nonfinite = 0
+        #: joint states for which no finite joint torque was available (nothing published for them)
+        self.no_torque = 0
         self.fault = ""
         self._bind(model, engine, command_joints)
         self._build()
@@ -191,15 +193,18 @@ class ExternalTorqueCore(ControlCore):
         src = self.settings.torque_source
         measured = self.mapper.effort
         # a sum over Python floats: a NaN or inf anywhere makes it non-finite (cheaper than numpy's reduce)
-        if src in ("measured", "auto") and math.isfinite(sum(measured.tolist())):
+        if src != "commanded" and math.isfinite(sum(measured.tolist())):
             return (measured if self._offset is None else measured - self._offset), "measured"
-        if src == "measured":
-            missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
-            return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
-        if math.isfinite(self._commanded.sum()):
+        if src != "measured" and math.isfinite(sum(self._commanded.tolist())):
             return self._commanded, "commanded"
-        return None, ("no joint torque: joint_states carry no effort and no effort command has been heard"
-                      if src == "auto" else "no effort command heard yet (torque_source = commanded)")
+        self.no_torque += 1
+        missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
+        if src == "measured":
+            return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
+        if src == "commanded":
+            return None, "no effort command heard yet (torque_source = commanded)"
+        return None, (f"no joint torque: joint_states carry no finite effort for {missing} and no effort "
+                      "command has been heard")
 
     # ------------------------------------------------------------------ step
     def _hold(self, level: int, reason: str) -> ObserverResult:

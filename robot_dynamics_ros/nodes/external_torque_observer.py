@@ -311,6 +311,8 @@ class ExternalTorqueObserverNode(LifecycleNode):
         self.diag.set("collision", bool(core.detector.collision))
         self.diag.set("collisions", core.detector.count)
         self.diag.set("published", self.published)
+        self.diag.set("no_torque", core.no_torque)
+        self.diag.set("nonfinite_withheld", core.nonfinite)
         self.diag.set("rejected_by_joint", dict(core.mapper.rejected_joints))
 
 
