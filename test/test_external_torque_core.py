@@ -148,6 +148,11 @@ def test_non_finite_or_missing_effort_is_diagnosed_and_nothing_published():
     assert core.no_torque == 2
     assert out[4].tau_ext == [0.0] * 7 and "starting" in out[4].reason  # restarted after the gap in torque
     assert out[5].level == OK and max(map(abs, out[5].tau_ext)) < 1e-9
+    # a state without efforts after states with them: no measured torque (not the last message's)
+    t = 10**12 + 6 * 1_000_000
+    assert core.on_joint_state(_fields(model, t, q0, np.zeros(7)), t, t) is None
+    res = core.step(t, t)
+    assert res.tau_ext is None and res.level == WARN and "no finite effort" in res.reason and core.no_torque == 3
     # auto: a non-finite effort falls back to the last command the drives were sent
     core = ExternalTorqueCore(model, ObserverSettings(torque_source="auto"))
     t = 10**12

@@ -132,7 +132,9 @@ class ExternalTorqueCore(ControlCore):
                                          max_dt=s.state_timeout, integration=s.integration)
         self.detector = CollisionDetector(n, np.broadcast_to(thr, (n,)), release=s.release,
                                           min_duration=s.min_duration)
+        self.observer.watch(self.detector.threshold)
         self._commanded = np.full(n, np.nan)
+        self._measured_first = s.torque_source != "commanded"
         self._sample_ns = 0
         offset = np.asarray(self.model.effort_offset, dtype=float)
         self._offset = offset.copy() if np.any(offset) else None  # measured = true torque + offset
@@ -183,10 +185,13 @@ class ExternalTorqueCore(ControlCore):
 
     def on_joint_state(self, fields, arrival_ns: int, now_ns: int):
         """:meth:`ControlCore.on_joint_state`, remembering the accepted message's sample time (its stamp, or
-        its arrival time when unstamped)."""
+        its arrival time when unstamped); a message without efforts leaves no measured torque (not the
+        efforts of an earlier message)."""
         rej = super().on_joint_state(fields, arrival_ns, now_ns)
         if rej is None:
             self._sample_ns = fields.stamp_ns or arrival_ns
+            if not fields.effort:  # the mapper keeps a joint's last effort: a state without any is no torque
+                self.mapper.effort.fill(math.nan)
         return rej
 
     def _torque(self) -> tuple[np.ndarray | None, str]:
@@ -234,22 +239,29 @@ class ExternalTorqueCore(ControlCore):
         sample_ns = self._sample_ns
         if sample_ns == self._last_sample_ns and self._last is not None:
             return self._last
-        tau_m, source = self._torque()
-        if tau_m is None:
-            return self._hold(WARN, source)
+        measured = mapper.effort
+        # the per-sample case first: measured efforts, all finite (a NaN or inf makes the sum non-finite)
+        if self._offset is None and self._measured_first and math.isfinite(sum(measured.tolist())):
+            tau_m, source = measured, "measured"
+        else:
+            tau_m, source = self._torque()
+            if tau_m is None:
+                return self._hold(WARN, source)
         observer = self.observer
-        try:
-            r = observer.update(sample_ns * 1e-9, mapper.q, mapper.qd, tau_m)
-        except ValueError as exc:  # a non-finite model term: nothing of it is published
+        t_s = sample_ns * 1e-9
+        try:  # the mapper's own (n,) float arrays: the unchecked entry of the observer
+            r = observer._update_arrays(t_s, mapper.q, mapper.qd, tau_m)
+        except ValueError as exc:  # a non-finite model term or residual: nothing of it is published
             self.nonfinite += 1
             return self._hold(ERROR, f"observer input rejected: {exc}")
-        tau_ext = r.tolist()
-        if not math.isfinite(sum(tau_ext)):
-            self.nonfinite += 1
-            return self._hold(ERROR, "non-finite external torque withheld")
+        tau_ext = r.tolist()  # finite: the observer refuses a non-finite residual
         self._last_sample_ns = sample_ns
-        state = self.detector.update(sample_ns * 1e-9, tau_ext)
-        if state is _QUIET:  # the per-sample case: no joint above its threshold, no collision
+        detector = self.detector
+        if observer.above or detector.collision or detector._since is not None:
+            state = detector.update(t_s, tau_ext)
+        else:  # the per-sample case: no joint above its threshold (checked in the observer), nothing pending
+            state = _QUIET
+        if state is _QUIET:
             res = (ObserverResult(tau_ext, False, False, (), OK, _RUNNING[source]) if observer.samples >= 2
                    else ObserverResult(tau_ext, False, False, (), WARN, _STARTING[source]))
         else:

@@ -47,12 +47,13 @@ INTEGRATIONS = ("euler", "trapezoid")
 
 # rows of the observer's state array (rows, n): the model terms of this sample (g, p = M q̇, Cᵀ q̇, written
 # by the kernel), β, the integrated momentum model p̂, β of the previous sample, the residual r, the gain
-# K_O, the friction model (viscous, Coulomb) and the rotor inertia
-_G, _P, _CTQD, _BETA, _P_HAT, _BETA_PREV, _R, _GAIN, _VISCOUS, _COULOMB, _ARMATURE = range(11)
-_ROWS = 11
+# K_O, the friction model (viscous, Coulomb), the rotor inertia and the watched level (:meth:`watch`)
+_G, _P, _CTQD, _BETA, _P_HAT, _BETA_PREV, _R, _GAIN, _VISCOUS, _COULOMB, _ARMATURE, _WATCH = range(12)
+_ROWS = 12
 _FLOAT = np.dtype(float)
-#: :func:`_fused_step` return codes: accepted, non-finite q / q̇ / τ_m, non-finite model term
-_OK, _BAD_Q, _BAD_QD, _BAD_TAU, _BAD_TERM = range(5)
+#: return codes of the compiled steps: accepted with every |r| at or below the watched level, accepted with
+#: some |r| above it, refused (non-finite q / q̇ / τ_m, non-finite model term), non-finite residual
+_OK_QUIET, _OK_ABOVE, _BAD_Q, _BAD_QD, _BAD_TAU, _BAD_TERM, _BAD_R = range(7)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -75,10 +76,27 @@ def _advance(st, dt, restart, trapezoid):
         st[_BETA_PREV, j] = beta
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _outcome(st):
+    """``_BAD_R`` for a non-finite residual, else ``_OK_ABOVE`` when some |r_j| exceeds its watched level."""
+    total = 0.0
+    above = False
+    for j in range(st.shape[1]):
+        r = st[_R, j]
+        total += r
+        if abs(r) > st[_WATCH, j]:
+            above = True
+    if total - total != 0.0:
+        return _BAD_R
+    return _OK_ABOVE if above else _OK_QUIET
+
+
 @njit(cache=True, nogil=True)
 def _step_from_terms(st, dt, restart, trapezoid):
-    """:func:`_advance` for p and β written into ``st`` by the caller (engines without the fused kernel)."""
+    """:func:`_advance` for p and β written into ``st`` by the caller (engines without the fused kernel);
+    returns :func:`_outcome`."""
     _advance(st, dt, restart, trapezoid)
+    return _outcome(st)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -93,7 +111,9 @@ def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, frictio
     τ_f = viscous · q̇ + Coulomb · sign(q̇) (the model's URDF ``<dynamics>`` or identified friction, the law
     of ``PinocchioDynamics.friction_torque``), then :func:`_advance`.
 
-    Returns a code (``_OK`` …); on any other code the observer rows (β onwards) are unchanged.
+    Returns a code: ``_OK_QUIET`` / ``_OK_ABOVE`` (accepted, :func:`_outcome`), ``_BAD_R`` (accepted but the
+    residual is not finite), or a refusal (``_BAD_Q`` …), for which the observer rows (β onwards) are
+    unchanged.
     """
     n = q.shape[0]
     sq = 0.0
@@ -122,7 +142,7 @@ def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, frictio
             beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _sign(qd[j])
         st[_BETA, j] = beta
     _advance(st, dt, restart, trapezoid)
-    return _OK
+    return _outcome(st)
 
 
 class MomentumObserver:
@@ -168,6 +188,9 @@ class MomentumObserver:
         self._residual = self._st[_R]
         self._shape = (self.n,)
         self._st[_GAIN] = k
+        self._st[_WATCH] = np.inf
+        #: after each update: some |r_j| is above the level set by :meth:`watch`
+        self.above = False
         if isinstance(model, RobotModel):
             self._tab, self._itab, armature = momentum_terms_buffers(model)
             self._work = np.zeros((MOMENTUM_WORK_ROWS, self._itab.shape[0]))
@@ -199,6 +222,7 @@ class MomentumObserver:
         self._t = None
         self._st[_R] = 0.0
         self.samples = 0
+        self.above = False
 
     def _terms(self, q, qd, tau_m) -> None:
         """p = M q̇ and β = τ_m − τ_f + Cᵀ q̇ − g into the state rows, from the engine's methods."""
@@ -232,27 +256,45 @@ class MomentumObserver:
             q = np.ascontiguousarray(q, dtype=float)
             qd = np.ascontiguousarray(qd, dtype=float)
             tau_m = np.ascontiguousarray(tau_m, dtype=float)
-        if not q.shape == qd.shape == tau_m.shape == self._shape:
+        if not q.shape == qd.shape == tau_m.shape == self._shape or not (
+                q.flags.c_contiguous and qd.flags.c_contiguous and tau_m.flags.c_contiguous):
             for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
                 if v.shape != (self.n,):
                     raise ValueError(f"{name}: expected shape ({self.n},), got {v.shape}")
+            q, qd, tau_m = (np.ascontiguousarray(v) for v in (q, qd, tau_m))
+        if self._tab is None:
+            for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
+                if not np.all(np.isfinite(v)):
+                    raise ValueError(f"{name}: non-finite value at index {int(np.argmin(np.isfinite(v)))}")
+        return self._update_arrays(t, q, qd, tau_m)
+
+    def _update_arrays(self, t: float, q: np.ndarray, qd: np.ndarray, tau_m: np.ndarray) -> np.ndarray:
+        """:meth:`update` for arrays already known to be C-contiguous float64 (n,) — a wrong shape would be
+        read out of bounds — such as the joint-state mapper's own arrays (the per-sample path of
+        ``ExternalTorqueCore``). Same results and errors otherwise."""
         t_prev = self._t
         dt = 0.0 if t_prev is None else t - t_prev
         restart = t_prev is None or not 0.0 < dt <= self.max_dt
         if self._tab is not None:
             code = _fused_step(self._tab, self._itab, self._work, self._st, q, qd, tau_m, dt, restart,
                                self._trapezoid, self.friction)
-            if code:
-                raise ValueError(self._reason(code, q, qd, tau_m))
         else:
-            for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
-                if not np.all(np.isfinite(v)):
-                    raise ValueError(f"{name}: non-finite value at index {int(np.argmin(np.isfinite(v)))}")
             self._terms(q, qd, tau_m)
-            _step_from_terms(self._st, dt, restart, self._trapezoid)
+            code = _step_from_terms(self._st, dt, restart, self._trapezoid)
+        if code > _OK_ABOVE:
+            if code == _BAD_R:  # the state is spoilt: start again at the next sample
+                self.reset()
+                raise ValueError("non-finite residual (overflow): observer restarted")
+            raise ValueError(self._reason(code, q, qd, tau_m))
+        self.above = code == _OK_ABOVE
         self._t = t
         self.samples = 1 if restart else self.samples + 1
         return self._residual
+
+    def watch(self, level) -> None:
+        """After each update, set :attr:`above` when some |r_j| exceeds ``level`` (N·m, scalar or (n,);
+        inf: never) — the per-sample pre-check of a :class:`CollisionDetector` with these thresholds."""
+        self._st[_WATCH] = np.broadcast_to(np.asarray(level, dtype=float), (self.n,))
 
     @staticmethod
     def _reason(code: int, q, qd, tau_m) -> str:
