@@ -39,12 +39,15 @@ from robot_dynamics_ros.identification.base import BaseParameters, base_paramete
 from robot_dynamics_ros.identification.regressor import FRICTION_NAMES, Regressor
 
 __all__ = ["log_cholesky_from_parameters", "parameters_from_log_cholesky", "default_prior_std",
-           "Identification", "identify", "structural_base", "IDENTIFIED_RATIO", "MIN_VELOCITY"]
+           "Identification", "identify", "structural_base", "choose_coulomb_velocity", "IDENTIFIED_RATIO",
+           "MIN_VELOCITY", "COULOMB_VELOCITIES"]
 
 #: a parameter counts as identified when its posterior std is below this fraction of its prior spread
 IDENTIFIED_RATIO = 0.5
 #: default |qd| below which a joint's torque sample is left out of the fit (rad/s or m/s)
 MIN_VELOCITY = 0.05
+#: candidate Coulomb transition velocities v_s (rad/s or m/s) of fc·tanh(qd / v_s); 0 is fc·sign(qd)
+COULOMB_VELOCITIES = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,8 +168,8 @@ def _names(reg: Regressor, armature: bool) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _stack(reg: Regressor, q, qd, qdd, armature: bool) -> np.ndarray:
-    parts = [reg.inertial(q, qd, qdd), reg.friction(qd)]
+def _stack(reg: Regressor, q, qd, qdd, armature: bool, coulomb_velocity: float = 0.0) -> np.ndarray:
+    parts = [reg.inertial(q, qd, qdd), reg.friction(qd, coulomb_velocity)]
     if armature:
         parts.append(reg.armature(qdd))
     return np.concatenate(parts, axis=2)
@@ -186,6 +189,8 @@ class Identification:
         data_rank: rank of the data's regressor; base: the model's structural base parameters;
         condition: condition number of the data's base regressor (columns normalized).
         armature: whether armature columns were fitted.  status: the solver's message.
+        coulomb_velocity: v_s (rad/s) of the Coulomb law fc·tanh(qd / v_s) (0: fc·sign(qd)); the prior
+            (URDF ``<dynamics friction>``) is predicted with sign(qd), as the nodes apply it.
     """
 
     regressor: Regressor
@@ -202,6 +207,7 @@ class Identification:
     armature: bool
     status: str = ""
     warnings: list[str] = field(default_factory=list)
+    coulomb_velocity: float = 0.0
 
     @property
     def n_inertial(self) -> int:
@@ -226,13 +232,13 @@ class Identification:
 
     def predict(self, q, qd, qdd, prior: bool = False) -> np.ndarray:
         """Predicted motor torque (N, n), N·m, of the identified model (or of the prior with ``prior``)."""
-        W = _stack(self.regressor, q, qd, qdd, self.armature)
+        W = _stack(self.regressor, q, qd, qdd, self.armature, 0.0 if prior else self.coulomb_velocity)
         return W @ (self.x_prior if prior else self.x)
 
 
 def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: float = 1.0,
              min_velocity: float = MIN_VELOCITY, sample_correlation: float = 1.0,
-             max_nfev: int = 100) -> Identification:
+             max_nfev: int = 100, coulomb_velocity: float | None = None) -> Identification:
     """Identify the inertial parameters of every body of ``model`` and the friction of every joint.
 
     Args:
@@ -251,6 +257,8 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
             (:attr:`~robot_dynamics_ros.identification.data.Prepared.correlation`); the data's weight is
             divided by it, so the posterior spread is not over-optimistic.
         max_nfev: cap on solver iterations.
+        coulomb_velocity: v_s (rad/s) of the Coulomb law fc·tanh(qd / v_s), 0 for fc·sign(qd); None
+            chooses it from :data:`COULOMB_VELOCITIES` by :func:`choose_coulomb_velocity`.
 
     Raises:
         ValueError: bad shapes or non-finite values (naming the array and joint); fewer samples than
@@ -258,7 +266,16 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
     """
     reg = Regressor(model)
     tau = reg.check_array(tau, "tau")
-    W = _stack(reg, q, qd, qdd, armature)
+    notes = []
+    if coulomb_velocity is None:
+        Yr = _stack(reg, q, qd, qdd, armature)
+        keep = np.ones(Yr.shape[2], bool)
+        keep[reg.n_params:reg.n_params + 3 * reg.n] = False
+        coulomb_velocity, scores = choose_coulomb_velocity(reg, Yr[:, :, keep], tau, qd)
+        notes.append("Coulomb law " + (f"fc·tanh(qd / {coulomb_velocity:g} rad/s)" if coulomb_velocity > 0
+                                       else "fc·sign(qd)") + " chosen by the data (Σ_j log RSS_j of the "
+                     "least-squares fit: " + ", ".join(f"{v:g}: {c:.4g}" for v, c in scores) + ")")
+    W = _stack(reg, q, qd, qdd, armature, coulomb_velocity)
     N, n, P = W.shape
     if tau.shape[0] != N:
         raise ValueError(f"tau: expected {N} samples, got {tau.shape[0]}")
@@ -272,7 +289,37 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
                      max_nfev, sample_correlation)
     return Identification(reg, names, fit.x, x0, fit.s0, fit.post, fit.post < IDENTIFIED_RATIO * fit.s0,
                           fit.noise, fit.rank, structural_base(reg, armature=armature), fit.condition, armature,
-                          fit.status, fit.warnings)
+                          fit.status, notes + fit.warnings, float(coulomb_velocity))
+
+
+def choose_coulomb_velocity(reg: Regressor, W_rest: np.ndarray, tau: np.ndarray, qd,
+                            candidates=COULOMB_VELOCITIES) -> tuple[float, list[tuple[float, float]]]:
+    """The Coulomb transition velocity v_s of fc·tanh(qd / v_s) that fits the data best.
+
+    Near a velocity reversal a joint sticks: its velocity lingers near 0 while the friction torque moves
+    between −fc and fc, which fc·sign(qd) cannot follow (on the Panda the law is a sigmoid, Gaz et al.,
+    IEEE RA-L 4(4), 2019). For each candidate, an ordinary least-squares fit of the torque on
+    ``W_rest`` (N, n, P_rest: every column but the friction ones) and the friction regressor with that
+    v_s, over ALL samples (the slow ones are where the candidates differ); the score is Σ_j log RSS_j,
+    the profile log-likelihood with an unknown noise variance per joint. Returns (v_s, [(candidate,
+    score)]); 0 (sign) when no joint moves.
+    """
+    tau = np.asarray(tau, dtype=float)
+    N, n = tau.shape
+    if not np.any(np.abs(np.asarray(qd, dtype=float)) > 0):
+        return 0.0, []
+    scores = []
+    for v in candidates:
+        A = np.concatenate([W_rest, reg.friction(qd, v)], axis=2).reshape(N * n, -1)
+        b = tau.reshape(-1)
+        norms = np.linalg.norm(A, axis=0)
+        cols = norms > 1e-10 * max(norms.max(), 1e-300)
+        An = A[:, cols] / norms[cols]
+        sol, *_ = np.linalg.lstsq(An, b, rcond=1e-10)
+        r = (b - An @ sol).reshape(N, n)
+        scores.append((float(v), float(np.sum(np.log(np.sum(r ** 2, axis=0) + 1e-300)))))
+    best = min(scores, key=lambda s: s[1])[0]
+    return best, scores
 
 
 @dataclass
