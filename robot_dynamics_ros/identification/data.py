@@ -218,7 +218,9 @@ def differentiate(x: np.ndarray, dt: float, window: int, deriv: int) -> np.ndarr
 class Prepared:
     """Data ready for identification, model order. t (N,), q, qd, qdd (N, n) (filtered), tau (N, n)
     filtered, tau_raw (N, n) as recorded (scaled); window (samples), dt (s); notes (what was done).
-    ``correlation`` = 1/Σh² of the smoothing filter h: consecutive samples per independent one."""
+    ``correlation`` = 1/Σh² of the smoothing filter h: consecutive samples per independent one.
+    ``tau_rate`` (N, n): d tau / dt by the same filter, N·m/s (None for static poses), for the
+    effort-time alignment of :func:`~robot_dynamics_ros.identification.estimate.identify`."""
 
     t: np.ndarray
     q: np.ndarray
@@ -229,6 +231,7 @@ class Prepared:
     dt: float
     window: int
     notes: list[str]
+    tau_rate: np.ndarray | None = None
 
     @property
     def correlation(self) -> float:
@@ -316,6 +319,7 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
         qdd = differentiate(qd_src, dt, w, 1)
         notes.append(f"acceleration not recorded: Savitzky-Golay derivative of velocity (cubic, {w} samples)")
     tau = differentiate(tau_raw, dt, w, 0)
+    tau_rate = differentiate(tau_raw, dt, w, 1)
     h = w // 2
     sl = slice(h, t.size - h)
-    return Prepared(t[sl], q[sl], qd[sl], qdd[sl], tau[sl], tau_raw[sl], dt, w, notes)
+    return Prepared(t[sl], q[sl], qd[sl], qdd[sl], tau[sl], tau_raw[sl], dt, w, notes, tau_rate[sl])

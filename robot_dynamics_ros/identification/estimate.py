@@ -39,7 +39,8 @@ from robot_dynamics_ros.identification.base import BaseParameters, base_paramete
 from robot_dynamics_ros.identification.regressor import FRICTION_NAMES, Regressor
 
 __all__ = ["log_cholesky_from_parameters", "parameters_from_log_cholesky", "default_prior_std",
-           "Identification", "identify", "structural_base", "choose_coulomb_velocity", "IDENTIFIED_RATIO",
+           "Identification", "identify", "structural_base", "choose_coulomb_velocity", "estimate_effort_shift",
+           "IDENTIFIED_RATIO",
            "MIN_VELOCITY", "COULOMB_VELOCITIES"]
 
 #: a parameter counts as identified when its posterior std is below this fraction of its prior spread
@@ -191,6 +192,8 @@ class Identification:
         armature: whether armature columns were fitted.  status: the solver's message.
         coulomb_velocity: v_s (rad/s) of the Coulomb law fc·tanh(qd / v_s) (0: fc·sign(qd)); the prior
             (URDF ``<dynamics friction>``) is predicted with sign(qd), as the nodes apply it.
+        effort_shift: S (s) by which the effort samples were shifted to align with the state (see
+            :func:`identify`); predictions are at the state's time.
     """
 
     regressor: Regressor
@@ -208,6 +211,7 @@ class Identification:
     status: str = ""
     warnings: list[str] = field(default_factory=list)
     coulomb_velocity: float = 0.0
+    effort_shift: float = 0.0
 
     @property
     def n_inertial(self) -> int:
@@ -238,7 +242,8 @@ class Identification:
 
 def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: float = 1.0,
              min_velocity: float = MIN_VELOCITY, sample_correlation: float = 1.0,
-             max_nfev: int = 100, coulomb_velocity: float | None = None) -> Identification:
+             max_nfev: int = 100, coulomb_velocity: float | None = None, tau_rate=None,
+             effort_shift: float | None = None) -> Identification:
     """Identify the inertial parameters of every body of ``model`` and the friction of every joint.
 
     Args:
@@ -259,6 +264,11 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
         max_nfev: cap on solver iterations.
         coulomb_velocity: v_s (rad/s) of the Coulomb law fc·tanh(qd / v_s), 0 for fc·sign(qd); None
             chooses it from :data:`COULOMB_VELOCITIES` by :func:`choose_coulomb_velocity`.
+        tau_rate: (N, n) d tau / dt of the (filtered) torque, N·m/s, for the effort-time alignment; None:
+            no alignment.
+        effort_shift: S (s): the effort sample stamped t was measured at t + S (a commanded effort held
+            over the next control period T has S = T/2); the fit uses tau − S · tau_rate ≈ tau(t − S).
+            None with ``tau_rate``: estimated by :func:`estimate_effort_shift`.
 
     Raises:
         ValueError: bad shapes or non-finite values (naming the array and joint); fewer samples than
@@ -279,6 +289,8 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
     N, n, P = W.shape
     if tau.shape[0] != N:
         raise ValueError(f"tau: expected {N} samples, got {tau.shape[0]}")
+    tau, shift, shift_note = _aligned(W, tau, tau_rate, effort_shift)
+    notes += shift_note
     names = _names(reg, armature)
     pi0 = reg.parameters()
     s_in = np.concatenate([default_prior_std(pi0[10 * i:10 * i + 10]) for i in range(reg.nb)])
@@ -289,7 +301,43 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
                      max_nfev, sample_correlation)
     return Identification(reg, names, fit.x, x0, fit.s0, fit.post, fit.post < IDENTIFIED_RATIO * fit.s0,
                           fit.noise, fit.rank, structural_base(reg, armature=armature), fit.condition, armature,
-                          fit.status, notes + fit.warnings, float(coulomb_velocity))
+                          fit.status, notes + fit.warnings, float(coulomb_velocity), shift)
+
+
+def estimate_effort_shift(W: np.ndarray, tau: np.ndarray, tau_rate: np.ndarray) -> float:
+    """Least-squares estimate of the time shift S (s) between the effort and the state samples.
+
+    A driver's reported effort is often the command it holds over the next control period T (zero-order
+    hold): the torque that produced the motion around the state sample at t is centred on t + T/2, not t.
+    With tau(t − S) ≈ tau(t) − S · tau_rate(t) (S much shorter than the torque's time scale), the model
+    tau_meas = W x + S · tau_rate is linear in (x, S): an ordinary least-squares fit over all samples, W
+    (N, n, P) the regressor (columns normalized; all-zero ones dropped), tau and tau_rate (N, n).
+    """
+    A = np.concatenate([W, np.asarray(tau_rate, dtype=float)[:, :, None]], axis=2).reshape(-1, W.shape[2] + 1)
+    b = np.asarray(tau, dtype=float).reshape(-1)
+    norms = np.linalg.norm(A, axis=0)
+    if norms[-1] == 0.0:
+        return 0.0
+    cols = norms > 1e-10 * norms.max()
+    sol, *_ = np.linalg.lstsq(A[:, cols] / norms[cols], b, rcond=1e-10)
+    return float(sol[-1] / norms[-1])
+
+
+def _aligned(W, tau, tau_rate, effort_shift):
+    """(tau − S · tau_rate, S, notes): the effort aligned with the state (see :func:`identify`)."""
+    if tau_rate is None:
+        return tau, 0.0, []
+    tau_rate = np.asarray(tau_rate, dtype=float)
+    if tau_rate.shape != tau.shape:
+        raise ValueError(f"tau_rate: expected shape {tau.shape}, got {tau_rate.shape}")
+    if effort_shift is None:
+        S = estimate_effort_shift(W, tau, tau_rate)
+        note = [f"effort sample aligned with the state: shifted by {S * 1e3:.3g} ms, estimated by least squares "
+                "(a commanded effort held over a control period T leads the state by T/2)"]
+    else:
+        S, note = float(effort_shift), ([f"effort sample shifted by {float(effort_shift) * 1e3:.3g} ms"]
+                                        if effort_shift else [])
+    return tau - S * tau_rate, S, note
 
 
 def choose_coulomb_velocity(reg: Regressor, W_rest: np.ndarray, tau: np.ndarray, qd,

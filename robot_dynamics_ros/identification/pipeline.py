@@ -38,13 +38,15 @@ def _category(name: str) -> str:
 
 def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         prior_weight: float = 1.0, min_velocity: float = MIN_VELOCITY,
-        coulomb_velocity: float | None = None) -> Outcome:
+        coulomb_velocity: float | None = None, effort_shift: float | None = None) -> Outcome:
     """Identify on the fit block, validate on the held-out block. Raises ValueError (bad split, data).
-    ``coulomb_velocity``: v_s of fc·tanh(qd / v_s) (0: sign; None: chosen by the data)."""
+    ``coulomb_velocity``: v_s of fc·tanh(qd / v_s) (0: sign; None: chosen by the data); ``effort_shift``:
+    S (s) of the effort-state alignment (None: estimated; see :func:`identify`)."""
     sp = split(data, holdout)
     q, qd, qdd, tau, _ = sp.take(data, "fit")
     res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
-                   sample_correlation=data.correlation, coulomb_velocity=coulomb_velocity)
+                   sample_correlation=data.correlation, coulomb_velocity=coulomb_velocity,
+                   tau_rate=None if data.tau_rate is None else data.tau_rate[sp.fit], effort_shift=effort_shift)
     names = model.joint_names
     report: dict = {
         "robot": model.description.name, "joints": list(names),
@@ -54,6 +56,7 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         "structural_base_parameters": res.base.rank, "data_rank": res.data_rank,
         "condition_number": res.condition, "noise_std": res.noise_std, "solver": res.status,
         "min_velocity": min_velocity, "coulomb_velocity": res.coulomb_velocity,
+        "effort_shift_s": res.effort_shift,
     }
     if sp.validation.stop > sp.validation.start:
         qv, qdv, qddv, _, tau_raw = sp.take(data, "validation")

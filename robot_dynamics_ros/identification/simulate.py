@@ -2,14 +2,14 @@
 
 The plant is the URDF with some links' masses scaled and centres of mass shifted (:func:`perturbed_urdf`),
 its ``<dynamics>`` set to zero so that MuJoCo adds no friction of its own; joint friction
-tau_f = fc·tanh(qd / v_s) + fv·qd + fo (v_s = 0.01 rad/s: Coulomb, smoothed over
-|qd| ≲ 0.03 rad/s) is applied as a torque against the motor's: MuJoCo receives
-tau_motor − tau_f, re-evaluated at every physics substep (``substeps`` per control period; a stiff
+tau_f = fc·tanh(qd / v_s) + fv·qd (v_s = 0.01 rad/s: Coulomb, smoothed over |qd| ≲ 0.03 rad/s) is
+applied as a torque against the motor's: MuJoCo receives tau_motor − tau_f, re-evaluated at every physics substep (``substeps`` per control period; a stiff
 smoothed Coulomb law held over a whole 1 ms control period would chatter: its slope fc / v_s times the
 step exceeds twice a wrist's inertia). A computed-torque controller on the PRIOR model (the unperturbed URDF, Pinocchio)
 tracks a reference (an excitation trajectory), so the motion is what a commissioning run would record.
-Recorded: q, qd (MuJoCo's state) and the motor torque tau_motor, each with white Gaussian noise, every
-``record_every`` physics steps. The plant's parameters are the ground truth the tests compare with.
+Recorded: q, qd (MuJoCo's state) and the motor torque tau_motor + fo (fo: a bias of the torque
+measurement, as ``RobotModel.effort_offset`` means it: measured = model torque + offset), each with white
+Gaussian noise, every ``record_every`` control periods. The plant's parameters are the ground truth the tests compare with.
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def record(plant_model, prior_model, reference, duration: float, *, friction=Non
         plant_model: RobotModel of the plant (e.g. from :func:`perturbed_urdf`), same joints as the prior.
         prior_model: RobotModel the controller uses.
         reference: callable t (N,) -> (q, qd, qdd) (N, n), e.g. ``FourierTrajectory.sample``.
-        duration: s.  friction: (n, 3) (fc, fv, fo) of the plant, default none.
+        duration: s.  friction: (n, 3) (fc N·m, fv N·m·s/rad, fo N·m) of the plant and its sensor,
+            default none.
         noise: standard deviations (q rad, qd rad/s, tau N·m) of the recorded values.
         dt: physics and control step, s.  record_every: physics steps per recorded sample.
         kp, kd: PD gains of the computed-torque law (1/s², 1/s).
@@ -81,7 +82,7 @@ def record(plant_model, prior_model, reference, duration: float, *, friction=Non
         a = qdd_ref[k] + kp * (q_ref[k] - q) + kd * (qd_ref[k] - qd)
         tau = ctrl.rnea(q, qd, a)
         if k % record_every == 0:
-            t_rec[k_rec], q_rec[k_rec], qd_rec[k_rec], tau_rec[k_rec] = tt[k], q, qd, tau
+            t_rec[k_rec], q_rec[k_rec], qd_rec[k_rec], tau_rec[k_rec] = tt[k], q, qd, tau + fr[:, 2]
             k_rec += 1
         if k == steps:
             break
@@ -107,7 +108,7 @@ def _step(sim, tau_motor, fr, coulomb_velocity, substeps) -> None:
     """One control period: ``substeps`` physics steps with tau_motor held and the friction re-evaluated."""
     for _ in range(int(substeps)):
         qd = sim.qd
-        tau_f = fr[:, 0] * np.tanh(qd / coulomb_velocity) + fr[:, 1] * qd + fr[:, 2]
+        tau_f = fr[:, 0] * np.tanh(qd / coulomb_velocity) + fr[:, 1] * qd
         sim.set_effort(tau_motor - tau_f)
         sim.step()
 
@@ -122,7 +123,7 @@ def record_core(plant_model, core, duration: float, *, friction=None, noise=(0.0
     ``core.on_joint_state`` (stamped t_k, arriving at t_k), ``core.step(t_k, t_k)`` gives the command,
     which is held for the period (zero-order hold, as an effort driver does) while the plant's friction
     (as :func:`record`) acts against it. The recorded effort at t_k is that command (what a driver reports
-    as the commanded motor torque), q, qd the state it was computed from.
+    as the commanded motor torque, plus the sensor offset fo), q, qd the state it was computed from.
 
     Args:
         plant_model: RobotModel of the plant, same joints (model order) as the core's.
@@ -133,7 +134,7 @@ def record_core(plant_model, core, duration: float, *, friction=None, noise=(0.0
         Other arguments as :func:`record`.
 
     Returns:
-        (:class:`Recording`, commands (N, n) applied, without noise). Raises RuntimeError when the core
+        (:class:`Recording`, commands (N, n) applied, without noise or offset). Raises RuntimeError when the core
         gives no command (naming its reason and the time).
     """
     from robot_dynamics_ros.control.cdr import JointStateFields
@@ -159,7 +160,7 @@ def record_core(plant_model, core, duration: float, *, friction=None, noise=(0.0
             raise RuntimeError(f"control core gave no command at t = {k * dt:.3f} s: {rej or res.reason}")
         tau = np.asarray(res.command, dtype=float)
         if k % record_every == 0:
-            t_rec[k_rec], q_rec[k_rec], qd_rec[k_rec], tau_rec[k_rec] = k * dt, q, qd, tau
+            t_rec[k_rec], q_rec[k_rec], qd_rec[k_rec], tau_rec[k_rec] = k * dt, q, qd, tau + fr[:, 2]
             k_rec += 1
         if k == steps:
             break
@@ -169,4 +170,4 @@ def record_core(plant_model, core, duration: float, *, friction=None, noise=(0.0
     rec = Recording(t_rec[:k_rec], tuple(plant_model.joint_names), q_rec[:k_rec] + rng.normal(0, sq, (k_rec, n)),
                     qd_rec[:k_rec] + rng.normal(0, sqd, (k_rec, n)), None,
                     tau_rec[:k_rec] + rng.normal(0, stau, (k_rec, n)), "mujoco")
-    return rec, tau_rec[:k_rec]
+    return rec, tau_rec[:k_rec] - fr[:, 2]
