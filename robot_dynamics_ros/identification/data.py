@@ -202,6 +202,10 @@ def parse_effort_scale(text: str | None, joint_names) -> np.ndarray:
     return out
 
 
+#: rad (m): a recording in which no joint's position range exceeds this is one pose
+CONSTANT_POSE = 1e-3
+
+
 def default_window(dt: float) -> int:
     """Odd window length nearest 0.1 s, at least 7 samples."""
     w = int(round(0.1 / dt))
@@ -249,7 +253,8 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
 
     Raises:
         UserError: a model joint missing from the data (naming it and the data's names), NaN/inf values
-            (naming the joint and time), non-increasing time, too few samples for the filter window.
+            (naming the joint and time), non-increasing time, too few samples for the filter window, a
+            constant pose (no joint's position range above :data:`CONSTANT_POSE`).
     """
     jm = dict(joint_map or {})
     names = [jm.get(n, n) for n in rec.joint_names]
@@ -279,6 +284,13 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
             k, j = bad[0]
             where = "" if what == "t" else f" of joint '{model.joint_names[j]}'"
             raise UserError(f"{rec.source}: {what}{where} is NaN or inf at sample {k} (t = {t[k]:.6g} s)")
+    q_range = np.ptp(arrays["position"], axis=0) if t.size else np.zeros(model.n)
+    if np.all(q_range < CONSTANT_POSE):
+        raise UserError(f"{rec.source}: constant pose: no joint moves by more than {CONSTANT_POSE * 1e3:g} mrad "
+                        f"(mm) over the {t.size} samples (largest range {q_range.max() * 1e3:.3g} mrad, joint "
+                        f"'{model.joint_names[int(np.argmax(q_range))]}'): one pose cannot separate gravity from "
+                        "the torque offsets; record the trajectory of 'robot-dynamics excite', or many different "
+                        "poses with --static")
     dts = np.diff(t)
     scale = np.asarray(effort_scale if effort_scale is not None else np.ones(model.n), dtype=float)
     if static:

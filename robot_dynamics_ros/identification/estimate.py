@@ -366,7 +366,9 @@ def choose_coulomb_velocity(reg: Regressor, W_rest: np.ndarray, tau: np.ndarray,
         sol, *_ = np.linalg.lstsq(An, b, rcond=1e-10)
         r = (b - An @ sol).reshape(N, n)
         scores.append((float(v), float(np.sum(np.log(np.sum(r ** 2, axis=0) + 1e-300)))))
-    best = min(scores, key=lambda s: s[1])[0]
+    # a tie (joints that never reverse, all candidates alike) keeps the first candidate, the plain sign law
+    low = min(c for _, c in scores)
+    best = next(v for v, c in scores if c <= low + 1e-9 * abs(low) + 1e-12)
     return best, scores
 
 

@@ -44,6 +44,11 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
     S (s) of the effort-state alignment (None: estimated; see :func:`identify`)."""
     sp = split(data, holdout)
     q, qd, qdd, tau, _ = sp.take(data, "fit")
+    moving = (np.abs(qd) >= min_velocity).mean(axis=0)
+    if data.window > 1 and np.all(moving < 0.1):
+        raise ValueError(f"no joint moves faster than {min_velocity:g} rad/s at 10 % of the fit samples (best: "
+                         f"'{model.joint_names[int(np.argmax(moving))]}' at {100 * moving.max():.1f} %): nothing "
+                         "dynamic to identify; for a log of poses at rest use --static")
     res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
                    sample_correlation=data.correlation, coulomb_velocity=coulomb_velocity,
                    tau_rate=None if data.tau_rate is None else data.tau_rate[sp.fit], effort_shift=effort_shift)
