@@ -77,8 +77,10 @@ def test_held_out_block_identified_at_noise_floor_urdf_far_worse(identified):
         # samples where the joint moves (|qd| >= 0.05 rad/s): the friction law sign(qd) holds
         assert v["identified_rms_moving"] <= 2 * s + 2e-3 * v["peak"], (jn, v)
         assert v["urdf_rms_moving"] >= 10 * v["identified_rms_moving"], (jn, v)
-        # all samples, including velocity reversals where the plant's Coulomb law is smooth
-        assert v["urdf_rms"] >= 3 * v["identified_rms"], (jn, v)
+        # all samples, velocity reversals included (the joint sticks there: the identified Coulomb law
+        # fc·tanh(qd / v_s) follows it, fc·sign(qd) would not)
+        assert v["identified_rms"] <= 2 * s + 2e-3 * v["peak"], (jn, v)
+        assert v["urdf_rms"] >= 10 * v["identified_rms"], (jn, v)
         if v["peak"] > 5.0:
             assert v["identified_rms_over_peak"] <= 0.02, (jn, v)
 

@@ -21,9 +21,10 @@ from robot_dynamics_ros.identification.outputs import set_inertials
 __all__ = ["perturbed_urdf", "record", "record_core"]
 
 
-def perturbed_urdf(model, *, mass_scale=None, com_shift=None) -> str:
+def perturbed_urdf(model, *, mass_scale=None, com_shift=None, dynamics=None) -> str:
     """The model's URDF text with ``mass_scale`` {link: factor} (inertia about the COM scaled alike),
-    ``com_shift`` {link: (3,) m, link frame}, and every moving joint's <dynamics> set to 0."""
+    ``com_shift`` {link: (3,) m, link frame}, and every moving joint's <dynamics> set to 0, or to
+    ``dynamics`` {joint: (damping N·m·s/rad, friction N·m)} (MuJoCo's dof_damping and dof_frictionloss)."""
     d = model.description
     inertials = {}
     for link in set(mass_scale or {}) | set(com_shift or {}):
@@ -31,7 +32,7 @@ def perturbed_urdf(model, *, mass_scale=None, com_shift=None) -> str:
         k = (mass_scale or {}).get(link, 1.0)
         inertials[link] = (ine.mass * k, ine.com + np.asarray((com_shift or {}).get(link, np.zeros(3))),
                            ine.inertia * k)
-    dynamics = {jn: (0.0, 0.0) for jn in d.moving_joints}
+    dynamics = {jn: tuple((dynamics or {}).get(jn, (0.0, 0.0))) for jn in d.moving_joints}
     return set_inertials(model.urdf_xml, inertials, dynamics)
 
 
