@@ -113,25 +113,36 @@ def _held_out(prior, plant, seed=11, duration=10.0):
     return rec
 
 
+def held_out_errors(out_dir, prior, rec):
+    """Predict the efforts of ``rec`` (a held-out Recording) from ``out_dir``/id.urdf + id.friction.yaml (the
+    files ``identify`` wrote, through NewtonEulerDynamics and the YAML's Coulomb law) and from the URDF
+    ``prior``. Returns {"peak", "identified", "urdf"} (n,) N·m: peak |effort| and the RMS errors against the
+    raw effort over all samples, and the same RMS over the samples where |qd| ≥ 0.05 rad/s
+    ("identified_moving", "urdf_moving"); and the friction YAML's (fc, fv)."""
+    ident = RobotModel.from_urdf(out_dir / "id.urdf", held_joints=HELD)
+    doc = yaml.safe_load((out_dir / "id.friction.yaml").read_text())["robot_dynamics_friction"]
+    v_s = float(doc["coulomb_velocity"])
+    fc, fv, fo = (np.array([doc["joints"][j][k] for j in ident.joint_names]) for k in ("coulomb", "viscous", "offset"))
+    np.testing.assert_allclose(ident.friction, fc)  # the URDF <dynamics> carries the same Coulomb/viscous
+    p = prepare(rec, prior)
+    coul = np.tanh(p.qd / v_s) if v_s > 0 else np.sign(p.qd)
+    err = {"identified": NewtonEulerDynamics(ident).rnea(p.q, p.qd, p.qdd) + fc * coul + fv * p.qd + fo - p.tau_raw,
+           "urdf": (NewtonEulerDynamics(prior).rnea(p.q, p.qd, p.qdd) + prior.friction * np.sign(p.qd)
+                    + prior.damping * p.qd - p.tau_raw)}
+    moving = np.abs(p.qd) >= 0.05
+    out = {"peak": np.abs(p.tau_raw).max(axis=0), "fc": fc, "fv": fv, "moving_fraction": moving.mean(axis=0)}
+    for k, e in err.items():
+        out[k] = np.sqrt(np.mean(e ** 2, axis=0))
+        out[k + "_moving"] = np.array([np.sqrt(np.mean(e[moving[:, j], j] ** 2)) for j in range(e.shape[1])])
+    return out
+
+
 def test_identified_model_predicts_a_held_out_trajectory_within_2_percent(loop):
     tmp, prior, plant, _ = loop
     report = json.loads((tmp / "id.json").read_text())
     assert report["data_rank"] == report["structural_base_parameters"]
-    ident = RobotModel.from_urdf(tmp / "id.urdf", held_joints=HELD)
-    doc = yaml.safe_load((tmp / "id.friction.yaml").read_text())["robot_dynamics_friction"]
-    fr = doc["joints"]
-    v_s = float(doc["coulomb_velocity"])
-    fc, fv, fo = (np.array([fr[j][k] for j in ident.joint_names]) for k in ("coulomb", "viscous", "offset"))
-    np.testing.assert_allclose(ident.friction, fc)  # the URDF <dynamics> carries the same Coulomb/viscous
-    rec = _held_out(prior, plant)
-    p = prepare(rec, prior)
-    coul = np.tanh(p.qd / v_s) if v_s > 0 else np.sign(p.qd)
-    pred_id = NewtonEulerDynamics(ident).rnea(p.q, p.qd, p.qdd) + fc * coul + fv * p.qd + fo
-    pred_urdf = (NewtonEulerDynamics(prior).rnea(p.q, p.qd, p.qdd) + prior.friction * np.sign(p.qd)
-                 + prior.damping * p.qd)
-    peak = np.abs(p.tau_raw).max(axis=0)
-    rms_id = np.sqrt(np.mean((pred_id - p.tau_raw) ** 2, axis=0))
-    rms_urdf = np.sqrt(np.mean((pred_urdf - p.tau_raw) ** 2, axis=0))
+    e = held_out_errors(tmp, prior, _held_out(prior, plant))
+    peak, rms_id, rms_urdf = e["peak"], e["identified"], e["urdf"]
     pct = np.round(100 * rms_id / peak, 3), np.round(100 * rms_urdf / peak, 2)
     print("held-out RMS % of peak, identified / URDF:", pct, "peak N·m", np.round(peak, 3))
     assert np.all(rms_id <= 0.02 * peak), pct

@@ -21,13 +21,12 @@ import time
 
 import numpy as np
 import pytest
-import yaml
+from test_identification_loop import held_out_errors
 
 from robot_dynamics_ros.commands import excite as excite_cmd
 from robot_dynamics_ros.commands import identify as identify_cmd
-from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.identification import simulate
-from robot_dynamics_ros.identification.data import prepare, read_bag
+from robot_dynamics_ros.identification.data import read_bag
 from robot_dynamics_ros.identification.excitation import FourierTrajectory
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.robots import ROBOTS
@@ -179,27 +178,16 @@ def test_nodes_over_dds_identified_model_predicts_a_held_out_bag_within_2_percen
     report = json.loads((tmp / "id.json").read_text())
     assert report["data_rank"] == report["structural_base_parameters"]
     assert report["samples"] > 0.95 * 20.0 * RATE / RECORD_EVERY
-    ident = RobotModel.from_urdf(tmp / "id.urdf", held_joints=HELD)
-    doc = yaml.safe_load((tmp / "id.friction.yaml").read_text())["robot_dynamics_friction"]
-    v_s = float(doc["coulomb_velocity"])
-    fc, fv, fo = (np.array([doc["joints"][j][k] for j in ident.joint_names]) for k in ("coulomb", "viscous", "offset"))
-    np.testing.assert_allclose(fc, FC, rtol=0.05)
-    np.testing.assert_allclose(fv, FV, rtol=0.10)
-    p = prepare(read_bag(tmp / "held_out_bag"), prior)
-    coul = np.tanh(p.qd / v_s) if v_s > 0 else np.sign(p.qd)
-    pred_id = NewtonEulerDynamics(ident).rnea(p.q, p.qd, p.qdd) + fc * coul + fv * p.qd + fo
-    pred_urdf = (NewtonEulerDynamics(prior).rnea(p.q, p.qd, p.qdd) + prior.friction * np.sign(p.qd)
-                 + prior.damping * p.qd)
-    peak = np.abs(p.tau_raw).max(axis=0)
-    rms_id = np.sqrt(np.mean((pred_id - p.tau_raw) ** 2, axis=0))
-    rms_urdf = np.sqrt(np.mean((pred_urdf - p.tau_raw) ** 2, axis=0))
-    moving = np.abs(p.qd) >= 0.05
-    rms_id_mov = np.array([np.sqrt(np.mean((pred_id - p.tau_raw)[moving[:, j], j] ** 2)) for j in range(7)])
-    rms_urdf_mov = np.array([np.sqrt(np.mean((pred_urdf - p.tau_raw)[moving[:, j], j] ** 2)) for j in range(7)])
+    e = held_out_errors(tmp, prior, read_bag(tmp / "held_out_bag"))
+    np.testing.assert_allclose(e["fc"], FC, rtol=0.05)
+    np.testing.assert_allclose(e["fv"], FV, rtol=0.10)
+    peak, rms_id, rms_urdf, rms_id_mov, rms_urdf_mov = (e[k] for k in ("peak", "identified", "urdf",
+                                                                     "identified_moving", "urdf_moving"))
     pct = {"all": (np.round(100 * rms_id / peak, 3), np.round(100 * rms_urdf / peak, 2)),
            "moving": (np.round(100 * rms_id_mov / peak, 3), np.round(100 * rms_urdf_mov / peak, 2))}
-    print("DDS held-out RMS % of peak, identified / URDF:", pct, "peak N·m", np.round(peak, 3), "v_s", v_s,
-          "effort shift s", report["effort_shift_s"], "moving fraction", np.round(moving.mean(axis=0), 3))
+    print("DDS held-out RMS % of peak, identified / URDF:", pct, "peak N·m", np.round(peak, 3), "v_s",
+          report["coulomb_velocity"], "effort shift s", report["effort_shift_s"], "moving fraction",
+          np.round(e["moving_fraction"], 3))
     # While a joint sticks in MuJoCo's dry friction its velocity is ~0 and the friction torque takes any
     # value in [−fc, fc] that the controller's command leaves: no model of tau(q, qd, qdd) predicts it. On
     # samples where the joint slides (|qd| ≥ 0.05 rad/s), every joint:

@@ -1,5 +1,5 @@
 """End to end in MuJoCo: a Panda whose link masses and centres of mass differ from its URDF (±20 %, 1-2 cm),
-with Coulomb + viscous + offset friction applied as torques and sensor noise, tracks an excitation
+with Coulomb + viscous friction applied as torques, a torque-sensor offset and noise, tracks an excitation
 trajectory under computed torque with the URDF; ``identify`` runs on the recording (CSV, and a bag with
 other joint names and the opposite effort sign). The independent source is the plant: its parameters
 and its torques on a second, different trajectory, predicted through the identified URDF file loaded by
