@@ -743,9 +743,10 @@ def build_request(kind: str, k: int, huge_points: int = 100_000):
 
 
 def clients_main(argv: list[str]) -> int:
-    """``clients SERVICE N DURATION GRACE MIX``: N concurrent clients, each sending requests back to back
-    for DURATION s (MIX: comma-separated kinds cycled per client, offset by the client index), each request
-    waited for up to GRACE s. Prints one JSON line: per kind sent/answered/success, unanswered, RTTs."""
+    """``clients SERVICE N DURATION GRACE MIX [DELAY]``: N concurrent clients, each sending requests back to
+    back for DURATION s (MIX: comma-separated kinds cycled per client, offset by the client index), each
+    request waited for up to GRACE s, the first sent DELAY s (default 0) after "GO". Prints one JSON line:
+    per kind sent/answered/success, unanswered, RTTs."""
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
@@ -753,6 +754,7 @@ def clients_main(argv: list[str]) -> int:
     from robot_dynamics_interfaces.srv import RetimeTrajectory
 
     service, n, duration, grace, mix = argv[0], int(argv[1]), float(argv[2]), float(argv[3]), argv[4].split(",")
+    delay = float(argv[5]) if len(argv) > 5 else 0.0
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = Node("attack_clients", context=ctx)
@@ -773,6 +775,7 @@ def clients_main(argv: list[str]) -> int:
         cache[kind] = build_request(kind, 0)
     print("READY", flush=True)
     _wait_go()  # "GO" from the benchmark
+    time.sleep(delay)
     t_end = time.monotonic() + duration
 
     def worker(i: int):
@@ -831,9 +834,10 @@ def clients_main(argv: list[str]) -> int:
     return 0
 
 
-def start_clients(service: str, n: int, duration: float, grace: float, mix) -> Child:
-    """A :func:`clients_main` child (held at READY, its requests built, until ``go()``)."""
-    return Child(["clients", service, str(n), str(duration), str(grace), ",".join(mix)])
+def start_clients(service: str, n: int, duration: float, grace: float, mix, delay: float = 0.0) -> Child:
+    """A :func:`clients_main` child (held at READY, its requests built, until ``go()``; the first request
+    ``delay`` s after it)."""
+    return Child(["clients", service, str(n), str(duration), str(grace), ",".join(mix), str(delay)])
 
 
 def finish_clients(child: Child, timeout: float) -> dict:

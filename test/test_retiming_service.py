@@ -31,7 +31,10 @@ def ros():
     rclpy.init(context=ctx)
     node = RetimingServiceNode("retiming_test", context=ctx,
                                parameter_overrides=[Parameter("urdf_path", value="panda"),
-                                                    Parameter("acceleration_limit", value=10.0)])
+                                                    Parameter("acceleration_limit", value=10.0),
+                                                    # in-process server: the tests swap its retimer and
+                                                    # read its measured positions
+                                                    Parameter("solver_process", value=False)])
     client_node = rclpy.create_node("retiming_test_client", context=ctx)
     ticks = []
     client_node.create_timer(0.002, lambda: ticks.append(time.monotonic()))
@@ -277,13 +280,21 @@ def test_node_remap_renames_only_this_node_and_its_distinct_worker():
         node = RetimingServiceNode(context=ctx, parameter_overrides=[Parameter("urdf_path", value="panda"),
                                                                      Parameter("warmup", value=False)])
         observer = rclpy.create_node("rt_observer", context=ctx, use_global_arguments=False)
-        time.sleep(0.3)
-        graph = observer.get_node_names_and_namespaces()
-        names = [n for n, ns in graph]
+        deadline = time.monotonic() + 30.0  # the worker node lives in the worker process, seconds to start
+        while True:
+            graph = observer.get_node_names_and_namespaces()
+            names = [n for n, ns in graph]
+            if "rt_renamed_worker" in names or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert names.count("rt_renamed") == 1 and names.count("rt_renamed_worker") == 1, graph
         assert ("rt_renamed", "/cell") in graph
         assert node.service_name == "/cell/rt_renamed/retime"
-        assert node.joint_state_sub.topic_name == "/cell/joint_states"
+        assert node.joint_state_topic == "/cell/joint_states"
+        # the worker process reads the joint states itself, on the remapped name
+        readers = [(i.node_name, i.node_namespace)
+                   for i in observer.get_subscriptions_info_by_topic("/cell/joint_states")]
+        assert readers == [("rt_renamed_worker", "/cell")], readers
         assert node.loader.subscription is None  # a file source: no description topic
         observer.destroy_node()
         node.destroy_node()
@@ -311,7 +322,8 @@ def test_acceleration_limits_from_the_shipped_joint_limits_or_a_warning_in_every
         assert with_limits.model.acceleration_limit.tolist() == expected
         assert with_limits.accel_warning == ""
         bare = RetimingServiceNode("rt_bare", context=ctx, parameter_overrides=[
-            Parameter("urdf_path", value="panda"), Parameter("warmup", value=False)])
+            Parameter("urdf_path", value="panda"), Parameter("warmup", value=False),
+            Parameter("solver_process", value=False)])  # its requests answered on this thread
         assert bare.model is not with_limits.model
         wp = smooth_waypoints(bare.model, 4)
         for rows in (wp, wp[:, :3] * np.nan):  # a success and a failure both carry the warning

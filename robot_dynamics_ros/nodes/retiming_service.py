@@ -14,14 +14,21 @@ older than ``joint_state_timeout``, 0 = the node's ``default_*`` parameter as Mo
 ``default_velocity_scaling_factor``, the ``max_waypoints`` / ``max_samples`` caps, the deadline) is
 ROS-free: :mod:`robot_dynamics_ros.retiming.service`.
 
-Threads and deadline: the service is served by an internal node ``<name>_worker`` (created without the
-process's global ROS arguments, so ``-r __node:=X`` renames only this node: the worker becomes
-``X_worker``; it has no parameters and no rosout) spun by its own multi-threaded executor, so a retiming
-never runs in the executor this node was added to. One retiming runs at a time, on a solver thread (the
-compiled kernels release the GIL). Every request the worker takes is answered within
-``request_deadline`` seconds: with the result, a failure, ``busy`` or ``timed out``. Up to
-``max_concurrent_requests`` requests are taken at once; more wait in the DDS service queue. The retimer
-checks its caps (gridpoints, output samples, waypoints × gridpoints × joints) before allocating.
+Processes, threads and deadline: with ``solver_process`` (the default) the service is served by a worker
+process (:class:`robot_dynamics_ros.retiming.worker.WorkerProcess`): taking a request, the solve and the
+response never hold this process's interpreter, so a control node started in the same process keeps its
+executor next to 100 000-point requests. The worker gets the model once per model version and the
+parameters on every change, reads ``joint_states`` itself, and is started again (log line, ``/diagnostics``
+count ``worker_restarts``) when it dies; the requests a dying worker held get no answer. With
+``solver_process: false`` the same server (:class:`robot_dynamics_ros.retiming.worker.RetimeServer`) runs on
+an internal node of this process spun by its own multi-threaded executor. Either way the worker node is
+named ``<name>_worker`` (created without the process's global ROS arguments, so ``-r __node:=X`` renames
+only this node: the worker becomes ``X_worker``; it has no parameters and no rosout), one retiming runs at
+a time on a solver thread, and every request the worker takes is answered within ``request_deadline``
+seconds: with the result, a failure, ``busy`` or ``timed out``. Up to ``max_concurrent_requests`` requests
+are taken at once; more wait in the DDS service queue (keep-last
+:data:`~robot_dynamics_ros.retiming.worker.SERVICE_QOS_DEPTH`). The retimer checks its caps (gridpoints,
+output samples, waypoints × gridpoints × joints) before allocating.
 
 Acceleration limits come from ``joint_limits_path`` (MoveIt ``joint_limits.yaml``; a bare file name is
 looked up in the package's ``config/``) or ``acceleration_limit``; URDFs carry none. Without them every
@@ -38,18 +45,15 @@ Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` (``frict
 from __future__ import annotations
 
 import threading
-import time
 
 import rclpy
-from builtin_interfaces.msg import Duration
-from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from trajectory_msgs.msg import JointTrajectoryPoint
 
 from robot_dynamics_ros.nodes import common, naming
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
 from robot_dynamics_ros.retiming import service as core
+from robot_dynamics_ros.retiming import worker as retiming_worker
 from robot_dynamics_ros.retiming.service import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS, acceleration_warning
 
 NODE_NAME = "retiming_service"
@@ -83,6 +87,10 @@ PARAMS = [
     ParamSpec("max_concurrent_requests", 4, "Requests taken at once (one is solved, the others wait for "
               "the solver until request_deadline); more wait in the DDS queue.", range=(1, 64),
               read_only=True),
+    ParamSpec("solver_process", True, "Serve ~/retime from a worker process (requests, solves and responses "
+              "never hold this process's interpreter); false: on threads of this process.", read_only=True),
+    ParamSpec("solver_nice", 10, "Niceness added to the worker process (0-19): a long solve takes the CPU the "
+              "control nodes leave.", range=(0, 19), read_only=True),
     ParamSpec("warmup", True, "Compile / load the retiming kernels when the model loads (on the solver "
               "thread; requests wait for it), else on the first request.", read_only=True),
     ParamSpec("log_period", 1.0, "Minimum seconds between two log lines of the same kind.", range=(0.0, 3600.0)),
@@ -93,8 +101,6 @@ PARAMS = [
 
 PARAMS += [s for s in common.CONTROL_PARAMS if s.name.startswith("payload.")]
 
-#: keep-last depth of the ~/retime service's request and response queues
-SERVICE_QOS_DEPTH = 100
 
 class RetimingServiceNode(Node):
     """The retiming service node (see the module docstring).
@@ -103,6 +109,13 @@ class RetimingServiceNode(Node):
         node_name: ROS node name; the service is ``<namespace>/<node_name>/retime`` (remappable).
         **kwargs: passed to ``rclpy.node.Node`` (``context``, ``parameter_overrides``, ...).
 
+    Attributes:
+        model: the model served (None until loaded); accel_warning: its missing-acceleration warning or ''.
+        warm: set once a model is loaded and its retiming kernels are compiled / loaded (warm-up done).
+        server: the in-process :class:`~robot_dynamics_ros.retiming.worker.RetimeServer`
+            (``solver_process: false``) or None; worker: the
+            :class:`~robot_dynamics_ros.retiming.worker.WorkerProcess` (``solver_process: true``) or None.
+
     Raises:
         UserError / URDFError: the URDF from ``urdf_path`` / ``robot_description`` cannot be read.
         ValueError: a parameter override fails its check.
@@ -110,71 +123,110 @@ class RetimingServiceNode(Node):
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         super().__init__(node_name, **kwargs)
-        from robot_dynamics_interfaces.srv import RetimeTrajectory
-        from sensor_msgs.msg import JointState
-
         self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="retiming_service", period=self.p["diagnostics_period"])
         self.diag.set_level(Diagnostics.WARN, "waiting for the robot model")
-        self._lock = threading.Lock()
-        self.retimer = self.model = None
+        self.model = None
         self.base_model = None  # the loaded model before payload.*: run-time payloads are built from it
         self.accel_warning = ""
         self.last_error = ""
         self.requests = self.failures = self.busy_answers = self.timeouts = 0
-        #: latest measured positions of the model's joints (replaced with each model)
-        self.measured = core.MeasuredPositions()
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        # best effort accepts reliable and best-effort publishers alike; depth 1: only the latest matters
-        # (rclpy's qos_overrides.<topic>.subscription.* parameters change it)
-        self.joint_state_sub = self.create_subscription(
-            JointState, "joint_states", self._on_joint_state,
-            QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
-            qos_overriding_options=common.qos_overrides())
-        #: one retiming at a time, every request answered within request_deadline
-        self.solver = core.DeadlineSolver(f"{self.get_name()}_solver")
-        #: set once a model is loaded and its retiming kernels are compiled / loaded (warm-up done)
-        self.warm = self.solver.warm
-        self.warm.clear()
         self.service_name = self.resolve_service_name("~/retime")
+        self.joint_state_topic = self.resolve_topic_name("joint_states")
+        self.server = self.worker = self._inspect_retimer = None
+        self.joint_state_sub = None
+        self._worker_executor = None
+        if self.p["solver_process"]:
+            self.worker = retiming_worker.WorkerProcess(
+                {"node_name": f"{self.get_name()}_worker", "namespace": self.get_namespace(),
+                 "domain_id": self.context.get_domain_id(), "service_name": self.service_name,
+                 "state_topic": self.joint_state_topic, "max_concurrent": int(self.p["max_concurrent_requests"]),
+                 "nice": int(self.p["solver_nice"])},
+                self._on_answer, self._worker_log, self._on_worker_restart)
+            self.worker.set_params(self.p)
+            self.warm = self.worker.warm
+        else:
+            self._start_server()
+            self.warm = self.server.warm
+        self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
+        common.create_payload_service(self)
+
+    def _start_server(self) -> None:
+        """``solver_process: false``: the server on an internal node spun by its own executor thread."""
         from rclpy.executors import MultiThreadedExecutor
+        from sensor_msgs.msg import JointState
 
         self._worker = Node(f"{self.get_name()}_worker", context=self.context, namespace=self.get_namespace(),
                             use_global_arguments=False, enable_rosout=False, start_parameter_services=False)
-        # keep-last 100 requests and responses (the default 10 is shared by every client: ten concurrent
-        # clients with a queued request each can push a response out before it is taken)
-        self.srv = self._worker.create_service(RetimeTrajectory, self.service_name, self._on_request,
-                                               qos_profile=QoSProfile(depth=SERVICE_QOS_DEPTH,
-                                                                      reliability=ReliabilityPolicy.RELIABLE),
-                                               callback_group=ReentrantCallbackGroup())
+        self.server = retiming_worker.RetimeServer(self._worker, self.service_name, self.joint_state_topic,
+                                                   self._on_answer, self._worker_log)
+        self.server.set_params(self.p)
+        # best effort accepts reliable and best-effort publishers alike; depth 1: only the latest matters
+        # (rclpy's qos_overrides.<topic>.subscription.* parameters change it)
+        self.joint_state_sub = self.create_subscription(
+            JointState, "joint_states", self.server.on_joint_state,
+            QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
+            qos_overriding_options=common.qos_overrides())
         self._worker_executor = MultiThreadedExecutor(num_threads=int(self.p["max_concurrent_requests"]),
                                                       context=self.context)
         self._worker_executor.add_node(self._worker)
-        self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
-        common.create_payload_service(self)
         self._worker_thread = threading.Thread(target=self._spin_worker, name=f"{self.get_name()}_retiming",
                                                daemon=True)
         self._worker_thread.start()
 
-    # ------------------------------------------------------------------ model / parameters
-    def _on_model(self, model, label: str) -> None:
-        from robot_dynamics_ros.retiming.retimer import Retimer
+    # ------------------------------------------------------------------ the server's state (in-process only)
+    @property
+    def retimer(self):
+        """The retimer of the served model: the in-process server's (settable, e.g. by a test), or with
+        ``solver_process`` one built here on first access for inspection (the worker solves with its own,
+        built from the same model); None before a model is loaded."""
+        if self.server is not None:
+            return self.server.retimer
+        if self.model is None:
+            return None
+        if self._inspect_retimer is None or self._inspect_retimer.model is not self.model:
+            from robot_dynamics_ros.retiming.retimer import Retimer
 
+            self._inspect_retimer = Retimer(self.model)
+        return self._inspect_retimer
+
+    @retimer.setter
+    def retimer(self, retimer) -> None:
+        self.server.retimer = retimer
+
+    def measured_hold(self, joints) -> tuple[dict[str, float], list[str]]:
+        """For ``joints``: ``(fresh measured positions by name, joints without one)``; in-process server
+        only (the worker process keeps its own).
+
+        Raises:
+            RuntimeError: with ``solver_process``.
+        """
+        import time
+
+        if self.server is None:
+            raise RuntimeError("measured positions are kept in the retiming worker process")
+        return self.server.measured.hold(joints, time.monotonic(), float(self.p["joint_state_timeout"]))
+
+    def _on_request(self, request, response):
+        """Answer ``request`` on the calling thread (in-process server only)."""
+        return self.server.on_request(request, response)
+
+    # ------------------------------------------------------------------ model / parameters
+    def _serve(self, model, warmup: bool) -> None:
+        self.model, self.accel_warning = model, acceleration_warning(model)
+        if self.worker is not None:
+            self.worker.set_model(model, warmup)
+        else:
+            self.server.set_model(model, warmup)
+
+    def _on_model(self, model, label: str) -> None:
         self.base_model = model = core.with_default_acceleration(model, float(self.p["acceleration_limit"]))
         model = common.model_with_params(model, self.p)
-        retimer = Retimer(model)
-        warning = acceleration_warning(model)
-        with self._lock:
-            self.model, self.retimer, self.accel_warning = model, retimer, warning
-            self.measured = core.MeasuredPositions(model.joint_names)
-        if self.p["warmup"]:
-            self.get_logger().info("warming up the retiming kernels (the first run compiles them, 1-2 min; "
-                                   "requests wait until request_deadline)")
-            self.solver.warm_up(lambda: self._warmup(retimer))
-        else:
-            self.warm.set()
+        self._serve(model, bool(self.p["warmup"]))
+        warning = self.accel_warning
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
         self.diag.set_level(Diagnostics.WARN if warning else Diagnostics.OK, warning or "serving")
@@ -183,14 +235,6 @@ class RetimingServiceNode(Node):
         if warning:
             self.get_logger().warning(warning)
 
-    def _warmup(self, retimer) -> None:
-        t0 = time.monotonic()
-        try:
-            retimer.warmup()
-            self.get_logger().info(f"retiming kernels ready after {time.monotonic() - t0:.1f} s")
-        except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first request's time
-            self.log.warning("warmup", f"retiming warm-up failed: {exc}")
-
     def _on_set_parameters(self, params):
         from rcl_interfaces.msg import SetParametersResult
 
@@ -198,27 +242,56 @@ class RetimingServiceNode(Node):
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
         new = common.merged_parameters(self._specs, self.p, params)
+        model = None
         if self.base_model is not None and any(p.name in common.MODEL_PARAMS for p in params):
             from robot_dynamics_ros.errors import UserError
-            from robot_dynamics_ros.retiming.retimer import Retimer
 
             try:
                 model = common.model_with_params(self.base_model, new)
             except UserError as exc:
                 return SetParametersResult(successful=False, reason=str(exc))
-            retimer = Retimer(model)
-            with self._lock:
-                self.model, self.retimer = model, retimer
         self.p = new
         self.log = RateLimitedLog(self.get_logger(), new["log_period"])
+        (self.worker or self.server).set_params(new)
+        if model is not None:
+            self._serve(model, False)
         return SetParametersResult(successful=True)
 
-    def _on_joint_state(self, msg) -> None:
-        self.measured.update(msg.name, msg.position, time.monotonic())
+    # ------------------------------------------------------------------ answers, logs (server callbacks)
+    def _on_answer(self, answer: dict) -> None:
+        """Count and log one answered request (``RetimeServer.on_request``'s dict)."""
+        self.requests += 1
+        self.diag.count("requests")
+        if answer["status"] == "busy":
+            self.busy_answers += 1
+            self.diag.count("busy")
+        elif answer["status"] == "timed out":
+            self.timeouts += 1
+            self.diag.count("timeouts")
+        message = answer["message"]
+        if not answer["success"]:
+            self.failures += 1
+            self.diag.count("failures")
+            self.last_error = message
+            self.diag.set("last_error", message[:200])
+            self.log.warning("request", f"retiming request refused: {message}")
+        else:
+            if answer["warning"]:
+                self.log.warning("acceleration", answer["warning"])
+            self.diag.set("last_duration_s", round(answer["duration"], 6))
+            self.diag.set("last_solve_ms", round(answer["solve_ms"], 3))
+        self.diag.latency.add(answer["solve_time"])
 
-    def measured_hold(self, joints) -> tuple[dict[str, float], list[str]]:
-        """For ``joints``: ``(fresh measured positions by name, joints without one)``."""
-        return self.measured.hold(joints, time.monotonic(), float(self.p["joint_state_timeout"]))
+    def _worker_log(self, level: str, text: str) -> None:
+        if level == "info":
+            self.get_logger().info(text)
+        elif level == "warning":
+            self.log.warning("worker", text)
+        else:
+            self.log.error("worker_error", text)
+
+    def _on_worker_restart(self, exit_code) -> None:
+        self.diag.count("worker_restarts")
 
     def _spin_worker(self) -> None:
         try:
@@ -227,53 +300,12 @@ class RetimingServiceNode(Node):
             if rclpy.ok(context=self.context):
                 self.get_logger().error(f"retiming executor stopped: {exc}")
 
-    # ------------------------------------------------------------------ the service
-    def _on_request(self, request, response):
-        t0 = time.perf_counter()
-        deadline_s = float(self.p["request_deadline"])
-        self.requests += 1
-        self.diag.count("requests")
-        with self._lock:
-            warning = self.accel_warning
-        status, answer = self.solver.run(lambda: self._solve(request), deadline_s)
-        if status == "busy":
-            self.busy_answers += 1
-            self.diag.count("busy")
-            answer = core.RetimeAnswer.failure(self.solver.busy_message(deadline_s))
-        elif status == "timed out":
-            self.timeouts += 1
-            self.diag.count("timeouts")
-            answer = core.RetimeAnswer.failure(self.solver.timeout_message(deadline_s))
-        message = f"{answer.message}; warning: {warning}" if warning else answer.message
-        if not answer.success:
-            self.failures += 1
-            self.diag.count("failures")
-            self.last_error = message
-            self.diag.set("last_error", message[:200])
-            self.log.warning("request", f"retiming request refused: {message}")
-        else:
-            if warning:
-                self.log.warning("acceleration", warning)
-            self.diag.set("last_duration_s", round(answer.duration, 6))
-            self.diag.set("last_solve_ms", round(answer.solve_ms, 3))
-        core.fill_response(response, answer, message, JointTrajectoryPoint, Duration)
-        response.solve_time = time.perf_counter() - t0
-        self.diag.latency.add(response.solve_time)
-        return response
-
-    def _solve(self, request) -> core.RetimeAnswer:
-        """On the solver thread: the whole retiming (any exception becomes a failure answer)."""
-        with self._lock:
-            retimer, model = self.retimer, self.model
-        try:
-            return core.handle_request(request, retimer, model, self.p, self.measured, time.monotonic(),
-                                       self.joint_state_sub.topic_name)
-        except Exception as exc:  # noqa: BLE001 - a request must never take the node down
-            return core.RetimeAnswer.failure(f"internal error while retiming: {type(exc).__name__}: {exc}")
-
     # ------------------------------------------------------------------ shutdown
     def destroy_node(self) -> None:
-        """Stop the worker executor thread and the solver, then destroy the worker node and this node."""
+        """Stop the worker process, or the in-process worker executor and solver; then destroy this node."""
+        if self.worker is not None:
+            self.worker.shutdown()
+            self.worker = None
         if self._worker_executor is not None:
             try:
                 self._worker_executor.shutdown(timeout_sec=2.0)
@@ -285,7 +317,7 @@ class RetimingServiceNode(Node):
             except Exception:  # noqa: BLE001
                 pass
             self._worker_executor = None
-            self.solver.shutdown()
+            self.server.shutdown()
         super().destroy_node()
 
 

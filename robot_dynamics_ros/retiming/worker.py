@@ -1,0 +1,378 @@
+"""The ``~/retime`` service server, hosted on threads of the node's process or in a worker process.
+
+:class:`RetimeServer` is the one server: it takes ``RetimeTrajectory`` requests on an rclpy node, runs one
+solve at a time on its :class:`~robot_dynamics_ros.retiming.service.DeadlineSolver` and answers every
+request it takes within ``request_deadline``: the result, a failure, ``busy`` or ``timed out``. Each answer
+is also handed to an ``on_answer`` callback (a dict, :meth:`RetimeServer.on_request`) for the node's
+counters and logs.
+
+:class:`WorkerProcess` hosts a :class:`RetimeServer` in one long-lived child process (``spawn`` start
+method: a fresh interpreter, none of the parent's threads or DDS state). The child has its own rclpy
+context on the parent's domain and its own node (``<name>_worker``, no global ROS arguments, no rosout,
+no parameter services) that serves the parent's resolved service name and subscribes the parent's
+resolved ``joint_states`` topic itself. Taking a request (rclpy builds 100 000 Python point objects for a
+100 000-point path, ~1 s with the interpreter lock held), the solve and building the response therefore
+never hold the parent's interpreter: a control node in the parent keeps its executor.
+
+Parent -> child (pickled, :func:`dumps`): ``("params", dict)`` on every parameter change and
+``("model", RobotModel, warmup)`` once per model version; both again after a restart. Child -> parent:
+``("ready",)`` once serving, ``("warm",)`` after each model's warm-up, ``("answer", dict)`` per answered
+request, ``("log", level, text)``. The child ends when the parent's end of the pipe closes (the parent
+exited or was killed); the parent starts a new child when its child dies (1 s, then up to 10 s between
+attempts). Requests held by a child that dies get no answer: the client's own timeout applies.
+"""
+from __future__ import annotations
+
+import copyreg
+import io
+import os
+import pickle
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from robot_dynamics_ros.retiming import service as core
+
+#: keep-last depth of the service's request and response queues (the default 10 is shared by every
+#: client: ten concurrent clients with a queued request each can push a response out before it is taken)
+SERVICE_QOS_DEPTH = 100
+#: seconds between two start attempts of a worker that keeps dying (doubling from RESTART_MIN_S)
+RESTART_MIN_S, RESTART_MAX_S = 1.0, 10.0
+
+
+def _mapping_proxy(d: dict) -> MappingProxyType:
+    return MappingProxyType(d)
+
+
+def dumps(obj) -> bytes:
+    """Pickle ``obj`` for the worker pipe; read-only mappings (``RobotModel.index``, ``held_joints``) are
+    sent as their contents and rebuilt read-only."""
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = copyreg.dispatch_table.copy()
+    pickler.dispatch_table[MappingProxyType] = lambda m: (_mapping_proxy, (dict(m),))
+    pickler.dump(obj)
+    return buf.getvalue()
+
+
+class RetimeServer:
+    """The ``RetimeTrajectory`` service on ``node`` (module docstring).
+
+    Args:
+        node: the rclpy node the service is created on (its executor needs ``max_concurrent`` threads).
+        service_name: fully resolved service name.
+        state_topic: the resolved joint-state topic, named in the refusal of a partial request.
+        on_answer: called on the answering thread with ``{status, success, message, duration, solve_ms,
+            solve_time}`` (status ``done`` / ``busy`` / ``timed out``; s, ms, s).
+        log: ``log(level, text)`` with level ``info`` / ``warning`` / ``error``.
+
+    Attributes:
+        model, retimer: the current model and its retimer (None until :meth:`set_model`); swapped whole.
+        measured: :class:`~robot_dynamics_ros.retiming.service.MeasuredPositions` of the model's joints.
+        warm: set once a model is loaded and warmed up (or at once with ``warmup=False``).
+    """
+
+    def __init__(self, node, service_name: str, state_topic: str, on_answer: Callable[[dict], None],
+                 log: Callable[[str, str], None]):
+        from rclpy.callback_groups import ReentrantCallbackGroup
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        from robot_dynamics_interfaces.srv import RetimeTrajectory
+
+        self._lock = threading.Lock()
+        self.model = self.retimer = None
+        self.accel_warning = ""
+        self.params: dict = {}
+        self.measured = core.MeasuredPositions()
+        self.state_topic = state_topic
+        self._on_answer = on_answer
+        self._log = log
+        self.solver = core.DeadlineSolver(f"{node.get_name()}_solver")
+        self.warm = self.solver.warm
+        self.warm.clear()
+        self.srv = node.create_service(RetimeTrajectory, service_name, self.on_request,
+                                       qos_profile=QoSProfile(depth=SERVICE_QOS_DEPTH,
+                                                              reliability=ReliabilityPolicy.RELIABLE),
+                                       callback_group=ReentrantCallbackGroup())
+
+    def set_params(self, params: Mapping) -> None:
+        """The node's parameters (``request_deadline`` and what :func:`core.handle_request` reads)."""
+        self.params = dict(params)
+
+    def set_model(self, model, warmup: bool, on_warm: Callable[[], None] | None = None) -> None:
+        """Serve ``model`` from now on (a request already running finishes on the old one); with ``warmup``
+        compile / load the retiming kernels on the solver thread first (requests wait for it until their
+        deadline). ``on_warm`` is called once the model is ready to be served."""
+        from robot_dynamics_ros.retiming.retimer import Retimer
+
+        retimer = Retimer(model)
+        with self._lock:
+            same_joints = self.model is not None and self.model.joint_names == model.joint_names
+            self.model, self.retimer = model, retimer
+            self.accel_warning = core.acceleration_warning(model)
+            if not same_joints:
+                self.measured = core.MeasuredPositions(model.joint_names)
+        if warmup:
+            self._log("info", "warming up the retiming kernels (the first run compiles them, 1-2 min; "
+                              "requests wait until request_deadline)")
+            self.solver.warm_up(lambda: self._warmup(retimer, on_warm))
+        else:
+            self.warm.set()
+            if on_warm is not None:
+                on_warm()
+
+    def _warmup(self, retimer, on_warm) -> None:
+        t0 = time.monotonic()
+        try:
+            retimer.warmup()
+            self._log("info", f"retiming kernels ready after {time.monotonic() - t0:.1f} s")
+        except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs the first request's time
+            self._log("warning", f"retiming warm-up failed: {exc}")
+        if on_warm is not None:
+            on_warm()
+
+    def on_joint_state(self, msg) -> None:
+        self.measured.update(msg.name, msg.position, time.monotonic())
+
+    def on_request(self, request, response):
+        """Answer one request within ``request_deadline`` (see the class docstring)."""
+        from builtin_interfaces.msg import Duration
+        from trajectory_msgs.msg import JointTrajectoryPoint
+
+        t0 = time.perf_counter()
+        deadline_s = float(self.params["request_deadline"])
+        with self._lock:
+            warning = self.accel_warning
+        status, answer = self.solver.run(lambda: self._solve(request), deadline_s)
+        if status == "busy":
+            answer = core.RetimeAnswer.failure(self.solver.busy_message(deadline_s))
+        elif status == "timed out":
+            answer = core.RetimeAnswer.failure(self.solver.timeout_message(deadline_s))
+        message = f"{answer.message}; warning: {warning}" if warning else answer.message
+        core.fill_response(response, answer, message, JointTrajectoryPoint, Duration)
+        response.solve_time = time.perf_counter() - t0
+        self._on_answer({"status": status, "success": bool(answer.success), "message": message,
+                         "warning": warning, "duration": float(answer.duration), "solve_ms": float(answer.solve_ms),
+                         "solve_time": float(response.solve_time)})
+        return response
+
+    def _solve(self, request) -> core.RetimeAnswer:
+        """On the solver thread: the whole retiming (any exception becomes a failure answer)."""
+        with self._lock:
+            retimer, model, measured = self.retimer, self.model, self.measured
+        try:
+            return core.handle_request(request, retimer, model, self.params, measured, time.monotonic(),
+                                       self.state_topic)
+        except Exception as exc:  # noqa: BLE001 - a request must never take the node down
+            return core.RetimeAnswer.failure(f"internal error while retiming: {type(exc).__name__}: {exc}")
+
+    def shutdown(self) -> None:
+        self.solver.shutdown()
+
+
+# --------------------------------------------------------------------------- the worker process
+def worker_main(conn, config: dict) -> None:
+    """Entry point of the worker process (``config``: node_name, namespace, domain_id, service_name,
+    state_topic, max_concurrent, nice). Serves until the parent's end of ``conn`` closes."""
+    # Ctrl-C at a terminal reaches the whole process group: the parent decides when the worker ends
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if config.get("nice"):
+        os.nice(int(config["nice"]))
+    import rclpy
+    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import JointState
+
+    send_lock = threading.Lock()
+
+    def send(*item) -> None:
+        try:
+            with send_lock:
+                conn.send_bytes(dumps(item))
+        except (OSError, EOFError):  # the parent is gone; the reader below ends the process
+            pass
+
+    try:
+        item = pickle.loads(conn.recv_bytes())  # the parameters come first: every request needs its deadline
+        while item[0] != "params":
+            item = pickle.loads(conn.recv_bytes())
+    except (EOFError, OSError):
+        os._exit(0)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, domain_id=int(config["domain_id"]))
+    node = Node(config["node_name"], namespace=config["namespace"], context=ctx, use_global_arguments=False,
+                enable_rosout=False, start_parameter_services=False)
+    server = RetimeServer(node, config["service_name"], config["state_topic"],
+                          lambda answer: send("answer", answer), lambda level, text: send("log", level, text))
+    server.set_params(item[1])
+    # best effort accepts reliable and best-effort publishers alike; depth 1: only the latest matters
+    node.create_subscription(JointState, config["state_topic"], server.on_joint_state,
+                             QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
+                             callback_group=MutuallyExclusiveCallbackGroup())
+    # one thread more than the requests taken at once: joint states are read while every request waits
+    executor = MultiThreadedExecutor(num_threads=int(config["max_concurrent"]) + 1, context=ctx)
+    executor.add_node(node)
+    spin = threading.Thread(target=executor.spin, name="retiming_worker_executor", daemon=True)
+    spin.start()
+    send("ready")
+    try:
+        while True:
+            item = pickle.loads(conn.recv_bytes())
+            if item[0] == "params":
+                server.set_params(item[1])
+            elif item[0] == "model":
+                server.set_model(item[1], bool(item[2]), on_warm=lambda: send("warm"))
+            elif item[0] == "stop":
+                break
+    except (EOFError, OSError):
+        pass
+    finally:
+        server.shutdown()
+        executor.shutdown(timeout_sec=1.0)
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+        # the solver thread may still be inside a long solve: do not wait for it
+        os._exit(0)
+
+
+class WorkerProcess:
+    """The parent's side of the worker process (module docstring): start, feed, restart, stop.
+
+    Args:
+        config: :func:`worker_main`'s config.
+        on_answer: called with each answer dict (:meth:`RetimeServer.on_request`), on the reader thread.
+        log: ``log(level, text)``, also on the reader thread.
+        on_restart: called (reader thread) with the exit code of a worker that died unasked.
+
+    Attributes:
+        warm: set while the current worker serves a warmed-up model; cleared when a worker starts.
+        restarts: workers started after the first one.
+        pid: the current worker's process id (None before the first start).
+    """
+
+    def __init__(self, config: dict, on_answer: Callable[[dict], None], log: Callable[[str, str], None],
+                 on_restart: Callable[[int | None], None] | None = None):
+        import multiprocessing
+
+        self._mp = multiprocessing.get_context("spawn")
+        self._config = dict(config)
+        self._on_answer, self._log, self._on_restart = on_answer, log, on_restart
+        self._send_lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._params: bytes | None = None
+        self._model: bytes | None = None
+        self._conn = None
+        self._proc = None
+        self.warm = threading.Event()
+        self.ready = threading.Event()
+        self.restarts = 0
+        self.pid: int | None = None
+        self._thread = threading.Thread(target=self._supervise, name="retiming_worker_supervisor", daemon=True)
+        self._thread.start()
+
+    def set_params(self, params: Mapping) -> None:
+        self._params = dumps(("params", dict(params)))
+        self._send(self._params)
+
+    def set_model(self, model, warmup: bool) -> None:
+        """Send ``model`` (once per model version; again to a restarted worker)."""
+        self.warm.clear()
+        self._model = dumps(("model", model, bool(warmup)))
+        self._send(self._model)
+
+    def _send(self, data: bytes) -> None:
+        with self._send_lock:
+            conn = self._conn
+            if conn is None:
+                return  # the next worker gets it at its start
+            try:
+                conn.send_bytes(data)
+            except (OSError, EOFError):
+                pass  # the worker died: the supervisor restarts it and resends
+
+    def _start(self):
+        parent, child = self._mp.Pipe()
+        proc = self._mp.Process(target=worker_main, args=(child, self._config), name="retiming_worker",
+                                daemon=True)
+        proc.start()
+        child.close()
+        with self._send_lock:
+            self._conn, self._proc, self.pid = parent, proc, proc.pid
+            self.warm.clear()
+            self.ready.clear()
+            for data in (self._params, self._model):  # pipe order: params before the model they serve
+                if data is not None:
+                    parent.send_bytes(data)
+        return parent, proc
+
+    def _supervise(self) -> None:
+        pause = RESTART_MIN_S
+        first = True
+        while not self._stopping.is_set():
+            try:
+                conn, proc = self._start()
+            except Exception as exc:  # noqa: BLE001 - e.g. out of memory or processes: retry later
+                self._log("error", f"retiming worker process could not start: {exc}")
+                self._stopping.wait(pause)
+                pause = min(RESTART_MAX_S, 2 * pause)
+                continue
+            if not first:
+                self.restarts += 1
+            first = False
+            self._log("info", f"retiming worker process {proc.pid} started")
+            started = time.monotonic()
+            self._read(conn)
+            proc.join(timeout=2.0)
+            with self._send_lock:
+                self._conn = None
+            conn.close()
+            if self._stopping.is_set():
+                break
+            code = proc.exitcode
+            self._log("error", f"retiming worker process {proc.pid} ended (exit {code}); requests it held get "
+                               f"no answer; starting a new one")
+            if self._on_restart is not None:
+                self._on_restart(code)
+            pause = RESTART_MIN_S if time.monotonic() - started > RESTART_MAX_S else min(RESTART_MAX_S, 2 * pause)
+            self._stopping.wait(pause)
+
+    def _read(self, conn) -> None:
+        while True:
+            try:
+                item = pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                return
+            kind = item[0]
+            try:
+                if kind == "answer":
+                    self._on_answer(item[1])
+                elif kind == "warm":
+                    self.warm.set()
+                elif kind == "ready":
+                    self.ready.set()
+                elif kind == "log":
+                    self._log(item[1], item[2])
+            except Exception as exc:  # noqa: BLE001 - a callback error must not stop the supervision
+                self._log("error", f"retiming worker message {kind!r} not handled: {exc}")
+
+    def kill(self) -> None:
+        """SIGKILL the current worker (a fault test's hook); the supervisor starts a new one."""
+        proc = self._proc
+        if proc is not None and proc.pid is not None:
+            os.kill(proc.pid, signal.SIGKILL)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop the worker (asked, then killed after ``timeout`` s) and the supervisor."""
+        self._stopping.set()
+        self._send(dumps(("stop",)))
+        proc = self._proc
+        if proc is not None:
+            proc.join(timeout)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(2.0)
+        self._thread.join(timeout=2.0)
