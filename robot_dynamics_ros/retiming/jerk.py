@@ -226,7 +226,11 @@ class _LP:
     """
 
     def __init__(self, cost, A_ub, b_ub, A_eq, bounds):
-        from scipy.optimize._highspy import _core as hs
+        try:
+            from scipy.optimize._highspy import _core as hs
+        except ImportError as exc:  # a private module: say which one when a scipy upgrade moves it
+            raise ImportError("jerk-limited timing needs the HiGHS bindings scipy ships "
+                              "(scipy.optimize._highspy._core, present in scipy 1.17)") from exc
 
         self._hs = hs
         M = sp.vstack([A_ub, A_eq]).tocsc()
