@@ -11,7 +11,7 @@ engine, and from the URDF.
 Here the plant's Coulomb friction is MuJoCo's dry-friction constraint (not a tanh law) and the simulator
 reports with each state the effort applied during the PREVIOUS control period (the effort lags the state
 by half a period): both are for ``identify`` to find (Coulomb transition velocity and effort shift from
-the data). Criterion over every held-out sample: RMS ≤ 2 % of the joint's peak |effort|, URDF ≥ 5 × worse.
+the data; the shift is checked against −T/2). Criterion over every held-out sample: RMS ≤ 2 % of the joint's peak |effort|, URDF ≥ 5 × worse.
 """
 from __future__ import annotations
 
@@ -178,6 +178,8 @@ def test_nodes_over_dds_identified_model_predicts_a_held_out_bag_within_2_percen
     report = json.loads((tmp / "id.json").read_text())
     assert report["data_rank"] == report["structural_base_parameters"]
     assert report["samples"] > 0.95 * 20.0 * RATE / RECORD_EVERY
+    # the simulator reports with each state the effort applied over the period BEFORE it: lags by T/2
+    assert report["effort_shift_s"] == pytest.approx(-0.5 / RATE, abs=0.25 / RATE)
     e = held_out_errors(tmp, prior, read_bag(tmp / "held_out_bag"))
     np.testing.assert_allclose(e["fc"], FC, rtol=0.05)
     np.testing.assert_allclose(e["fv"], FV, rtol=0.10)
