@@ -277,19 +277,21 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
     reg = Regressor(model)
     tau = reg.check_array(tau, "tau")
     notes = []
-    if coulomb_velocity is None:
-        Yr = _stack(reg, q, qd, qdd, armature)
-        keep = np.ones(Yr.shape[2], bool)
-        keep[reg.n_params:reg.n_params + 3 * reg.n] = False
-        coulomb_velocity, scores = choose_coulomb_velocity(reg, Yr[:, :, keep], tau, qd)
-        notes.append("Coulomb law " + (f"fc·tanh(qd / {coulomb_velocity:g} rad/s)" if coulomb_velocity > 0
-                                       else "fc·sign(qd)") + " chosen by the data (Σ_j log RSS_j of the "
-                     "least-squares fit: " + ", ".join(f"{v:g}: {c:.4g}" for v, c in scores) + ")")
-    W = _stack(reg, q, qd, qdd, armature, coulomb_velocity)
+    W = _stack(reg, q, qd, qdd, armature)  # Coulomb columns sign(qd)
     N, n, P = W.shape
     if tau.shape[0] != N:
         raise ValueError(f"tau: expected {N} samples, got {tau.shape[0]}")
-    tau, shift, shift_note = _aligned(W, tau, tau_rate, effort_shift, np.abs(qd) >= min_velocity)
+    if coulomb_velocity is None:
+        keep = np.ones(P, bool)
+        keep[reg.n_params:reg.n_params + 3 * reg.n] = False
+        coulomb_velocity, scores = choose_coulomb_velocity(reg, W[:, :, keep], tau, qd)
+        notes.append("Coulomb law " + (f"fc·tanh(qd / {coulomb_velocity:g} rad/s)" if coulomb_velocity > 0
+                                       else "fc·sign(qd)") + " chosen by the data (Σ_j log RSS_j of the "
+                     "least-squares fit: " + ", ".join(f"{v:g}: {c:.4g}" for v, c in scores) + ")")
+    if coulomb_velocity > 0:
+        W = _stack(reg, q, qd, qdd, armature, coulomb_velocity)
+    tau, shift, shift_note = _aligned(W, tau, tau_rate, effort_shift,
+                                      np.abs(np.asarray(qd, dtype=float)) >= min_velocity)
     notes += shift_note
     names = _names(reg, armature)
     pi0 = reg.parameters()
