@@ -155,6 +155,8 @@ def test_excited_parameters_and_friction_match_the_plant(loop):
 
     report = json.loads((tmp / "id.json").read_text())
     assert report["coulomb_velocity"] == 0.01  # the plant's tanh law, chosen among 7 candidates by the data
+    # the recorded effort is the command computed from that state and held over the next period: +T/2
+    assert report["effort_shift_s"] == pytest.approx(0.5e-3, abs=0.25e-3)
     truth = dict(zip(Regressor(plant).parameter_names, Regressor(plant).parameters()))
     excited = {k: v for k, v in report["parameters"].items() if v["excited"] and k in truth}
     assert len(excited) >= 30

@@ -11,7 +11,7 @@ engine, and from the URDF.
 Here the plant's Coulomb friction is MuJoCo's dry-friction constraint (not a tanh law) and the simulator
 reports with each state the effort applied during the PREVIOUS control period (the effort lags the state
 by half a period): both are for ``identify`` to find (Coulomb transition velocity and effort shift from
-the data). Criterion over every held-out sample: RMS ≤ 2 % of the joint's peak |effort|, URDF ≥ 5 × worse.
+the data; the shift is checked against −T/2). Criterion over every held-out sample: RMS ≤ 2 % of the joint's peak |effort|, URDF ≥ 5 × worse.
 """
 from __future__ import annotations
 
@@ -49,36 +49,66 @@ def _run(argv, module):
     return module.run(parser.parse_args(argv))
 
 
-def _record(plant_path, traj_msg, duration, bag_path):
-    """One run of the two nodes in lockstep; /joint_states recorded to ``bag_path``. Returns wall time, s."""
+def held_params():
+    from rclpy.parameter import Parameter
+
+    return [Parameter("held_joint_names", value=list(HELD)),
+            Parameter("held_joint_positions", value=[float(v) for v in HELD.values()])]
+
+
+def computed_torque_node(traj_msg, urdf="panda"):
+    """A factory for :func:`run_lockstep`: the computed_torque node on ``urdf``, sent ``traj_msg``."""
+    def make(ctx):
+        from rclpy.parameter import Parameter
+
+        from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
+
+        return ComputedTorqueNode("computed_torque", context=ctx, parameter_overrides=[
+            Parameter("urdf_path", value=str(urdf)), *held_params(), Parameter("mode", value="computed_torque"),
+            Parameter("tick_source", value="joint_states"), Parameter("use_sim_time", value=True)])
+
+    def start(node, peer, spin_until):
+        from trajectory_msgs.msg import JointTrajectory
+
+        pub = peer.create_publisher(JointTrajectory, "computed_torque/joint_trajectory", 10)
+        spin_until(lambda: pub.get_subscription_count() > 0, 10.0, "the trajectory subscriber")
+        start_ns = EPOCH_NS + int(LEAD_S * 1e9)
+        traj_msg.header.stamp.sec, traj_msg.header.stamp.nanosec = divmod(start_ns, 1_000_000_000)
+        pub.publish(traj_msg)
+        spin_until(lambda: node.trajectories_accepted + node.trajectories_rejected > 0, 5.0, "the trajectory")
+        assert node.trajectories_accepted == 1, node.last_rejection
+
+    return make, start
+
+
+def run_lockstep(plant_path, controller, q0, duration, bag_path, sim_params=()):
+    """A controller node and the lockstep simulator node (``plant_path``, ``sim_params`` overrides, at rest
+    at ``q0``) on a private domain for ``duration`` s of simulated time after a LEAD_S lead; every
+    RECORD_EVERY-th /joint_states message is written to ``bag_path`` (mcap) as it arrives.
+    ``controller``: (make(ctx) -> node, start(node, peer, spin_until)) run before the simulation starts.
+    Returns the wall time of the simulation, s."""
     import rclpy
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import JointState
-    from trajectory_msgs.msg import JointTrajectory
 
     from robot_dynamics_ros.bags import BagWriter
     from robot_dynamics_ros.commands import isolation
     from robot_dynamics_ros.nodes import common
-    from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
     from robot_dynamics_ros.nodes.simulator import SimulatorNode
 
+    make, start = controller
     ctx, _ = isolation.init_context(None, localhost=True)  # a private domain, never the caller's
-    held = [Parameter("held_joint_names", value=list(HELD)),
-            Parameter("held_joint_positions", value=[float(v) for v in HELD.values()])]
     node = sim = peer = ex = None
     try:
-        node = ComputedTorqueNode("computed_torque", context=ctx, parameter_overrides=[
-            Parameter("urdf_path", value="panda"), *held, Parameter("mode", value="computed_torque"),
-            Parameter("tick_source", value="joint_states"), Parameter("use_sim_time", value=True)])
-        q0 = [float(v) for v in traj_msg.points[0].positions]
+        node = make(ctx)
         sim = SimulatorNode(context=ctx, parameter_overrides=[
-            Parameter("urdf_path", value=str(plant_path)), *held, Parameter("lockstep", value=True),
+            Parameter("urdf_path", value=str(plant_path)), *held_params(), Parameter("lockstep", value=True),
             Parameter("publish_clock", value=True), Parameter("clock_start", value=EPOCH_NS * 1e-9),
             Parameter("publish_rate", value=RATE), Parameter("lockstep_resend", value=5.0),
             Parameter("timestep", value=0.25 / RATE), Parameter("clamp_effort", value=False),
             Parameter("joints", Parameter.Type.STRING_ARRAY, list(node.mapper.command_joints)),
-            Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, list(traj_msg.joint_names)),
-            Parameter("initial_positions", Parameter.Type.DOUBLE_ARRAY, q0)])
+            Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, list(node.model.joint_names)),
+            Parameter("initial_positions", Parameter.Type.DOUBLE_ARRAY, [float(v) for v in q0]), *sim_params])
         peer = rclpy.create_node("identification_recorder", context=ctx)
         count = [0]
         with BagWriter(bag_path, storage="mcap") as bag:
@@ -93,7 +123,6 @@ def _record(plant_path, traj_msg, duration, bag_path):
 
             peer.create_subscription(JointState, "joint_states", on_state, common.joint_state_qos(depth=1000),
                                      raw=True)
-            pub = peer.create_publisher(JointTrajectory, "computed_torque/joint_trajectory", 10)
             ex = common.make_executor("events", context=ctx)
             ex.add_node(node)
             ex.add_node(peer)
@@ -104,16 +133,11 @@ def _record(plant_path, traj_msg, duration, bag_path):
                     assert time.monotonic() < end, f"timed out waiting for {what}"
                     ex.spin_once(timeout_sec=0.01)
 
-            spin_until(lambda: (pub.get_subscription_count() > 0 and sim.state_pub.get_subscription_count() > 1
-                                and sim.cmd_sub.get_publisher_count() > 0
+            spin_until(lambda: (sim.state_pub.get_subscription_count() > 1 and sim.cmd_sub.get_publisher_count() > 0
                                 and sim._clock_pub.get_subscription_count() > 0), 10.0, "DDS discovery")
             sim.publish_clock()
             spin_until(lambda: node.get_clock().now().nanoseconds == sim.now_ns(), 5.0, "/clock")
-            start = EPOCH_NS + int(LEAD_S * 1e9)
-            traj_msg.header.stamp.sec, traj_msg.header.stamp.nanosec = divmod(start, 1_000_000_000)
-            pub.publish(traj_msg)
-            spin_until(lambda: node.trajectories_accepted + node.trajectories_rejected > 0, 5.0, "the trajectory")
-            assert node.trajectories_accepted == 1, node.last_rejection
+            start(node, peer, spin_until)
             sim.stop_time = LEAD_S + duration
             ex.add_node(sim)
             t0 = time.monotonic()
@@ -143,30 +167,38 @@ def _trajectory_msg(names, t, q, qd, qdd):
         for k in range(t.size)])
 
 
-@pytest.fixture(scope="module")
-def loop(tmp_path_factory):
+def write_plant_and_excitation(tmp, prior):
+    """``tmp``/plant.urdf (the perturbed Panda with <dynamics> FV, FC) and the JointTrajectory of
+    ``robot-dynamics excite --bag`` (2 periods of 10 s), returned."""
     from robot_dynamics_ros.bags import BagReader
 
-    tmp = tmp_path_factory.mktemp("dds_loop")
-    prior = RobotModel.from_urdf(ROBOTS["panda"].path, held_joints=HELD)
-    plant_text = simulate.perturbed_urdf(
+    (tmp / "plant.urdf").write_text(simulate.perturbed_urdf(
         prior, mass_scale={"panda_link2": 1.2, "panda_link4": 1.2, "panda_link6": 0.8, "panda_link7": 1.2},
         com_shift={"panda_link3": (0.02, 0.0, -0.01), "panda_link5": (0.0, 0.015, 0.01)},
-        dynamics={j: (FV[i], FC[i]) for i, j in enumerate(prior.joint_names)})
-    (tmp / "plant.urdf").write_text(plant_text)
+        dynamics={j: (FV[i], FC[i]) for i, j in enumerate(prior.joint_names)}))
     assert _run(["--urdf", "panda", "--out", str(tmp / "excite.csv"), "--bag", str(tmp / "excite_bag"),
                  "--evaluations", "100", "--cycles", "2"], excite_cmd) == 0
     with BagReader(tmp / "excite_bag") as bag:
         (traj,) = [r.msg for r in bag.messages(["/excitation_trajectory"])]
-    walls = [_record(tmp / "plant.urdf", traj, 20.0, tmp / "rec_bag")]
+    return traj
+
+
+@pytest.fixture(scope="module")
+def loop(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dds_loop")
+    prior = RobotModel.from_urdf(ROBOTS["panda"].path, held_joints=HELD)
+    traj = write_plant_and_excitation(tmp, prior)
+    walls = [run_lockstep(tmp / "plant.urdf", computed_torque_node(traj), traj.points[0].positions, 20.0,
+                          tmp / "rec_bag")]
     # the held-out trajectory: a random 6-harmonic Fourier series (another seed, another shape)
     tr = FourierTrajectory.random(7, 6, HELD_OUT_S, np.random.default_rng(11), q0=0.5 * (prior.lower + prior.upper),
                                   amplitude=3.0).at_rest()
     tr = tr.scaled_into(prior.lower, prior.upper, 0.5 * prior.velocity_limit, np.full(7, 3.0),
                         np.linspace(0, HELD_OUT_S, 4000))
     t = np.arange(int(HELD_OUT_S * 100) + 1) / 100.0
-    walls.append(_record(tmp / "plant.urdf", _trajectory_msg(prior.joint_names, t, *tr.sample(t)), HELD_OUT_S,
-                         tmp / "held_out_bag"))
+    held_out = _trajectory_msg(prior.joint_names, t, *tr.sample(t))
+    walls.append(run_lockstep(tmp / "plant.urdf", computed_torque_node(held_out), held_out.points[0].positions,
+                              HELD_OUT_S, tmp / "held_out_bag"))
     print("DDS runs, wall s:", np.round(walls, 2))
     assert _run(["--urdf", "panda", "--data", str(tmp / "rec_bag"), "--out", str(tmp / "id.urdf"), "--plot", "none",
                  "--holdout", "0"], identify_cmd) == 0
@@ -178,6 +210,8 @@ def test_nodes_over_dds_identified_model_predicts_a_held_out_bag_within_2_percen
     report = json.loads((tmp / "id.json").read_text())
     assert report["data_rank"] == report["structural_base_parameters"]
     assert report["samples"] > 0.95 * 20.0 * RATE / RECORD_EVERY
+    # the simulator reports with each state the effort applied over the period BEFORE it: lags by T/2
+    assert report["effort_shift_s"] == pytest.approx(-0.5 / RATE, abs=0.25 / RATE)
     e = held_out_errors(tmp, prior, read_bag(tmp / "held_out_bag"))
     np.testing.assert_allclose(e["fc"], FC, rtol=0.05)
     np.testing.assert_allclose(e["fv"], FV, rtol=0.10)

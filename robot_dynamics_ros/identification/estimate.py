@@ -277,19 +277,21 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
     reg = Regressor(model)
     tau = reg.check_array(tau, "tau")
     notes = []
-    if coulomb_velocity is None:
-        Yr = _stack(reg, q, qd, qdd, armature)
-        keep = np.ones(Yr.shape[2], bool)
-        keep[reg.n_params:reg.n_params + 3 * reg.n] = False
-        coulomb_velocity, scores = choose_coulomb_velocity(reg, Yr[:, :, keep], tau, qd)
-        notes.append("Coulomb law " + (f"fc·tanh(qd / {coulomb_velocity:g} rad/s)" if coulomb_velocity > 0
-                                       else "fc·sign(qd)") + " chosen by the data (Σ_j log RSS_j of the "
-                     "least-squares fit: " + ", ".join(f"{v:g}: {c:.4g}" for v, c in scores) + ")")
-    W = _stack(reg, q, qd, qdd, armature, coulomb_velocity)
+    W = _stack(reg, q, qd, qdd, armature)  # Coulomb columns sign(qd)
     N, n, P = W.shape
     if tau.shape[0] != N:
         raise ValueError(f"tau: expected {N} samples, got {tau.shape[0]}")
-    tau, shift, shift_note = _aligned(W, tau, tau_rate, effort_shift)
+    if coulomb_velocity is None:
+        keep = np.ones(P, bool)
+        keep[reg.n_params:reg.n_params + 3 * reg.n] = False
+        coulomb_velocity, scores = choose_coulomb_velocity(reg, W[:, :, keep], tau, qd)
+        notes.append("Coulomb law " + (f"fc·tanh(qd / {coulomb_velocity:g} rad/s)" if coulomb_velocity > 0
+                                       else "fc·sign(qd)") + " chosen by the data (Σ_j log RSS_j of the "
+                     "least-squares fit: " + ", ".join(f"{v:g}: {c:.4g}" for v, c in scores) + ")")
+    if coulomb_velocity > 0:
+        W = _stack(reg, q, qd, qdd, armature, coulomb_velocity)
+    tau, shift, shift_note = _aligned(W, tau, tau_rate, effort_shift,
+                                      np.abs(np.asarray(qd, dtype=float)) >= min_velocity)
     notes += shift_note
     names = _names(reg, armature)
     pi0 = reg.parameters()
@@ -304,17 +306,23 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
                           fit.status, notes + fit.warnings, float(coulomb_velocity), shift)
 
 
-def estimate_effort_shift(W: np.ndarray, tau: np.ndarray, tau_rate: np.ndarray) -> float:
+def estimate_effort_shift(W: np.ndarray, tau: np.ndarray, tau_rate: np.ndarray, sliding=None) -> float:
     """Least-squares estimate of the time shift S (s) between the effort and the state samples.
 
     A driver's reported effort is often the command it holds over the next control period T (zero-order
     hold): the torque that produced the motion around the state sample at t is centred on t + T/2, not t.
     With tau(t − S) ≈ tau(t) − S · tau_rate(t) (S much shorter than the torque's time scale), the model
-    tau_meas = W x + S · tau_rate is linear in (x, S): an ordinary least-squares fit over all samples, W
-    (N, n, P) the regressor (columns normalized; all-zero ones dropped), tau and tau_rate (N, n).
+    tau_meas = W x + S · tau_rate is linear in (x, S): an ordinary least-squares fit, W (N, n, P) the
+    regressor (columns normalized; all-zero ones dropped), tau and tau_rate (N, n). ``sliding`` (N, n)
+    bool: the rows used (default all). While a joint sticks its torque follows the controller's command,
+    not the state, and that residual correlates with tau_rate: leaving those rows out keeps S unbiased.
     """
-    A = np.concatenate([W, np.asarray(tau_rate, dtype=float)[:, :, None]], axis=2).reshape(-1, W.shape[2] + 1)
-    b = np.asarray(tau, dtype=float).reshape(-1)
+    A = np.concatenate([W, np.asarray(tau_rate, dtype=float)[:, :, None]], axis=2)
+    b = np.asarray(tau, dtype=float)
+    if sliding is not None:
+        A, b = A[sliding], b[sliding]
+    A = A.reshape(-1, W.shape[2] + 1)
+    b = b.reshape(-1)
     norms = np.linalg.norm(A, axis=0)
     if norms[-1] == 0.0:
         return 0.0
@@ -323,17 +331,21 @@ def estimate_effort_shift(W: np.ndarray, tau: np.ndarray, tau_rate: np.ndarray) 
     return float(sol[-1] / norms[-1])
 
 
-def _aligned(W, tau, tau_rate, effort_shift):
-    """(tau − S · tau_rate, S, notes): the effort aligned with the state (see :func:`identify`)."""
+def _aligned(W, tau, tau_rate, effort_shift, sliding=None):
+    """(tau − S · tau_rate, S, notes): the effort aligned with the state (see :func:`identify`); S
+    estimated on the ``sliding`` (N, n) rows."""
     if tau_rate is None:
         return tau, 0.0, []
     tau_rate = np.asarray(tau_rate, dtype=float)
     if tau_rate.shape != tau.shape:
         raise ValueError(f"tau_rate: expected shape {tau.shape}, got {tau_rate.shape}")
     if effort_shift is None:
-        S = estimate_effort_shift(W, tau, tau_rate)
+        if sliding is not None and not np.any(sliding):
+            sliding = None
+        S = estimate_effort_shift(W, tau, tau_rate, sliding)
         note = [f"effort sample aligned with the state: shifted by {S * 1e3:.3g} ms, estimated by least squares "
-                "(a commanded effort held over a control period T leads the state by T/2)"]
+                "on the samples where the joint slides (a commanded effort held over a control period T "
+                "leads the state by T/2)"]
     else:
         S, note = float(effort_shift), ([f"effort sample shifted by {float(effort_shift) * 1e3:.3g} ms"]
                                         if effort_shift else [])

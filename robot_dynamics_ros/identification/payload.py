@@ -73,7 +73,7 @@ def identify_payload(model, link: str, q, qd, qdd, tau, *, prior_weight: float =
     if coulomb_velocity is None:
         coulomb_velocity, _ = choose_coulomb_velocity(reg, Wp, b, qd)
     W = np.concatenate([Wp, reg.friction(qd, coulomb_velocity)], axis=2)
-    b, shift, notes = _aligned(W, b, tau_rate, effort_shift)
+    b, shift, notes = _aligned(W, b, tau_rate, effort_shift, np.abs(np.asarray(qd, dtype=float)) >= min_velocity)
     f0, s_f = _friction_prior(model)
     x0 = np.concatenate([[0.01, 0, 0, 0, 1e-6, 0, 1e-6, 0, 0, 1e-6], f0])
     s0 = np.concatenate([[50.0, 5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], s_f]) / float(prior_weight)
