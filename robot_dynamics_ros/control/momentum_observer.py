@@ -22,6 +22,11 @@ r_k = K_O (p_k − p̂_k), β = τ_m − τ_f + Cᵀ q̇ − g and b_k = β_{k�
 which is stable for any gain and sample time (the explicit form diverges for K_O Δt > 2) and keeps the
 integrated quantity bounded (p − p̂ instead of an integral that grows with time).
 
+Per sample the model terms (``newton_euler.momentum_terms_one``: g, p and Cᵀ q̇ in one O(n) sweep), the
+friction, this update and the collision pre-check (:meth:`MomentumObserver.watch`) are one compiled call
+that allocates nothing, so the observer costs what a gravity-compensation step costs
+(``benchmarks/bench_observer.py``).
+
 Arrays are (n,) in ``RobotModel.joint_names`` order: q rad (m), q̇ rad/s (m/s), τ N·m (N), time s.
 """
 from __future__ import annotations
