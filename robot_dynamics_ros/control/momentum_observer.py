@@ -361,6 +361,11 @@ class CollisionDetector:
         #: number of collisions declared since construction
         self.count = 0
 
+    @property
+    def idle(self) -> bool:
+        """No collision declared and no transition pending: a residual below every threshold changes nothing."""
+        return not self.collision and self._since is None
+
     def reset(self) -> None:
         """Clear a declared collision (the reset service of a reacting controller)."""
         self.collision = False
