@@ -136,6 +136,7 @@ class ExternalTorqueCore(ControlCore):
         self._commanded = np.full(n, np.nan)
         self._measured_first = s.torque_source != "commanded"
         self._sample_ns = 0
+        self._no_torque_ns = -1
         offset = np.asarray(self.model.effort_offset, dtype=float)
         self._offset = offset.copy() if np.any(offset) else None  # measured = true torque + offset
         self._last_sample_ns: int | None = None
@@ -202,7 +203,9 @@ class ExternalTorqueCore(ControlCore):
             return (measured if self._offset is None else measured - self._offset), "measured"
         if src != "measured" and math.isfinite(sum(self._commanded.tolist())):
             return self._commanded, "commanded"
-        self.no_torque += 1
+        if self._sample_ns != self._no_torque_ns:  # count the joint state once (the timer steps again)
+            self.no_torque += 1
+            self._no_torque_ns = self._sample_ns
         missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
         if src == "measured":
             return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
