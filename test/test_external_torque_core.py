@@ -153,6 +153,8 @@ def test_non_finite_or_missing_effort_is_diagnosed_and_nothing_published():
     assert core.on_joint_state(_fields(model, t, q0, np.zeros(7)), t, t) is None
     res = core.step(t, t)
     assert res.tau_ext is None and res.level == WARN and "no finite effort" in res.reason and core.no_torque == 3
+    res = core.step(t + 1000, t + 1000)  # a node's timer steps the same state again: counted once
+    assert res.tau_ext is None and core.no_torque == 3
     # auto: a non-finite effort falls back to the last command the drives were sent
     core = ExternalTorqueCore(model, ObserverSettings(torque_source="auto"))
     t = 10**12

@@ -216,3 +216,28 @@ def test_fused_observer_refuses_non_finite_input_and_overflow_and_keeps_its_stat
         obs.update(0.002, q0, qd[:-1], tau)
     # the next good sample continues from the kept state, as if the refused ones never came
     np.testing.assert_array_equal(obs.update(0.002, q0, qd, tau), twin.update(0.002, q0, qd, tau))
+
+
+def test_watch_flags_a_residual_above_the_level():
+    """``above`` after each update equals |r| > level computed here from the returned residual (closed-form
+    unit mass: r_k = τ_ext (1 − (1 + KΔt)^−k)), both with the fused kernel's engine and without."""
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+    K, dt, tau_ext = 40.0, 0.001, 2.0
+    obs = MomentumObserver(_PointMass(), K, friction=False)
+    obs.watch(1.0)
+    flags = []
+    for k in range(100):
+        r = obs.update(k * dt, [0.0], [tau_ext * k * dt], [0.0])[0]
+        flags.append((obs.above, abs(r) > 1.0))
+    assert all(a == b for a, b in flags) and flags[-1] == (True, True) and flags[5] == (False, False)
+    model, q0 = _panda_with_friction()
+    engine = PinocchioDynamics(model)
+    obs = MomentumObserver(engine, 50.0)
+    level = np.linspace(0.5, 3.0, model.n)
+    obs.watch(level)
+    g = engine.gravity(q0)
+    for k in range(60):  # at rest, the drives 2 N·m short on every joint: r → g − τ = 2 on each
+        r = obs.update(k * dt, q0, np.zeros(model.n), g - 2.0).copy()
+        assert obs.above == bool(np.any(np.abs(r) > level))
+    assert obs.above and np.all(np.abs(r - 2.0) < 0.2)

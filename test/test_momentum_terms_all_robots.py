@@ -7,7 +7,6 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics

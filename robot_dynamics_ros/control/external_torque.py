@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from robot_dynamics_ros.control.core import ERROR, OK, WARN, ControlCore, CoreSettings
-from robot_dynamics_ros.control.momentum_observer import _QUIET, CollisionDetector, MomentumObserver
+from robot_dynamics_ros.control.momentum_observer import CollisionDetector, MomentumObserver
 
 __all__ = ["TORQUE_SOURCES", "ObserverSettings", "ObserverResult", "ExternalTorqueCore"]
 
@@ -136,6 +136,7 @@ class ExternalTorqueCore(ControlCore):
         self._commanded = np.full(n, np.nan)
         self._measured_first = s.torque_source != "commanded"
         self._sample_ns = 0
+        self._no_torque_ns = -1
         offset = np.asarray(self.model.effort_offset, dtype=float)
         self._offset = offset.copy() if np.any(offset) else None  # measured = true torque + offset
         self._last_sample_ns: int | None = None
@@ -187,7 +188,7 @@ class ExternalTorqueCore(ControlCore):
         """:meth:`ControlCore.on_joint_state`, remembering the accepted message's sample time (its stamp, or
         its arrival time when unstamped); a message without efforts leaves no measured torque (not the
         efforts of an earlier message)."""
-        rej = super().on_joint_state(fields, arrival_ns, now_ns)
+        rej = ControlCore.on_joint_state(self, fields, arrival_ns, now_ns)  # (cheaper than super() per message)
         if rej is None:
             self._sample_ns = fields.stamp_ns or arrival_ns
             if not fields.effort:  # the mapper keeps a joint's last effort: a state without any is no torque
@@ -202,7 +203,9 @@ class ExternalTorqueCore(ControlCore):
             return (measured if self._offset is None else measured - self._offset), "measured"
         if src != "measured" and math.isfinite(sum(self._commanded.tolist())):
             return self._commanded, "commanded"
-        self.no_torque += 1
+        if self._sample_ns != self._no_torque_ns:  # count the joint state once (the timer steps again)
+            self.no_torque += 1
+            self._no_torque_ns = self._sample_ns
         missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
         if src == "measured":
             return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
@@ -239,14 +242,9 @@ class ExternalTorqueCore(ControlCore):
         sample_ns = self._sample_ns
         if sample_ns == self._last_sample_ns and self._last is not None:
             return self._last
-        measured = mapper.effort
-        # the per-sample case first: measured efforts, all finite (a NaN or inf makes the sum non-finite)
-        if self._offset is None and self._measured_first and math.isfinite(sum(measured.tolist())):
-            tau_m, source = measured, "measured"
-        else:
-            tau_m, source = self._torque()
-            if tau_m is None:
-                return self._hold(WARN, source)
+        tau_m, source = self._torque()
+        if tau_m is None:
+            return self._hold(WARN, source)
         observer = self.observer
         t_s = sample_ns * 1e-9
         try:  # the mapper's own (n,) float arrays: the unchecked entry of the observer
@@ -257,23 +255,19 @@ class ExternalTorqueCore(ControlCore):
         tau_ext = r.tolist()  # finite: the observer refuses a non-finite residual
         self._last_sample_ns = sample_ns
         detector = self.detector
-        if observer.above or detector.collision or detector._since is not None:
-            state = detector.update(t_s, tau_ext)
-        else:  # the per-sample case: no joint above its threshold (checked in the observer), nothing pending
-            state = _QUIET
-        if state is _QUIET:
-            res = (ObserverResult(tau_ext, False, False, (), OK, _RUNNING[source]) if observer.samples >= 2
-                   else ObserverResult(tau_ext, False, False, (), WARN, _STARTING[source]))
+        # the observer watches the detector's thresholds: with none exceeded and nothing pending the detector
+        # has nothing to decide (the per-sample case)
+        state = detector.update(t_s, tau_ext) if observer.above or not detector.idle else None
+        if state is not None and state.collision:
+            names = tuple(self.model.joint_names[i] for i in state.joints)
+            res = ObserverResult(tau_ext, True, state.onset, names, ERROR,
+                                 f"collision: |tau_ext| above threshold on {list(names)}" if names
+                                 else "collision declared, waiting for release")
         else:
-            names = tuple(self.model.joint_names[i] for i in state.joints) if state.joints else ()
-            if state.collision:
-                res = ObserverResult(tau_ext, True, state.onset, names, ERROR,
-                                     f"collision: |tau_ext| above threshold on {list(names)}" if names
-                                     else "collision declared, waiting for release")
-            else:
-                settling = observer.samples < 2  # the first sample only initializes the momentum
-                res = ObserverResult(tau_ext, False, False, names, WARN if settling else OK,
-                                     (_STARTING if settling else _RUNNING)[source])
+            names = tuple(self.model.joint_names[i] for i in state.joints) if state is not None else ()
+            settling = observer.samples < 2  # the first sample only initializes the momentum
+            res = ObserverResult(tau_ext, False, False, names, WARN if settling else OK,
+                                 (_STARTING if settling else _RUNNING)[source])
         self._last = res
         return res
 

@@ -22,6 +22,11 @@ r_k = K_O (p_k − p̂_k), β = τ_m − τ_f + Cᵀ q̇ − g and b_k = β_{k�
 which is stable for any gain and sample time (the explicit form diverges for K_O Δt > 2) and keeps the
 integrated quantity bounded (p − p̂ instead of an integral that grows with time).
 
+Per sample the model terms (``newton_euler.momentum_terms_one``: g, p and Cᵀ q̇ in one O(n) sweep), the
+friction, this update and the collision pre-check (:meth:`MomentumObserver.watch`) are one compiled call
+that allocates nothing, so the observer costs what a gravity-compensation step costs
+(``benchmarks/bench_observer.py``).
+
 Arrays are (n,) in ``RobotModel.joint_names`` order: q rad (m), q̇ rad/s (m/s), τ N·m (N), time s.
 """
 from __future__ import annotations
@@ -54,6 +59,7 @@ _FLOAT = np.dtype(float)
 #: return codes of the compiled steps: accepted with every |r| at or below the watched level, accepted with
 #: some |r| above it, refused (non-finite q / q̇ / τ_m, non-finite model term), non-finite residual
 _OK_QUIET, _OK_ABOVE, _BAD_Q, _BAD_QD, _BAD_TAU, _BAD_TERM, _BAD_R = range(7)
+assert (_OK_QUIET, _OK_ABOVE) == (0, 1)  # MomentumObserver._update_arrays compares with the literals
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -275,18 +281,19 @@ class MomentumObserver:
         t_prev = self._t
         dt = 0.0 if t_prev is None else t - t_prev
         restart = t_prev is None or not 0.0 < dt <= self.max_dt
-        if self._tab is not None:
-            code = _fused_step(self._tab, self._itab, self._work, self._st, q, qd, tau_m, dt, restart,
-                               self._trapezoid, self.friction)
+        tab = self._tab
+        if tab is not None:
+            code = _fused_step(tab, self._itab, self._work, self._st, q, qd, tau_m, dt, restart, self._trapezoid,
+                               self.friction)
         else:
             self._terms(q, qd, tau_m)
             code = _step_from_terms(self._st, dt, restart, self._trapezoid)
-        if code > _OK_ABOVE:
+        if code > 1:  # _OK_QUIET = 0, _OK_ABOVE = 1, then the refusals
             if code == _BAD_R:  # the state is spoilt: start again at the next sample
                 self.reset()
                 raise ValueError("non-finite residual (overflow): observer restarted")
             raise ValueError(self._reason(code, q, qd, tau_m))
-        self.above = code == _OK_ABOVE
+        self.above = code == 1
         self._t = t
         self.samples = 1 if restart else self.samples + 1
         return self._residual
@@ -355,6 +362,11 @@ class CollisionDetector:
         self._since: float | None = None  # start of the current candidate transition
         #: number of collisions declared since construction
         self.count = 0
+
+    @property
+    def idle(self) -> bool:
+        """No collision declared and no transition pending: a residual below every threshold changes nothing."""
+        return not self.collision and self._since is None
 
     def reset(self) -> None:
         """Clear a declared collision (the reset service of a reacting controller)."""

@@ -46,6 +46,10 @@ the RNEA torque for q̇ = 0, q̈ = e_j, g = 0. C(q, q̇) q̇ is the RNEA torque 
 The kernels are compiled with numba (``@njit(cache=True)``) on first use (or :meth:`NewtonEulerDynamics.warmup`),
 with explicit loops over samples and bodies; they allocate nothing per sample and release the GIL
 (``nogil=True``), so a service thread computing a long path does not stall the other threads.
+
+For the momentum observer, :func:`momentum_terms_one` gives g(q), p = M(q) q̇ and Cᵀ(q, q̇) q̇ of one state
+in one outward and one inward pass over a per-body table (:func:`momentum_terms_buffers`), from the
+composite momentum of each subtree and Ṡ = v × S (its docstring has the derivation); no matrix is built.
 """
 from __future__ import annotations
 
