@@ -246,3 +246,49 @@ class Float64MultiArrayWriter:
         if self._pack is not None:
             self._pack(self._buf, self._offset, *values)
         return bytes(self._buf)
+
+
+class JointStateEffortWriter:
+    """Serializes the ``~/external_torque`` message — a ``sensor_msgs/JointState`` with a stamp, empty
+    ``frame_id``, fixed ``name``, no position or velocity and ``n`` efforts — into one preallocated buffer,
+    in the plain little-endian CDR (XCDR1) of :mod:`robot_dynamics_ros.control.cdr` (header, then fields in
+    declaration order, each primitive aligned to its size from the end of the 4-byte encapsulation header;
+    strings as uint32 length with the NUL, then bytes; sequences as uint32 count, then elements). What
+    rclpy would spend turning a ``JointState`` object into bytes per message (the names, three arrays) is
+    done once; ``write`` packs the stamp and the efforts. ``Publisher.publish(bytes)`` sends it as it is.
+    """
+
+    def __init__(self, names):
+        buf = bytearray(CDR_LE_HEADER)
+
+        def align(k: int) -> None:
+            buf.extend(bytes(-(len(buf) - 4) % k))
+
+        self._stamp_at = len(buf)
+        buf += struct.pack("<iI", 0, 0) + struct.pack("<I", 1) + b"\x00"  # stamp, frame_id ""
+        align(4)
+        buf += struct.pack("<I", len(names))
+        for name in names:
+            text = str(name).encode("utf-8")
+            align(4)
+            buf += struct.pack("<I", len(text) + 1) + text + b"\x00"
+        for _ in range(2):  # position, velocity: empty
+            align(4)
+            buf += struct.pack("<I", 0)
+        align(4)
+        self.n = len(names)
+        buf += struct.pack("<I", self.n)
+        if self.n:
+            align(8)
+        self._effort_at = len(buf)
+        buf += bytes(8 * self.n)
+        self._buf = buf
+        self._stamp = struct.Struct("<iI").pack_into
+        self._efforts = struct.Struct(f"<{self.n}d").pack_into
+
+    def write(self, stamp_ns: int, effort) -> bytes:
+        """The message bytes for ``header.stamp`` = ``stamp_ns`` (ns) and ``effort`` (n floats, N·m / N)."""
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        self._stamp(self._buf, self._stamp_at, sec, nanosec)
+        self._efforts(self._buf, self._effort_at, *effort)
+        return bytes(self._buf)

@@ -22,7 +22,6 @@ Topics are relative (namespaces and remaps apply). Parameters: :data:`PARAMS`, d
 """
 from __future__ import annotations
 
-import struct
 import time
 
 import numpy as np
@@ -34,7 +33,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
-from robot_dynamics_ros.control.cdr import CDR_LE_HEADER, JointStateReader
+from robot_dynamics_ros.control.cdr import JointStateEffortWriter, JointStateReader
 from robot_dynamics_ros.control.core import OK
 from robot_dynamics_ros.control.external_torque import TORQUE_SOURCES, ExternalTorqueCore, ObserverSettings
 from robot_dynamics_ros.nodes import common
@@ -67,52 +66,6 @@ PARAMS = [
     ParamSpec("wrench_frame", "", "Link whose origin the external wrench is given at, in its axes (empty: no "
               "wrench published).", read_only=True),
 ]
-
-
-class JointStateEffortWriter:
-    """Serializes the ``~/external_torque`` message — a ``sensor_msgs/JointState`` with a stamp, empty
-    ``frame_id``, fixed ``name``, no position or velocity and ``n`` efforts — into one preallocated buffer,
-    in the plain little-endian CDR (XCDR1) of :mod:`robot_dynamics_ros.control.cdr` (header, then fields in
-    declaration order, each primitive aligned to its size from the end of the 4-byte encapsulation header;
-    strings as uint32 length with the NUL, then bytes; sequences as uint32 count, then elements). What
-    rclpy would spend turning a ``JointState`` object into bytes per message (the names, three arrays) is
-    done once; ``write`` packs the stamp and the efforts. ``Publisher.publish(bytes)`` sends it as it is.
-    """
-
-    def __init__(self, names):
-        buf = bytearray(CDR_LE_HEADER)
-
-        def align(k: int) -> None:
-            buf.extend(bytes(-(len(buf) - 4) % k))
-
-        self._stamp_at = len(buf)
-        buf += struct.pack("<iI", 0, 0) + struct.pack("<I", 1) + b"\x00"  # stamp, frame_id ""
-        align(4)
-        buf += struct.pack("<I", len(names))
-        for name in names:
-            text = str(name).encode("utf-8")
-            align(4)
-            buf += struct.pack("<I", len(text) + 1) + text + b"\x00"
-        for _ in range(2):  # position, velocity: empty
-            align(4)
-            buf += struct.pack("<I", 0)
-        align(4)
-        self.n = len(names)
-        buf += struct.pack("<I", self.n)
-        if self.n:
-            align(8)
-        self._effort_at = len(buf)
-        buf += bytes(8 * self.n)
-        self._buf = buf
-        self._stamp = struct.Struct("<iI").pack_into
-        self._efforts = struct.Struct(f"<{self.n}d").pack_into
-
-    def write(self, stamp_ns: int, effort) -> bytes:
-        """The message bytes for ``header.stamp`` = ``stamp_ns`` (ns) and ``effort`` (n floats, N·m / N)."""
-        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
-        self._stamp(self._buf, self._stamp_at, sec, nanosec)
-        self._efforts(self._buf, self._effort_at, *effort)
-        return bytes(self._buf)
 
 
 def settings_from(p) -> ObserverSettings:
@@ -224,26 +177,12 @@ class ExternalTorqueObserverNode(LifecycleNode):
 
     # ------------------------------------------------------------------ parameters / services
     def _on_set_parameters(self, params) -> SetParametersResult:
-        ok, reason = common.validate_parameters(self._specs, params)
-        if not ok:
-            return SetParametersResult(successful=False, reason=reason)
-        for prm in params:
-            if prm.name == "use_sim_time":
-                self.shell.sim_time = bool(prm.value)
-        new = common.merged_parameters(self._specs, self.p, params)
-        core = self.core
-        try:
+        def checked_settings(new):
             settings = settings_from(new)
             settings.check()
-            if core is not None:
-                if any(prm.name in common.MODEL_PARAMS for prm in params):
-                    self.model = common.model_with_params(self.base_model, new)
-                    core.set_model(self.model)
-                core.set_settings(settings)
-        except Exception as exc:  # noqa: BLE001 - refused; the core keeps its model and settings
-            return SetParametersResult(successful=False, reason=str(exc))
-        self.p = new
-        return SetParametersResult(successful=True)
+            return settings
+
+        return self.shell.set_parameters(params, checked_settings)
 
     def _on_reset(self, request, response):
         if self.core is None:
