@@ -102,9 +102,10 @@ class Payload:
 class JointFriction:
     """Identified joint friction, rotor inertia and torque-sensor offset, per actuated joint.
 
-    The actuator torque model is ``tau = M(q) qdd + C qd + g(q) + coulomb·sign(qd) + viscous·qd
-    + armature·qdd + offset`` (the friction YAML of ``robot-dynamics identify``, see
-    ``docs/identification.md``). Arrays are (n,) in ``RobotModel.joint_names`` order; units N·m,
+    The actuator torque model is ``tau = M(q) qdd + C qd + g(q) + coulomb·law(qd) + viscous·qd
+    + armature·qdd + offset`` with ``law(qd) = tanh(qd / coulomb_velocity)``, or ``sign(qd)`` when
+    ``coulomb_velocity`` is 0 (the friction YAML of ``robot-dynamics identify``, see
+    ``docs/identification.md``; the smooth law after Gaz et al., RA-L 2019). Arrays are (n,) in ``RobotModel.joint_names`` order; units N·m,
     N·m·s/rad, N·m, kg·m² (N, N·s/m, N, kg for prismatic joints).
 
     Attributes:
@@ -115,6 +116,7 @@ class JointFriction:
         armature: rotor inertia reflected to the joint (``RobotModel.armature``), ≥ 0: added to the
             diagonal of M(q) and as armature·qdd to the inverse dynamics by both engines.
         source: where the values come from (a file path), for messages.
+        coulomb_velocity: v_s of the Coulomb law, rad/s (m/s), ≥ 0; 0 is the discontinuous sign(qd).
     """
 
     coulomb: np.ndarray
@@ -122,6 +124,7 @@ class JointFriction:
     offset: np.ndarray
     armature: np.ndarray
     source: str = ""
+    coulomb_velocity: float = 0.0
 
     @classmethod
     def from_yaml(cls, path, joint_names) -> JointFriction:
@@ -133,10 +136,11 @@ class JointFriction:
                 line naming the file and the joint
                 (:func:`robot_dynamics_ros.identification.outputs.read_friction_yaml`).
         """
-        from robot_dynamics_ros.identification.outputs import read_friction_yaml
+        from robot_dynamics_ros.identification.outputs import read_friction_file
 
-        table = read_friction_yaml(path, list(joint_names))
-        return cls(*(np.ascontiguousarray(table[:, k]) for k in range(4)), source=str(path))
+        table, v_s = read_friction_file(path, list(joint_names))
+        return cls(*(np.ascontiguousarray(table[:, k]) for k in range(4)), source=str(path),
+                   coulomb_velocity=v_s)
 
 
 class RobotModel:
@@ -150,7 +154,8 @@ class RobotModel:
       ``acceleration_limit`` (rad/s² or m/s²), ``jerk_limit`` (rad/s³ or m/s³), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
     * ``armature`` (kg·m², rotor inertia on the diagonal of M) and ``effort_offset`` (N·m, bias of the
       measured torque): zeros unless identified values were applied with ``with_settings(friction=...)``,
-      which also replaces ``damping``/``friction``; ``joint_friction`` (:class:`JointFriction` or None);
+      which also replaces ``damping``/``friction`` and sets ``coulomb_velocity`` (rad/s, 0: the Coulomb law is
+      sign(qd), see :meth:`coulomb_law`); ``joint_friction`` (:class:`JointFriction` or None);
     * ``gravity`` (3,) m/s² in the root link frame (read-only); ``held_joints`` (read-only mapping);
     * ``payload`` (:class:`Payload` or None, read-only); ``version`` (int, process-wide unique per model
       object). Change gravity, payload or friction with :meth:`with_settings` (a new model);
@@ -210,6 +215,7 @@ class RobotModel:
         self.friction = np.array([j.friction for j in joints], dtype=float)
         self.armature = np.zeros(self.n)
         self.effort_offset = np.zeros(self.n)
+        self.coulomb_velocity = 0.0
         self.joint_friction: JointFriction | None = None
         self.joint_types: tuple[str, ...] = tuple(j.type for j in joints)
         if joint_limits is not None:
@@ -431,6 +437,7 @@ class RobotModel:
             self.friction = np.array([j.friction for j in joints], dtype=float)
             self.armature = np.zeros(self.n)
             self.effort_offset = np.zeros(self.n)
+            self.coulomb_velocity = 0.0
             self.joint_friction = None
             return
         where = jf.source or "friction"
@@ -445,10 +452,22 @@ class RobotModel:
                                 + ("" if name == "offset" else " and ≥ 0"))
             a.setflags(write=False)
             arrays[name] = a
+        v_s = float(jf.coulomb_velocity)
+        if not (np.isfinite(v_s) and v_s >= 0.0):
+            raise UserError(f"{where}: coulomb_velocity = {jf.coulomb_velocity!r} must be finite and ≥ 0 (rad/s)")
         self.friction, self.damping = arrays["coulomb"], arrays["viscous"]
         self.effort_offset, self.armature = arrays["offset"], arrays["armature"]
+        self.coulomb_velocity = v_s
         self.joint_friction = JointFriction(arrays["coulomb"], arrays["viscous"], arrays["offset"],
-                                            arrays["armature"], jf.source)
+                                            arrays["armature"], jf.source, v_s)
+
+    def coulomb_law(self, qd) -> np.ndarray:
+        """The Coulomb term's factor per joint for velocities ``qd`` ((n,) or (..., n) rad/s): ``sign(qd)``,
+        or ``tanh(qd / coulomb_velocity)`` when identified friction set a v_s > 0. Multiply by
+        ``friction`` (N·m) for the Coulomb torque."""
+        qd = np.asarray(qd, dtype=float)
+        v_s = self.coulomb_velocity
+        return np.tanh(qd / v_s) if v_s > 0.0 else np.sign(qd)
 
     # ----------------------------------------------------------------------------------------------
     def neutral(self) -> np.ndarray:

@@ -88,6 +88,38 @@ def test_bad_friction_values_name_the_joint(tmp_path):
         JointFriction.from_yaml(_yaml(tmp_path / "g.yaml", {"nope": (0, 0, 0, 0)}), base.joint_names)
 
 
+def test_coulomb_velocity_gives_the_tanh_law_in_the_engine_and_the_observer(tmp_path):
+    """The friction YAML's coulomb_velocity v_s (what ``identify`` fits): fc·tanh(qd / v_s) in
+    ``friction_torque`` and in the observer's compiled step; 0 or absent keeps fc·sign(qd); a bad value is
+    refused naming the file. Expected values: the closed form with the YAML's numbers."""
+    from robot_dynamics_ros.control.momentum_observer import MomentumObserver
+
+    base = _panda()
+    path = _yaml(tmp_path / "f.yaml")
+    path.write_text(path.read_text().replace("  version: 1\n", "  version: 1\n  coulomb_velocity: 0.02\n"))
+    m = base.with_settings(friction=JointFriction.from_yaml(path, base.joint_names))
+    assert m.coulomb_velocity == 0.02 and m.joint_friction.coulomb_velocity == 0.02 and base.coulomb_velocity == 0
+    fc = np.array([VALUES.get(j, (0, 0, 0, 0))[0] for j in m.joint_names])
+    fv = np.array([VALUES.get(j, (0, 0, 0, 0))[1] for j in m.joint_names])
+    qd = np.array([-0.5, -0.03, -0.004, 0.0, 0.004, 0.03, 0.6])
+    expected = fc * np.tanh(qd / 0.02) + fv * qd
+    np.testing.assert_allclose(PinocchioDynamics(m).friction_torque(qd), expected, rtol=0, atol=1e-15)
+    # the observer's compiled friction against the engine's: equal residual trajectories
+    q = base.neutral() + 0.3
+    fused, reference = MomentumObserver(NewtonEulerDynamics(m), 50.0), MomentumObserver(PinocchioDynamics(m), 50.0)
+    reference._tab = None   # the engine path: Pinocchio's terms and friction_torque
+    for k in range(20):
+        v = qd * np.cos(0.3 * k)
+        tau = PinocchioDynamics(m).gravity(q) + 0.1 * k
+        np.testing.assert_allclose(fused.update(0.001 * k, q, v, tau), reference.update(0.001 * k, q, v, tau),
+                                   rtol=0, atol=1e-9)
+    for bad in ("-0.1", ".nan", "'x'"):
+        path.write_text(path.read_text().replace("coulomb_velocity: 0.02", f"coulomb_velocity: {bad}", 1))
+        with pytest.raises(UserError, match=r"f\.yaml.*coulomb_velocity"):
+            JointFriction.from_yaml(path, base.joint_names)
+        path.write_text(path.read_text().replace(f"coulomb_velocity: {bad}", "coulomb_velocity: 0.02", 1))
+
+
 @pytest.mark.parametrize("held", [None, {}], ids=["panda", "panda_moving_fingers"])
 def test_armature_in_both_engines_against_pinocchio_set_directly(tmp_path, held):
     base = _panda(held)

@@ -106,16 +106,19 @@ def _step_from_terms(st, dt, restart, trapezoid):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _sign(v):
+def _coulomb(v, v_s):
+    """``RobotModel.coulomb_law`` for one velocity: tanh(v / v_s), or sign(v) for v_s = 0."""
+    if v_s > 0.0:
+        return np.tanh(v / v_s)
     return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else 0.0)
 
 
 @njit(cache=True, nogil=True)
-def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, friction):
+def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, friction, v_s):
     """One observer sample in one compiled call: the model terms (``newton_euler.momentum_terms_one``:
     g, p = M q̇, Cᵀ q̇ into rows 0–2 of ``st``), β = τ_m − τ_f + Cᵀ q̇ − g with
-    τ_f = viscous · q̇ + Coulomb · sign(q̇) (the model's URDF ``<dynamics>`` or identified friction, the law
-    of ``PinocchioDynamics.friction_torque``), then :func:`_advance`.
+    τ_f = viscous · q̇ + Coulomb · law(q̇) (the model's URDF ``<dynamics>`` or identified friction, ``law`` =
+    sign or tanh(q̇ / v_s) as ``PinocchioDynamics.friction_torque``), then :func:`_advance`.
 
     Returns a code: ``_OK_QUIET`` / ``_OK_ABOVE`` (accepted, :func:`_outcome`), ``_BAD_R`` (accepted but the
     residual is not finite), or a refusal (``_BAD_Q`` …), for which the observer rows (β onwards) are
@@ -145,7 +148,7 @@ def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, frictio
     for j in range(n):
         beta = tau[j] + st[_CTQD, j] - st[_G, j]
         if friction:
-            beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _sign(qd[j])
+            beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _coulomb(qd[j], v_s)
         st[_BETA, j] = beta
     _advance(st, dt, restart, trapezoid)
     return _outcome(st)
@@ -158,7 +161,7 @@ class MomentumObserver:
     as both package engines do), each sample is one compiled call — g(q), p = M(q) q̇ and Cᵀ(q, q̇) q̇ from
     the one-sweep kernel :func:`~robot_dynamics_ros.dynamics.newton_euler.momentum_terms_one` of that model
     (checked against Pinocchio's crba, computeCoriolisMatrix and computeGeneralizedGravity), the model's
-    friction (``damping`` · q̇ + ``friction`` · sign q̇) and the update — with nothing allocated. Other
+    friction (``damping`` · q̇ + ``friction`` · law(q̇)) and the update — with nothing allocated. Other
     engines give ``momentum_terms`` (or ``mass_matrix``, ``coriolis_matrix`` and ``gravity``) and
     ``friction_torque``.
 
@@ -197,6 +200,7 @@ class MomentumObserver:
         self._st[_WATCH] = np.inf
         #: after each update: some |r_j| is above the level set by :meth:`watch`
         self.above = False
+        self._v_s = float(getattr(model, "coulomb_velocity", 0.0))
         if isinstance(model, RobotModel):
             self._tab, self._itab, armature = momentum_terms_buffers(model)
             self._work = np.zeros((MOMENTUM_WORK_ROWS, self._itab.shape[0]))
@@ -206,7 +210,7 @@ class MomentumObserver:
             # it from numba's cache (~0.5 s) would make the next joint states stale
             z = np.zeros(self.n)
             _fused_step(self._tab, self._itab, self._work, st.copy(), z, z, z, 0.0, True, self._trapezoid,
-                        self.friction)
+                        self.friction, self._v_s)
         else:
             self._tab = None
         self._t: float | None = None
@@ -284,7 +288,7 @@ class MomentumObserver:
         tab = self._tab
         if tab is not None:
             code = _fused_step(tab, self._itab, self._work, self._st, q, qd, tau_m, dt, restart, self._trapezoid,
-                               self.friction)
+                               self.friction, self._v_s)
         else:
             self._terms(q, qd, tau_m)
             code = _step_from_terms(self._st, dt, restart, self._trapezoid)

@@ -217,13 +217,13 @@ class PinocchioDynamics:
         return np.linalg.solve(M, tau - h)
 
     def friction_torque(self, qd) -> np.ndarray:
-        """Joint friction from URDF ``<dynamics>``: ``damping · qd + friction · sign(qd)``, (n,) N·m.
+        """Joint friction: ``damping · qd + friction · law(qd)``, (n,) N·m, from URDF ``<dynamics>`` or identified
+        friction; ``law`` is ``sign`` (sign(0) = 0) or ``tanh(qd / v_s)`` (``RobotModel.coulomb_law``).
 
-        Viscous plus Coulomb friction (sign(0) = 0); it opposes motion, so the torque a motor must add to
-        overcome it is ``+friction_torque(qd)``.
+        It opposes motion, so the torque a motor must add to overcome it is ``+friction_torque(qd)``.
         """
         qd = inputs.vector(qd, self.n, "qd", self.model.joint_names)
-        return self.model.damping * qd + self.model.friction * np.sign(qd)
+        return self.model.damping * qd + self.model.friction * self.model.coulomb_law(qd)
 
     # ----------------------------------------------------------------------------------------------
     def _frame_id(self, frame: str) -> int:

@@ -34,7 +34,7 @@ from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.identification.regressor import (inertial_to_parameters, parameters_to_inertial,
                                                          transform_parameters)
 
-__all__ = ["set_inertials", "identified_urdf", "friction_yaml", "read_friction_yaml", "write_text", "is_consistent"]
+__all__ = ["set_inertials", "identified_urdf", "friction_yaml", "read_friction_yaml", "read_friction_file", "write_text", "is_consistent"]
 
 
 def _fmt(v) -> str:
@@ -164,6 +164,16 @@ def read_friction_yaml(path: str | Path, joint_names) -> np.ndarray:
         UserError: unreadable file, not this schema (version 1), a listed joint not in ``joint_names``, a
             missing, non-finite or (coulomb, viscous, armature) negative value — naming the file and joint.
     """
+    return read_friction_file(path, joint_names)[0]
+
+
+def read_friction_file(path: str | Path, joint_names) -> tuple[np.ndarray, float]:
+    """:func:`read_friction_yaml`'s table and the file's ``coulomb_velocity`` v_s (rad/s; 0 when absent: the
+    Coulomb law is then fc·sign(qd), else fc·tanh(qd / v_s)).
+
+    Raises:
+        UserError: as :func:`read_friction_yaml`; a negative or non-finite ``coulomb_velocity``.
+    """
     from robot_dynamics_ros.model import read_yaml
 
     doc = read_yaml(path, "friction YAML")
@@ -184,7 +194,14 @@ def read_friction_yaml(path: str | Path, joint_names) -> np.ndarray:
                 raise UserError(f"friction YAML '{path}': joint '{jn}': {key} = {x} must be finite"
                                 + ("" if key == "offset" else " and ≥ 0"))
             out[index[jn], k] = x
-    return out
+    try:
+        v_s = float(body.get("coulomb_velocity", 0.0) or 0.0)
+    except (TypeError, ValueError):
+        v_s = float("nan")
+    if not (np.isfinite(v_s) and v_s >= 0.0):
+        raise UserError(f"friction YAML '{path}': coulomb_velocity = {body.get('coulomb_velocity')!r} must be a "
+                        "finite number ≥ 0 (rad/s)")
+    return out, v_s
 
 
 def write_text(path: str | Path, text: str, what: str) -> None:

@@ -572,7 +572,7 @@ class Retimer:
         else:
             tau = np.atleast_2d(self.dynamics.rnea(q, qd, qdd))
         if options.friction:
-            tau = tau + m.damping * qd + m.friction * np.sign(qd)
+            tau = tau + m.damping * qd + m.friction * m.coulomb_law(qd)
         timings["sampling"] = (time.perf_counter() - t0) * 1e3
         duration = t_offset
         ngrid = sum(s.s.shape[0] for s in segments)
