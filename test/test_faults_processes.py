@@ -11,8 +11,10 @@ What the node must do (docs/nodes.md, "Safe command on stale input", ``stale_pol
 once the input is older than ``state_timeout`` its safety timer publishes g(q_last) every
 ``state_timeout / 2`` with a non-OK level; it never publishes a non-finite or all-zero command; the first
 fresh state afterwards is commanded. Recovery is measured in the probe: the arrival of the first state at
-the new pose to the arrival of its command, g(q_new). The bound :data:`RECOVERY_BOUND_S` (100 ms) is what
-a node answering states as they arrive must meet on a loaded 2-core machine; unloaded it is ~1-10 ms.
+the new pose to the arrival of its command, g(q_new). A new publisher sends its first state only once the
+node and the probe are matched to it, so DDS discovery of a new participant (up to ~1 s under load) is not
+counted as the node's recovery. The bound :data:`RECOVERY_BOUND_S` (100 ms) is what a node answering states
+as they arrive must meet on a loaded 2-core machine (measured 0.3-2.4 ms).
 """
 from __future__ import annotations
 
@@ -41,9 +43,10 @@ OK = b"\x00"
 
 
 # ------------------------------------------------------------------------------------ publisher process
-def publish_main(topic: str, rate: float, q_first: str, q_after_cont: str) -> None:
+def publish_main(topic: str, rate: str, q_first: str, q_after_cont: str, subscribers: str) -> None:
     """Publish ``sensor_msgs/JointState`` (NAMES, stamped now) at ``rate`` Hz: ``q_first``, then from the
-    first SIGCONT on ``q_after_cont`` (comma-separated rad). Prints READY once the first state is out."""
+    first SIGCONT on ``q_after_cont`` (comma-separated rad). The first state goes out once ``subscribers``
+    readers are matched (discovery of a new publisher is not the node's recovery); then prints READY."""
     import rclpy
     from sensor_msgs.msg import JointState
 
@@ -54,6 +57,9 @@ def publish_main(topic: str, rate: float, q_first: str, q_after_cont: str) -> No
     rclpy.init(context=ctx)
     node = rclpy.create_node("fault_publisher", context=ctx)
     pub = node.create_publisher(JointState, topic, 10)
+    deadline = time.monotonic() + 15.0
+    while pub.get_subscription_count() < int(subscribers) and time.monotonic() < deadline:
+        time.sleep(0.005)
     period = 1.0 / float(rate)
     t_next = time.monotonic()
     first = True
@@ -72,7 +78,8 @@ def publish_main(topic: str, rate: float, q_first: str, q_after_cont: str) -> No
 def _start_publisher(probe: Probe, q_first, q_after_cont=None) -> subprocess.Popen:
     q_after_cont = q_first if q_after_cont is None else q_after_cont
     proc = subprocess.Popen([sys.executable, __file__, "publish", probe.topics["joint_states"], str(RATE_HZ),
-                             ",".join(map(repr, map(float, q_first))), ",".join(map(repr, map(float, q_after_cont)))],
+                             ",".join(map(repr, map(float, q_first))), ",".join(map(repr, map(float, q_after_cont))),
+                             "2"],  # the probe's state log and the gravity node
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert proc.stdout.readline().strip() == "READY", proc.stderr.read()[-2000:]
@@ -152,9 +159,12 @@ def rig():
     from diagnostic_msgs.msg import DiagnosticArray
 
     def on_diag(msg):
+        # judged by when the node published it (its header stamp, node clock = wall clock, mapped to this
+        # process's monotonic clock), not by a delivery that a loaded machine may delay
+        t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec - (time.time() - time.monotonic())
         for s in msg.status:
             if s.name.startswith(name):
-                probe.levels.append((time.monotonic(), s.level))
+                probe.levels.append((t, s.level))
 
     probe.node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 100)
     node = _start_gravity(probe)
@@ -185,7 +195,7 @@ def _outage_then_recovery(probe, states, t_fault: float, t_fresh_after: float):
     assert levels and OK not in levels, levels  # never OK while no fresh state drives the command
     t_state = _wait(lambda: states.first_at(Q_B, t_fresh_after), 10.0, "no state at the new pose arrived")
     t_cmd = _wait(lambda: _first_command(probe, g_b, t_fresh_after), 10.0, "no command from the fresh states")
-    _wait(lambda: OK in _levels(probe, t_cmd, time.monotonic()), 5.0, "the level never came back to OK")
+    _wait(lambda: OK in _levels(probe, t_cmd - 0.05, time.monotonic()), 5.0, "the level never came back to OK")
     _assert_sane(probe)
     return t_cmd - t_state
 
@@ -317,4 +327,4 @@ def test_retiming_worker_killed_is_replaced_and_its_parent_killed_ends_it():
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "publish":
-    publish_main(*sys.argv[2:6])
+    publish_main(*sys.argv[2:7])
