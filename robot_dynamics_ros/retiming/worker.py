@@ -218,8 +218,18 @@ def worker_main(conn, config: dict) -> None:
     # one thread more than the requests taken at once: joint states are read while every request waits
     executor = MultiThreadedExecutor(num_threads=int(config["max_concurrent"]) + 1, context=ctx)
     executor.add_node(node)
-    spin = threading.Thread(target=executor.spin, name="retiming_worker_executor", daemon=True)
-    spin.start()
+    stopping = threading.Event()
+
+    def spin() -> None:
+        try:
+            executor.spin()
+        except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError taking a request: serve nothing, so exit
+            if not stopping.is_set():
+                send("log", "error", f"retiming worker executor stopped ({type(exc).__name__}: {exc}); the worker "
+                                     "exits and is started again")
+                os._exit(3)
+
+    threading.Thread(target=spin, name="retiming_worker_executor", daemon=True).start()
     send("ready")
     try:
         while True:
@@ -227,12 +237,16 @@ def worker_main(conn, config: dict) -> None:
             if item[0] == "params":
                 server.set_params(item[1])
             elif item[0] == "model":
-                server.set_model(item[1], bool(item[2]), on_warm=lambda: send("warm"))
+                try:
+                    server.set_model(item[1], bool(item[2]), on_warm=lambda: send("warm"))
+                except Exception as exc:  # noqa: BLE001 - keep serving the previous model (a restart would not help)
+                    send("log", "error", f"retiming worker: model not taken ({type(exc).__name__}: {exc})")
             elif item[0] == "stop":
                 break
     except (EOFError, OSError):
         pass
     finally:
+        stopping.set()
         server.shutdown()
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
