@@ -200,12 +200,19 @@ def _outage_then_recovery(probe, states, t_fault: float, t_fresh_after: float):
     return t_cmd - t_state
 
 
-def test_publisher_killed_holds_then_recovers_on_restart(rig):
-    probe, states, procs = rig
-    pub = _start_publisher(probe, Q_A)
+def _publishing(rig, q_after_cont=None) -> subprocess.Popen:
+    """A publisher at Q_A (then ``q_after_cont`` once continued) whose states the node is commanding."""
+    probe, _, procs = rig
+    pub = _start_publisher(probe, Q_A, q_after_cont)
     procs.append(pub)
     _wait(lambda: _first_command(probe, gravity_of(Q_A), 0.0), 20.0, "no command g(Q_A) from the running node")
     time.sleep(0.3)
+    return pub
+
+
+def test_publisher_killed_holds_then_recovers_on_restart(rig):
+    probe, states, procs = rig
+    pub = _publishing(rig)
     t_kill = time.monotonic()
     pub.send_signal(signal.SIGKILL)
     pub.wait(5)
@@ -218,11 +225,8 @@ def test_publisher_killed_holds_then_recovers_on_restart(rig):
 
 
 def test_publisher_stopped_holds_then_recovers_on_sigcont(rig):
-    probe, states, procs = rig
-    pub = _start_publisher(probe, Q_A, Q_B)  # switches to Q_B when continued
-    procs.append(pub)
-    _wait(lambda: _first_command(probe, gravity_of(Q_A), 0.0), 20.0, "no command g(Q_A) from the running node")
-    time.sleep(0.3)
+    probe, states, _ = rig
+    pub = _publishing(rig, Q_B)  # switches to Q_B when continued
     t_stop = time.monotonic()
     pub.send_signal(signal.SIGSTOP)
     time.sleep(1.0)

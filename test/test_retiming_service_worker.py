@@ -17,7 +17,9 @@ import pytest
 import rclpy
 from rclpy.parameter import Parameter
 
+from dds_probe import NAMES
 from reference import request_path
+from test_retiming_service import _request, _wait
 from test_topp_ra import pinocchio_reference
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -57,30 +59,9 @@ def ros():
     rclpy.shutdown(context=ctx)
 
 
-def _request(ros, rows, **fields):
-    from trajectory_msgs.msg import JointTrajectoryPoint
-
-    from dds_probe import NAMES
-
-    req = ros["type"].Request()
-    req.path.joint_names = list(NAMES)
-    req.path.points = [JointTrajectoryPoint(positions=row) for row in np.asarray(rows).tolist()]
-    for key, value in fields.items():
-        setattr(req, key, value)
-    return req
-
-
-def _wait(fut, timeout):
-    deadline = time.monotonic() + timeout
-    while not fut.done() and time.monotonic() < deadline:
-        time.sleep(0.002)
-    assert fut.done(), "no response from the retiming service"
-    return fut.result()
-
-
 def test_100000_point_request_leaves_the_nodes_executor_its_rate(ros):
     rows = request_path(0, 100_000)
-    req = _request(ros, rows, torque_margin=0.9, sample_period=0.01)  # built before the windows
+    req = _request(ros, NAMES, rows, torque_margin=0.9, sample_period=0.01)  # built before the windows
     ticks = ros["ticks"]
     t0 = time.monotonic()
     time.sleep(2.0)
@@ -108,8 +89,8 @@ def test_100000_point_request_leaves_the_nodes_executor_its_rate(ros):
 
 def test_request_deadline_set_on_the_node_bounds_the_workers_answer(ros):
     node = ros["node"]
-    huge = _request(ros, request_path(1, 100_000), torque_margin=0.9, sample_period=0.01)
-    small = _request(ros, request_path(2, 20), sample_period=0.05)
+    huge = _request(ros, NAMES, request_path(1, 100_000), torque_margin=0.9, sample_period=0.01)
+    small = _request(ros, NAMES, request_path(2, 20), sample_period=0.05)
     node.set_parameters([Parameter("request_deadline", value=0.1)])
     try:
         time.sleep(0.2)  # the parameter message reaches the worker
