@@ -390,15 +390,19 @@ def match_outputs(outputs: np.ndarray, expected: np.ndarray, *, back: int = 64, 
 
 def window_latencies_us(send_ns: np.ndarray, window: tuple[int, int], arrival_ns: np.ndarray,
                         seq: np.ndarray) -> np.ndarray:
-    """Latencies (µs, float64, in arrival order) of the commands answering messages in ``window``.
+    """Latencies (µs, float64, in arrival order) of the first command answering each message in ``window``.
 
     ``window = (first, last)``: message indices [first, last) are measured; ``seq`` from
     :func:`match_outputs`, ``send_ns``/``arrival_ns`` in ns of the same clock (``time.time_ns()``).
-    A message answered twice contributes two latencies (counted as ``duplicates`` by :func:`summarize`).
+    Only a message's first answer is its latency: a repeat of the same command (the gravity node's hold
+    command when the input goes stale repeats g(q) of the last state) is counted as a ``duplicate`` by
+    :func:`summarize`, not timed from a message sent long before.
     """
     first, last = window
-    in_window = (seq >= first) & (seq < last)
-    return (arrival_ns[in_window] - send_ns[seq[in_window]]) / 1e3
+    in_window = np.flatnonzero((seq >= first) & (seq < last))
+    _, first_idx = np.unique(seq[in_window], return_index=True)
+    keep = np.sort(in_window[first_idx])
+    return (arrival_ns[keep] - send_ns[seq[keep]]) / 1e3
 
 
 def latency_stats(lat_us: np.ndarray) -> dict:

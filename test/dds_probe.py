@@ -128,6 +128,12 @@ class Probe:
                 return s
         return None
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self):
         for n in self.nodes:
             try:

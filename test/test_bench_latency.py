@@ -54,6 +54,13 @@ def test_match_and_summarize_find_drops_reordering_and_latency():
     assert s["max_us"] == pytest.approx(lat.max(), abs=0.1)
     assert s["sent_rate_hz"] == pytest.approx(1000.0)
     assert s["sustained_rate_hz"] == pytest.approx(1000.0 * (n - 3) / n, rel=1e-3)
+    # the node repeating its last command (a hold on stale input) 0.1 s and 0.2 s later: duplicates, and
+    # the last message's latency stays that of its first answer
+    seq_rep = np.append(seq, [answered[-1]] * 2)
+    arrival_rep = np.append(arrival, [arrival[-1] + 100_000_000, arrival[-1] + 200_000_000])
+    s_rep = summarize(send, (0, n), arrival_rep, seq_rep, np.append(err, [0.0, 0.0]))
+    assert s_rep["duplicates"] == 2 and s_rep["dropped"] == 3
+    assert s_rep["max_us"] == pytest.approx(lat.max(), abs=0.1)
     # a measurement window excludes the warm-up messages
     s2 = summarize(send, (200, n), arrival, seq, err)
     assert s2["sent"] == 200 and s2["dropped"] == 1

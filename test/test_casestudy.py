@@ -135,6 +135,28 @@ def test_scurve_post_smoothing_holds_the_limits_and_is_slower_than_topp_ra(case)
     assert sc.duration > res.duration
 
 
+def test_scurve_post_smoothing_stops_where_the_torque_only_profile_stops():
+    from test_jerk import package_model, random_panda_waypoints
+
+    model = package_model("panda")
+    res = Retimer(model).retime(random_panda_waypoints(6), options=RetimeOptions(torque_margin=0.9, gridpoints=40))
+    seg = res.segments[0]
+    stops = np.flatnonzero(seg.x[1:-1] < 1e-9 * seg.x.max()) + 1
+    assert stops.size == 1  # this path must stop once inside
+    tl = 0.9 * model.effort_limit
+    sc = cs.scurve_baseline(model, seg.path, res, 500.0, tl, NewtonEulerDynamics(model))
+    assert sc.info["parts"] == 2
+    t = np.append(np.arange(0.0, sc.duration, PERIOD), sc.duration)
+    q, qd, qdd = sc.sample(t)
+    jerk, tau = dense_check(pinocchio_model("panda"), t, q, qd, qdd)
+    assert np.abs(jerk).max() <= 500.0 * (1 + TOL) and (np.abs(tau) <= tl * (1 + TOL)).all()
+    assert (np.abs(qd) <= model.velocity_limit * (1 + TOL)).all()
+    # at rest where the path must stop: the sample nearest that point is (nearly) still
+    k = np.argmin(np.abs(q - seg.path(seg.s[stops])[0]).max(axis=1))
+    assert np.abs(q[k] - seg.path(seg.s[stops])[0]).max() < 1e-6 and np.abs(qd[k]).max() < 1e-3
+    np.testing.assert_allclose(q[-1], seg.path(np.array([seg.path.length]))[0], atol=1e-9)
+
+
 def test_cli_prints_the_three_timings_and_json_last(case, tmp_path, capsys):
     parser = argparse.ArgumentParser()
     cs.configure_parser(parser)

@@ -19,6 +19,7 @@ from robot_dynamics_ros.control.interpolation import TrajectoryRejected, validat
 from robot_dynamics_ros.control.joint_mapping import RejectCode
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.model import RobotModel
+from reference import PinByName
 
 S = 1_000_000_000   # ns per s
 T0 = 100 * S        # node clock at the start of a test
@@ -28,49 +29,15 @@ def _model(name="ur5"):
     return RobotModel.from_urdf(robots.ROBOTS[name].path)   # a private model: tests may change its limits
 
 
-class Ref:
+def _ref(name, joint_names) -> PinByName:
     """Pinocchio straight from the URDF file; arrays mapped by joint name into the package's order."""
-
-    def __init__(self, name, joint_names):
-        self.m = pin.buildModelFromUrdf(str(robots.ROBOTS[name].path))
-        self.d = self.m.createData()
-        self.idx_q = np.array([self.m.joints[self.m.getJointId(n)].idx_q for n in joint_names])
-        self.idx_v = np.array([self.m.joints[self.m.getJointId(n)].idx_v for n in joint_names])
-        self.nq = [self.m.joints[self.m.getJointId(n)].nq for n in joint_names]
-
-    def _q(self, q):
-        out = pin.neutral(self.m)
-        for k, (i, nq) in enumerate(zip(self.idx_q, self.nq)):
-            if nq == 2:   # continuous joint: (cos, sin)
-                out[i], out[i + 1] = math.cos(q[k]), math.sin(q[k])
-            else:
-                out[i] = q[k]
-        return out
-
-    def _v(self, v):
-        out = np.zeros(self.m.nv)
-        out[self.idx_v] = v
-        return out
-
-    def gravity(self, q):
-        return pin.computeGeneralizedGravity(self.m, self.d, self._q(q))[self.idx_v]
-
-    def rnea(self, q, qd, qdd):
-        return pin.rnea(self.m, self.d, self._q(q), self._v(qd), self._v(qdd))[self.idx_v]
-
-    def computed_torque(self, q, qd, a):
-        pq, pv = self._q(q), self._v(qd)
-        M = pin.crba(self.m, self.d, pq)
-        M = np.triu(M) + np.triu(M, 1).T
-        C = pin.computeCoriolisMatrix(self.m, self.d, pq, pv)
-        g = pin.computeGeneralizedGravity(self.m, self.d, pq)
-        return (M @ self._v(a) + C @ pv + g)[self.idx_v]
+    return PinByName.from_urdf(robots.ROBOTS[name].path, joint_names)
 
 
 @pytest.fixture(scope="module")
 def ur5():
     model = _model("ur5")
-    return model, Ref("ur5", model.joint_names)
+    return model, _ref("ur5", model.joint_names)
 
 
 def fields(model, q, qd=None, stamp_ns=0, order=None):

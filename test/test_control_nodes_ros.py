@@ -17,32 +17,25 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from dds_probe import NAMES, PANDA, gravity_of
-from robot_dynamics_ros.nodes.common import make_executor
+from ros_world import RosWorld
 
 pytestmark = pytest.mark.ros
 
 
-class World:
+class World(RosWorld):
     """One context: the nodes under test, a peer publishing joint states and recording commands."""
 
     def __init__(self):
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
-        self.peer = rclpy.create_node("peer", context=self.ctx)
-        self.executor = make_executor("events", context=self.ctx)
-        self.executor.add_node(self.peer)
-        self.nodes = []
+        super().__init__("peer")
         self.commands: dict[str, list] = {}
 
     def gravity(self, name="gravity_compensation", namespace=None, **params):
         from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
 
         params = {"urdf_path": "panda", "crossval_samples": 0, "state_timeout": 0.5, **params}
-        node = GravityCompensationNode(name, namespace=namespace, context=self.ctx,
-                                       parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
-        self.nodes.append(node)
-        self.executor.add_node(node)
-        return node
+        return self.add(GravityCompensationNode(name, namespace=namespace, context=self.ctx,
+                                                parameter_overrides=[Parameter(k, value=v)
+                                                                     for k, v in params.items()]))
 
     def record(self, topic):
         self.commands[topic] = []
@@ -55,21 +48,6 @@ class World:
                          else ReliabilityPolicy.BEST_EFFORT)
         return self.peer.create_publisher(JointState, topic, qos)
 
-    def wait(self, cond, timeout=5.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if cond():
-                return True
-            self.executor.spin_once(timeout_sec=0.01)
-        return False
-
-    def call(self, srv_type, name, request):
-        cli = self.peer.create_client(srv_type, name)
-        assert self.wait(cli.service_is_ready), name
-        fut = cli.call_async(request)
-        assert self.wait(fut.done), name
-        return fut.result()
-
     def send(self, pub, q=None, order=NAMES):
         q = PANDA.base_pose if q is None else q
         by = dict(zip(NAMES, q))
@@ -77,19 +55,11 @@ class World:
         msg.header.stamp = self.peer.get_clock().now().to_msg()
         pub.publish(msg)
 
-    def close(self):
-        for n in self.nodes:
-            n.destroy_node()
-        self.peer.destroy_node()
-        self.executor.shutdown()
-        rclpy.shutdown(context=self.ctx)
-
 
 @pytest.fixture
 def world():
-    w = World()
-    yield w
-    w.close()
+    with World() as w:
+        yield w
 
 
 def test_lifecycle_transitions_configure_activate_deactivate_cleanup(world):
@@ -146,8 +116,7 @@ def test_parameter_services_return_every_parameter(world, kind):
 
         node = ComputedTorqueNode("computed_torque", context=world.ctx,
                                   parameter_overrides=[Parameter("urdf_path", value="panda")])
-        world.nodes.append(node)
-        world.executor.add_node(node)
+        world.add(node)
     name = f"/{node.get_name()}"
     names = list(world.call(ListParameters, f"{name}/list_parameters", ListParameters.Request()).result.names)
     for expected in ("joints", "held_joint_names", "held_joint_positions", "state_timeout", "autostart",

@@ -109,6 +109,13 @@ def _pin_reference(text, q, qd, qdd):
     return pin.rnea(pm, data, q, qd, qdd).copy(), pin.computeGeneralizedGravity(pm, data, q).copy()
 
 
+def _assert_both_engines_match_pinocchio_parser(model, text, q, qd, qdd):
+    """RNEA of both engines on ``model`` equals Pinocchio's own parser on ``text`` (1e-12 N·m)."""
+    tau_ref, _ = _pin_reference(text, np.asarray(q, float), np.asarray(qd, float), np.asarray(qdd, float))
+    for engine in (PinocchioDynamics(model), NewtonEulerDynamics(model)):
+        np.testing.assert_allclose(engine.rnea(q, qd, qdd), tau_ref, rtol=0, atol=1e-12)
+
+
 def test_point_mass_is_accepted():
     text = robot('<link name="base"/>',
                  link("l1", inertia='<inertia ixx="0" ixy="0" ixz="0" iyy="0" iyz="0" izz="0"/>'),
@@ -161,10 +168,7 @@ def test_non_physical_root_link_inertia_is_ignored_with_a_warning():
     assert len(m.warnings) == 2
     assert "link 'base'" in m.warnings[0] and "fixed base" in m.warnings[0]
     assert "link 'plate'" in m.warnings[1] and "fixed base" in m.warnings[1]
-    q, qd, qdd = np.array([0.3, -1.1]), np.array([0.5, 2.0]), np.array([-1.0, 0.8])
-    tau_ref, g_ref = _pin_reference(text, q, qd, qdd)
-    np.testing.assert_allclose(PinocchioDynamics(m).rnea(q, qd, qdd), tau_ref, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(NewtonEulerDynamics(m).rnea(q, qd, qdd), tau_ref, rtol=0, atol=1e-12)
+    _assert_both_engines_match_pinocchio_parser(m, text, [0.3, -1.1], [0.5, 2.0], [-1.0, 0.8])
     with pytest.raises(URDFError, match=r"link 'base' .*fixed base.*\[strict\]"):
         RobotModel.from_urdf(text, strict=True)
 
@@ -201,10 +205,7 @@ def test_floating_joint_is_welded_at_its_origin_with_a_warning():
     assert len(m.warnings) == 1 and "joint 'float' is of type 'floating'" in m.warnings[0]
     # the fixed-base view: Pinocchio's parser on the same text with the joint fixed
     welded = text.replace('type="floating"', 'type="fixed"')
-    q, qd, qdd = np.array([0.6]), np.array([-1.4]), np.array([0.3])
-    tau_ref, _ = _pin_reference(welded, q, qd, qdd)
-    np.testing.assert_allclose(PinocchioDynamics(m).rnea(q, qd, qdd), tau_ref, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(NewtonEulerDynamics(m).rnea(q, qd, qdd), tau_ref, rtol=0, atol=1e-12)
+    _assert_both_engines_match_pinocchio_parser(m, welded, [0.6], [-1.4], [0.3])
     with pytest.raises(URDFError, match=r"joint 'float' is of type 'floating'.*\[strict\]"):
         RobotModel.from_urdf(text, strict=True)
 

@@ -129,3 +129,40 @@ def test_settings_checks():
             ExternalTorqueCore(model, ObserverSettings(**bad))
     with pytest.raises(ValueError, match="threshold"):
         ExternalTorqueCore(model, ObserverSettings(threshold=(1.0, 2.0)))
+
+
+def test_non_finite_or_missing_effort_is_diagnosed_and_nothing_published():
+    model, q0 = _panda()
+    from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
+
+    g = NewtonEulerDynamics(model).gravity(q0)  # at rest: measured = g gives τ_ext = 0
+    bad = {"nan": np.where(np.arange(7) == 3, np.nan, g), "inf": np.where(np.arange(7) == 3, np.inf, g)}
+    core = ExternalTorqueCore(model, ObserverSettings(torque_source="measured"))
+    out = []
+    for k, effort in enumerate([g, g, bad["nan"], bad["inf"], g, g]):
+        t = 10**12 + k * 1_000_000
+        assert core.on_joint_state(_fields(model, t, q0, np.zeros(7), effort), t, t) is None
+        out.append(core.step(t, t))
+    for res in out[2:4]:  # rejected by the torque policy: diagnosed, naming the joint, nothing to publish
+        assert res.tau_ext is None and res.level == WARN and "panda_joint4" in res.reason
+    assert core.no_torque == 2
+    assert out[4].tau_ext == [0.0] * 7 and "starting" in out[4].reason  # restarted after the gap in torque
+    assert out[5].level == OK and max(map(abs, out[5].tau_ext)) < 1e-9
+    # a state without efforts after states with them: no measured torque (not the last message's)
+    t = 10**12 + 6 * 1_000_000
+    assert core.on_joint_state(_fields(model, t, q0, np.zeros(7)), t, t) is None
+    res = core.step(t, t)
+    assert res.tau_ext is None and res.level == WARN and "no finite effort" in res.reason and core.no_torque == 3
+    # auto: a non-finite effort falls back to the last command the drives were sent
+    core = ExternalTorqueCore(model, ObserverSettings(torque_source="auto"))
+    t = 10**12
+    core.on_joint_state(_fields(model, t, q0, np.zeros(7), bad["nan"]), t, t)
+    res = core.step(t, t)
+    assert res.tau_ext is None and "panda_joint4" in res.reason and "no effort command" in res.reason
+    assert core.on_command(list(g))
+    for k in range(1, 4):
+        t = 10**12 + k * 1_000_000
+        core.on_joint_state(_fields(model, t, q0, np.zeros(7), bad["nan"]), t, t)
+        res = core.step(t, t)
+    assert "commanded" in res.reason and res.level == OK and max(map(abs, res.tau_ext)) < 1e-9
+    assert not core.on_command([np.nan] * 7) and not core.on_command([0.0] * 6)  # refused, the last one kept

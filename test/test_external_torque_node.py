@@ -127,3 +127,37 @@ def test_commanded_source_when_joint_states_carry_no_effort():
         np.testing.assert_allclose(h.tau[-1], -PUSH, atol=1e-6)
     finally:
         h.close()
+
+
+def test_non_finite_effort_and_stale_states_publish_nothing_and_are_diagnosed():
+    g = RefPanda().gravity(Q, ARM)
+    h = Harness(torque_source="measured")
+    try:
+        for _ in range(10):
+            h.send(Q, g)
+        n0 = len(h.tau)
+        assert n0 >= 5
+        h.send(Q, np.where(np.arange(7) == 3, np.nan, g))  # one joint's effort NaN: no torque to balance
+        assert len(h.tau) == n0 and "panda_joint4" in h.node.diag.message and h.node.core.no_torque == 1
+        # the states stop: past state_timeout (0.5 s) the timer reports them stale, level ERROR, nothing sent
+        assert h.wait(lambda: "stale" in h.node.diag.message, 3.0), h.node.diag.message
+        assert h.node.diag.level == 2 and len(h.tau) == n0
+        assert all(np.all(np.isfinite(t)) for t in h.tau)
+    finally:
+        h.close()
+
+
+def test_external_torque_writer_bytes_deserialize_to_the_message():
+    """The preallocated CDR of ~/external_torque against rclpy's own deserializer."""
+    from rclpy.serialization import deserialize_message
+
+    from robot_dynamics_ros.nodes.external_torque_observer import JointStateEffortWriter
+
+    for names in ([], ["a"], ARM, ["j_ü", "abc", "de"]):
+        w = JointStateEffortWriter(names)
+        effort = [0.25 * i - 1.0 for i in range(len(names))]
+        for stamp in (0, 1_700_000_123_456_789_012):
+            m = deserialize_message(w.write(stamp, effort), JointState)
+            assert (m.header.stamp.sec, m.header.stamp.nanosec) == divmod(stamp, 1_000_000_000)
+            assert m.header.frame_id == "" and list(m.name) == list(names)
+            assert list(m.position) == [] and list(m.velocity) == [] and list(m.effort) == effort

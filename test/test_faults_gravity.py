@@ -41,9 +41,8 @@ def probe_with_node():
 
 @pytest.fixture
 def probe():
-    p = Probe()
-    yield p
-    p.close()
+    with Probe() as p:
+        yield p
 
 
 def _assert_commands_sane(commands):

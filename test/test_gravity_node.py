@@ -5,7 +5,6 @@ the full configuration), independent of our URDF reduction and engine wrappers.
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pinocchio as pin
@@ -20,8 +19,9 @@ from std_srvs.srv import SetBool
 
 from robot_dynamics_ros import robots
 from robot_dynamics_ros.control.joint_mapping import RejectCode
-from robot_dynamics_ros.nodes.common import description_qos, make_executor
+from robot_dynamics_ros.nodes.common import description_qos
 from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
+from ros_world import RosWorld
 
 PANDA = robots.ROBOTS["panda"]
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
@@ -54,19 +54,18 @@ class RefPanda:
         return np.array([g[m.joints[m.getJointId(n)].idx_v] for n in names])
 
 
-class Harness:
+class Harness(RosWorld):
     """A gravity node plus a test node (joint_states publisher, command and diagnostics recorder)."""
 
     def __init__(self, **params):
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
+        super().__init__("test_io")
         overrides = [Parameter("urdf_path", value="panda"),
                      Parameter("joints", Parameter.Type.STRING_ARRAY, CMD_ORDER),
                      Parameter("state_timeout", value=float(params.pop("state_timeout", 5.0)))]
         # (5 s: no safe command of the timer between two exchanges; the staleness tests pass their own)
         overrides += [Parameter(k.replace("__", "."), value=v) for k, v in params.items()]
-        self.node = GravityCompensationNode(context=self.ctx, parameter_overrides=overrides)
-        self.io = rclpy.create_node("test_io", context=self.ctx)
+        self.node = self.add(GravityCompensationNode(context=self.ctx, parameter_overrides=overrides))
+        self.io = self.peer
         self.pub = self.io.create_publisher(JointState, "/joint_states", 10)
         self.commands: list[list[float]] = []
         self.io.create_subscription(Float64MultiArray, "/effort_controller/commands",
@@ -75,27 +74,11 @@ class Harness:
         self.io.create_subscription(DiagnosticArray, "/diagnostics",
                                     lambda m: self.diags.extend(s for s in m.status
                                                                 if s.name.startswith("gravity_compensation")), 10)
-        self.executor = make_executor("events", context=self.ctx)
-        self.executor.add_node(self.node)
-        self.executor.add_node(self.io)
         self.wait(lambda: self.pub.get_subscription_count() > 0 and
                   self.io.count_publishers("/effort_controller/commands") > 0)
         # the start-up cross-check runs on a worker thread; no command until it has passed (or failed)
         self.wait(lambda: self.node.diag.values.get("crossval") is not None or
                   self.node.p["crossval_samples"] == 0, 120)
-
-    def spin(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.executor.spin_once(timeout_sec=0.01)
-
-    def wait(self, cond, timeout: float = 5.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if cond():
-                return True
-            self.executor.spin_once(timeout_sec=0.01)
-        return False
 
     def send(self, names, position, velocity=None, effort=None, stamp_offset: float = 0.0, zero_stamp=False):
         msg = JointState()
@@ -115,17 +98,7 @@ class Harness:
         return self.commands[n0] if self.wait(lambda: len(self.commands) > n0, 0.3) else None
 
     def call_enable(self, data: bool):
-        cli = self.io.create_client(SetBool, "/gravity_compensation/enable")
-        assert self.wait(cli.service_is_ready)
-        fut = cli.call_async(SetBool.Request(data=data))
-        assert self.wait(fut.done)
-        return fut.result()
-
-    def close(self):
-        self.node.destroy_node()
-        self.io.destroy_node()
-        self.executor.shutdown()
-        rclpy.shutdown(context=self.ctx)
+        return self.call(SetBool, "/gravity_compensation/enable", SetBool.Request(data=data))
 
 
 @pytest.fixture(scope="module")
@@ -135,9 +108,8 @@ def ref():
 
 @pytest.fixture
 def h():
-    harness = Harness()
-    yield harness
-    harness.close()
+    with Harness() as harness:
+        yield harness
 
 
 def _state(rng):
@@ -287,48 +259,35 @@ def test_nothing_published_after_shutdown(ref):
         pos = [q[n] for n in MSG_ORDER]
         assert h.exchange(MSG_ORDER, pos) is not None
         h.executor.remove_node(h.node)
+        h.nodes.remove(h.node)
         h.node.destroy_node()
         n0 = len(h.commands)
         h.send(MSG_ORDER, pos)
         h.spin(0.3)
         assert len(h.commands) == n0
     finally:
-        h.io.destroy_node()
-        h.executor.shutdown()
-        rclpy.shutdown(context=h.ctx)
+        h.close()
 
 
 def test_model_from_robot_description_topic_transient_local(ref):
     """No urdf_path: the node takes the URDF latched on /robot_description (robot_state_publisher style)."""
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    w = RosWorld("rsp")
     try:
-        pub_node = rclpy.create_node("rsp", context=ctx)
-        desc_pub = pub_node.create_publisher(String, "/robot_description", description_qos())
+        desc_pub = w.peer.create_publisher(String, "/robot_description", description_qos())
         desc_pub.publish(String(data=PANDA.path.read_text()))   # published BEFORE the node exists
-        node = GravityCompensationNode(context=ctx, parameter_overrides=[
+        node = w.add(GravityCompensationNode(context=w.ctx, parameter_overrides=[
             Parameter("held_joint_names", Parameter.Type.STRING_ARRAY, list(PANDA.held_joints)),
-            Parameter("held_joint_positions", Parameter.Type.DOUBLE_ARRAY, list(PANDA.held_joints.values()))])
-        ex = make_executor("events", context=ctx)
-        ex.add_node(pub_node)
-        ex.add_node(node)
-        end = time.monotonic() + 5
-        while node.model is None and time.monotonic() < end:
-            ex.spin_once(timeout_sec=0.01)
+            Parameter("held_joint_positions", Parameter.Type.DOUBLE_ARRAY, list(PANDA.held_joints.values()))]))
+        w.wait(lambda: node.model is not None)
         assert node.model is not None and node.model.joint_names == tuple(ARM)
         assert node.mapper.command_joints == tuple(ARM)
         # a broken description later is rejected, the model stays
         desc_pub.publish(String(data="<robot name='broken'><link name='a'/>"))
-        end = time.monotonic() + 1
-        while not node.loader.last_error and time.monotonic() < end:
-            ex.spin_once(timeout_sec=0.01)
+        w.wait(lambda: bool(node.loader.last_error), 1.0)
         assert "robot_description rejected" in node.loader.last_error
         assert node.model.joint_names == tuple(ARM)
-        node.destroy_node()
-        pub_node.destroy_node()
-        ex.shutdown()
     finally:
-        rclpy.shutdown(context=ctx)
+        w.close()
 
 
 def test_failed_crossval_means_no_commands(monkeypatch):

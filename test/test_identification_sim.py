@@ -1,5 +1,5 @@
 """End to end in MuJoCo: a Panda whose link masses and centres of mass differ from its URDF (±20 %, 1-2 cm),
-with Coulomb + viscous + offset friction applied as torques and sensor noise, tracks an excitation
+with Coulomb + viscous friction applied as torques, a torque-sensor offset and noise, tracks an excitation
 trajectory under computed torque with the URDF; ``identify`` runs on the recording (CSV, and a bag with
 other joint names and the opposite effort sign). The independent source is the plant: its parameters
 and its torques on a second, different trajectory, predicted through the identified URDF file loaded by
@@ -77,8 +77,10 @@ def test_held_out_block_identified_at_noise_floor_urdf_far_worse(identified):
         # samples where the joint moves (|qd| >= 0.05 rad/s): the friction law sign(qd) holds
         assert v["identified_rms_moving"] <= 2 * s + 2e-3 * v["peak"], (jn, v)
         assert v["urdf_rms_moving"] >= 10 * v["identified_rms_moving"], (jn, v)
-        # all samples, including velocity reversals where the plant's Coulomb law is smooth
-        assert v["urdf_rms"] >= 3 * v["identified_rms"], (jn, v)
+        # all samples, velocity reversals included (the joint sticks there: the identified Coulomb law
+        # fc·tanh(qd / v_s) follows it, fc·sign(qd) would not)
+        assert v["identified_rms"] <= 2 * s + 2e-3 * v["peak"], (jn, v)
+        assert v["urdf_rms"] >= 10 * v["identified_rms"], (jn, v)
         if v["peak"] > 5.0:
             assert v["identified_rms_over_peak"] <= 0.02, (jn, v)
 

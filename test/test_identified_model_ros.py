@@ -138,3 +138,54 @@ def test_retiming_service_set_payload_swaps_model_and_retimer_keeping_friction(t
         peer.destroy_node()
         ex.shutdown()
         rclpy.shutdown(context=ctx)
+
+
+def test_set_payload_on_computed_torque_and_observer_nodes(world):
+    """~/set_payload on the computed-torque and external-torque-observer nodes (the gravity node and the
+    retiming service above): each swaps in a new model with the payload (the previous object unchanged)
+    and its core runs on it; g(q) of that core equals Pinocchio's on the unmodified URDF with the payload
+    added directly; a refused request (unknown link) changes nothing; removing the payload restores g."""
+    import pinocchio as pin
+    from rclpy.parameter import Parameter
+    from robot_dynamics_interfaces.srv import SetPayload
+
+    from robot_dynamics_ros import robots
+    from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
+    from robot_dynamics_ros.nodes.external_torque_observer import ExternalTorqueObserverNode
+
+    entry = robots.ROBOTS["panda"]
+    com = np.array([0.01, -0.02, 0.06])
+    ref = pin.buildModelFromUrdf(str(entry.path))
+    f = ref.frames[ref.getFrameId("panda_hand")]
+    ref_loaded = ref.copy()
+    ref_loaded.inertias[f.parentJoint] += f.placement.act(pin.Inertia(3.0, com, np.zeros((3, 3))))
+    qp = pin.neutral(ref)
+    for jn, v in {**entry.held_joints, **dict(zip(NAMES, PANDA.base_pose))}.items():
+        qp[ref.joints[ref.getJointId(jn)].idx_q] = v
+
+    def g_ref(m, names):
+        g = pin.computeGeneralizedGravity(m, m.createData(), qp)
+        return np.array([g[m.joints[m.getJointId(n)].idx_v] for n in names])
+
+    nodes = {}
+    for cls, name in ((ComputedTorqueNode, "computed_torque"), (ExternalTorqueObserverNode, "external_torque_observer")):
+        node = cls(name, context=world.ctx, parameter_overrides=[Parameter("urdf_path", value="panda")])
+        world.nodes.append(node)
+        world.executor.add_node(node)
+        nodes[name] = node
+    for name, node in nodes.items():
+        before = node.model
+        assert before is not None and before.payload is None, name
+        names = node.model.joint_names
+        q = np.array([dict(zip(NAMES, PANDA.base_pose))[n] for n in names])
+        r = world.call(SetPayload, f"/{name}/set_payload",
+                       SetPayload.Request(link="panda_hand", mass=3.0, com=com.tolist(), inertia=[0.0] * 6))
+        assert r.success and "WARNING" in r.message, (name, r.message)
+        assert node.model is not before and before.payload is None and node.model.payload.mass == 3.0, name
+        assert node.core.model is node.model, name
+        np.testing.assert_allclose(node.core.engine.gravity(q), g_ref(ref_loaded, names), rtol=0, atol=1e-9)
+        bad = world.call(SetPayload, f"/{name}/set_payload", SetPayload.Request(link="no_such_link", mass=1.0))
+        assert not bad.success and "no_such_link" in bad.message and node.model.payload.mass == 3.0, name
+        assert world.call(SetPayload, f"/{name}/set_payload", SetPayload.Request(link="")).success
+        assert node.model.payload is None and node.core.model is node.model, name
+        np.testing.assert_allclose(node.core.engine.gravity(q), g_ref(ref, names), rtol=0, atol=1e-9)

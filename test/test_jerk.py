@@ -134,15 +134,25 @@ def test_random_panda_path_within_every_limit():
     assert res.duration < sol.duration
 
 
-def test_a_path_where_the_torque_only_solution_stops_is_refused_with_the_place():
+def test_a_path_where_the_torque_only_solution_stops_is_timed_through_the_stop_within_every_limit():
     model = package_model("panda")
     res = Retimer(model).retime(random_panda_waypoints(6), options=RetimeOptions(torque_margin=0.9, gridpoints=40))
     seg = res.segments[0]
-    assert len(res.segments) == 1 and (seg.x[1:-1] < 1e-9 * seg.x.max()).any()
-    with pytest.raises(ValueError, match="stops at s = .* inside the path"):
-        solve_jerk_limited(seg.path, seg.s, seg.x, NewtonEulerDynamics(model), velocity_limit=model.velocity_limit,
-                           acceleration_limit=model.acceleration_limit, torque_limit=0.9 * model.effort_limit,
-                           jerk_limit=np.full(model.n, 500.0))
+    stops = np.flatnonzero(seg.x[1:-1] < 1e-9 * seg.x.max()) + 1
+    assert len(res.segments) == 1 and stops.size  # TOPP-RA must stop inside: no timing passes there moving
+    tlim = 0.9 * model.effort_limit
+    sol = solve_jerk_limited(seg.path, seg.s, seg.x, NewtonEulerDynamics(model), velocity_limit=model.velocity_limit,
+                             acceleration_limit=model.acceleration_limit, torque_limit=tlim,
+                             jerk_limit=np.full(model.n, 500.0))
+    assert sol.parts == stops.size + 1
+    _assert_within(pinocchio_model("panda"), model, sol, tlim, 500.0)
+    # at rest with zero acceleration at the stop: the joint velocities and accelerations sampled there
+    t_stop = np.interp(seg.s[stops], sol.s, sol.t_grid)
+    _, sd, sdd, _, q, qd, qdd, _ = sol.sample(t_stop)
+    np.testing.assert_allclose(q, seg.path(seg.s[stops]), atol=1e-9)
+    np.testing.assert_allclose(qd, 0.0, atol=1e-9)
+    np.testing.assert_allclose(qdd, 0.0, atol=1e-6)
+    assert res.duration < sol.duration
 
 
 def test_jerk_limits_from_joint_limits_yaml():

@@ -138,3 +138,81 @@ def test_push_scenario_detects_within_20_ms_and_estimates_within_10_percent(tmp_
     assert s["filtered_error_ratio"] <= 0.01  # against the observer's own first-order design
     assert s["false_collisions"] == 0 and s["contact_free_s"] >= 3.0
     assert s["pass"] and (tmp_path / "push.png").stat().st_size > 10_000
+
+
+def _panda_with_friction():
+    from robot_dynamics_ros import robots
+    from robot_dynamics_ros.model import JointFriction, RobotModel
+
+    e = robots.resolve("panda")
+    base = RobotModel.from_urdf(e.path, held_joints=e.held_joints)
+    n = base.n
+    model = base.with_settings(friction=JointFriction(np.linspace(0.5, 1.5, n), np.linspace(0.1, 0.4, n),
+                                                      np.zeros(n), np.linspace(0.05, 0.2, n), "test"))
+    return model, np.array([e.demo_pose[j] for j in model.joint_names])
+
+
+class _TermsOnly:
+    """PinocchioDynamics seen through its momentum_terms and friction_torque only (no ``model``): the
+    observer then takes its terms from Pinocchio (RNEA for p, computeCoriolisMatrix for Cᵀq̇) instead of the
+    fused Newton–Euler kernel."""
+
+    def __init__(self, engine):
+        self._e, self.n = engine, engine.n
+
+    def momentum_terms(self, q, qd):
+        return self._e.momentum_terms(q, qd)
+
+    def friction_torque(self, qd):
+        return self._e.friction_torque(qd)
+
+
+def test_fused_kernel_observer_equals_the_observer_on_pinocchio_terms():
+    """Same samples, two sources of p, β (the one-sweep kernel with its friction and armature, and
+    Pinocchio + PinocchioDynamics.friction_torque): the same residuals, both integrations."""
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+    model, q0 = _panda_with_friction()
+    engine = PinocchioDynamics(model)
+    rng = np.random.default_rng(3)
+    t = np.arange(300) * 1e-3
+    w = rng.uniform(1.0, 4.0, model.n)
+    q = q0 + 0.3 * np.sin(np.outer(t, w))
+    qd = 0.3 * w * np.cos(np.outer(t, w))
+    tau = rng.normal(0.0, 5.0, (len(t), model.n))
+    for integration in ("euler", "trapezoid"):
+        fused = MomentumObserver(engine, 80.0, integration=integration)
+        ref = MomentumObserver(_TermsOnly(engine), 80.0, integration=integration)
+        assert fused._tab is not None and ref._tab is None
+        worst = 0.0
+        for k in range(len(t)):
+            a = fused.update(t[k], q[k], qd[k], tau[k]).copy()
+            b = ref.update(t[k], q[k], qd[k], tau[k]).copy()
+            worst = max(worst, np.abs(a - b).max())
+        assert np.abs(b).max() > 1.0 and worst < 1e-9, worst
+
+
+def test_fused_observer_refuses_non_finite_input_and_overflow_and_keeps_its_state():
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
+    model, q0 = _panda_with_friction()
+    engine = PinocchioDynamics(model)
+    obs, twin = MomentumObserver(engine, 50.0), MomentumObserver(engine, 50.0)
+    qd, tau = np.full(model.n, 0.2), engine.gravity(q0)
+    for o in (obs, twin):
+        o.update(0.0, q0, qd, tau)
+        o.update(0.001, q0 + 2e-4, qd, tau + 1.0)
+    kept = obs._st[3:].copy()  # β onwards: the observer's own state (rows 0-2 are the kernel's output)
+    nan = np.where(np.arange(model.n) == 3, np.nan, 0.0)
+    cases = (("q", (q0 + nan, qd, tau)), ("qd", (q0, qd + nan, tau)), ("tau", (q0, qd, np.where(nan != nan, np.inf, tau))))
+    for name, args in cases:
+        with pytest.raises(ValueError, match=rf"^{name}: non-finite value at index 3"):
+            obs.update(0.002, *args)
+        assert np.array_equal(obs._st[3:], kept) and obs.samples == 2
+    with pytest.raises(ValueError, match="non-finite model term"):
+        obs.update(0.002, q0, np.full(model.n, 1e200), tau)  # finite, but Cᵀq̇ ~ q̇² overflows
+    assert np.array_equal(obs._st[3:], kept) and obs.samples == 2
+    with pytest.raises(ValueError, match="qd: expected shape"):
+        obs.update(0.002, q0, qd[:-1], tau)
+    # the next good sample continues from the kept state, as if the refused ones never came
+    np.testing.assert_array_equal(obs.update(0.002, q0, qd, tau), twin.update(0.002, q0, qd, tau))

@@ -8,18 +8,16 @@ tables (README "Nodes", docs/nodes.md, docs/retiming.md, docs/observer.md), not 
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import pytest
-import rclpy
 from rcl_interfaces.msg import ParameterType, ParameterValue
 from rcl_interfaces.msg import Parameter as ParameterMsg
 from rcl_interfaces.srv import (DescribeParameters, GetParameters, GetParameterTypes, ListParameters,
                                 SetParameters)
 from rclpy.parameter import Parameter
 
-from robot_dynamics_ros.nodes.common import make_executor
+from ros_world import RosWorld
 
 pytestmark = pytest.mark.ros
 
@@ -78,42 +76,21 @@ def _python(v: ParameterValue):
     return Parameter.from_parameter_msg(ParameterMsg(name="x", value=v)).value
 
 
-class World:
+class World(RosWorld):
     """One context: the node under test and a peer that calls its parameter services."""
 
     def __init__(self, case: Case):
         import importlib
 
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
-        self.peer = rclpy.create_node("param_client", context=self.ctx)
-        self.executor = make_executor("events", context=self.ctx)
-        self.executor.add_node(self.peer)
+        super().__init__("param_client")
         cls = getattr(importlib.import_module(f"robot_dynamics_ros.nodes.{case.module}"), case.cls)
         params = {"urdf_path": "panda", **dict(case.overrides)}
-        self.node = cls(case.node_name, context=self.ctx,
-                        parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
-        self.executor.add_node(self.node)
+        self.node = self.add(cls(case.node_name, context=self.ctx,
+                                 parameter_overrides=[Parameter(k, value=v) for k, v in params.items()]))
         self.prefix = f"/{self.node.get_name()}"
-        self.clients = {}
-
-    def wait(self, cond, timeout=5.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if cond():
-                return True
-            self.executor.spin_once(timeout_sec=0.01)
-        return False
 
     def call(self, srv_type, service, request):
-        name = f"{self.prefix}/{service}"
-        if name not in self.clients:
-            self.clients[name] = self.peer.create_client(srv_type, name)
-        cli = self.clients[name]
-        assert self.wait(cli.service_is_ready), f"{name} not available"
-        fut = cli.call_async(request)
-        assert self.wait(fut.done), f"{name} did not answer"
-        return fut.result()
+        return super().call(srv_type, f"{self.prefix}/{service}", request)
 
     def names(self) -> list[str]:
         return list(self.call(ListParameters, "list_parameters", ListParameters.Request()).result.names)
@@ -125,12 +102,6 @@ class World:
         req = SetParameters.Request(parameters=[ParameterMsg(name=name, value=_value_msg(value))])
         (result,) = self.call(SetParameters, "set_parameters", req).results
         return result
-
-    def close(self):
-        self.node.destroy_node()
-        self.peer.destroy_node()
-        self.executor.shutdown()
-        rclpy.shutdown(context=self.ctx)
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[c.cls for c in CASES])

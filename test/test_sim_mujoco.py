@@ -9,6 +9,7 @@ from robot_dynamics_ros import robots
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.sim.mujoco_model import build_mujoco_model
 from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
+from reference import PinByName
 
 
 @pytest.fixture(scope="module")
@@ -17,26 +18,9 @@ def panda():
     return RobotModel.from_urdf(e.path, held_joints=e.held_joints)
 
 
-class RawPinocchio:
+def _raw_pinocchio(model: RobotModel) -> PinByName:
     """Pinocchio on the same reduced URDF, mapped by joint name (independent of our engines)."""
-
-    def __init__(self, model: RobotModel):
-        self.m = pin.buildModelFromXML(model.reduced_urdf())
-        self.m.gravity.linear[:] = model.gravity
-        self.d = self.m.createData()
-        assert self.m.nq == self.m.nv == model.n
-        self.idx = np.array([self.m.joints[self.m.getJointId(n)].idx_q for n in model.joint_names])
-
-    def to_pin(self, v):
-        out = np.zeros(self.m.nq)
-        out[self.idx] = v
-        return out
-
-    def gravity(self, q):
-        return pin.computeGeneralizedGravity(self.m, self.d, self.to_pin(q))[self.idx]
-
-    def aba(self, q, qd, tau):
-        return pin.aba(self.m, self.d, self.to_pin(q), self.to_pin(qd), self.to_pin(tau))[self.idx]
+    return PinByName.from_xml(model.reduced_urdf(), model.joint_names, model.gravity)
 
 
 def _pose(model, name="panda"):
@@ -60,7 +44,7 @@ def test_build_keeps_joints_limits_damping_and_gravity(panda):
 
 def test_bias_force_at_rest_equals_pinocchio_gravity(panda):
     sim = MujocoSim(panda)
-    ref = RawPinocchio(panda)
+    ref = _raw_pinocchio(panda)
     rng = np.random.default_rng(1)
     for q in [_pose(panda), *panda.random_configuration(rng, 5)]:
         sim.reset(q)
@@ -69,7 +53,7 @@ def test_bias_force_at_rest_equals_pinocchio_gravity(panda):
 
 def test_acceleration_equals_pinocchio_aba_with_damping(panda):
     sim = MujocoSim(panda)
-    ref = RawPinocchio(panda)
+    ref = _raw_pinocchio(panda)
     rng = np.random.default_rng(2)
     q = _pose(panda)
     qd = rng.uniform(-1, 1, panda.n)
@@ -83,7 +67,7 @@ def test_acceleration_equals_pinocchio_aba_with_damping(panda):
 
 def test_holds_still_with_pinocchio_gravity_and_falls_without(panda):
     sim = MujocoSim(panda, timestep=0.001)
-    ref = RawPinocchio(panda)
+    ref = _raw_pinocchio(panda)
     q0 = _pose(panda)
     sim.reset(q0)
     for _ in range(1000):  # 1 s, torque recomputed every step from the measured q
@@ -114,7 +98,7 @@ def test_effort_clamped_to_urdf_limits_and_named_access(panda):
 
 def test_payload_and_gravity_match_pinocchio(panda):
     sim = MujocoSim(panda)
-    ref = RawPinocchio(panda)
+    ref = _raw_pinocchio(panda)
     link, mass, com = "panda_hand", 1.5, np.array([0.01, -0.02, 0.08])
     inertia = np.diag([0.004, 0.005, 0.003])
     # Pinocchio reference: append the payload to the inertia of the joint that carries the link
@@ -131,7 +115,7 @@ def test_payload_and_gravity_match_pinocchio(panda):
     sim.forward()
     np.testing.assert_allclose(sim.bias_force(), ref.gravity(q), atol=1e-10)
     sim.set_payload(None)
-    ref2 = RawPinocchio(panda)
+    ref2 = _raw_pinocchio(panda)
     ref2.m.gravity.linear[:] = tilted
     np.testing.assert_allclose(sim.bias_force(), ref2.gravity(q), atol=1e-10)
 

@@ -12,8 +12,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.nodes.common import make_executor
 from robot_dynamics_ros.nodes.simulator import SimulatorNode
+from ros_world import RosWorld
 
 UR5 = robots.ROBOTS["ur5"]
 URDF_ORDER = ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
@@ -22,37 +22,20 @@ CMD_ORDER = ["wrist_3_joint", "elbow_joint", "shoulder_pan_joint", "wrist_2_join
              "wrist_1_joint"]
 
 
-class SimHarness:
+class SimHarness(RosWorld):
     def __init__(self, **extra):
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
+        super().__init__("sim_io")
         pose = UR5.demo_pose
-        self.node = SimulatorNode(context=self.ctx, parameter_overrides=[
+        self.node = self.add(SimulatorNode(context=self.ctx, parameter_overrides=[
             Parameter("urdf_path", value="ur5"), Parameter("joints", Parameter.Type.STRING_ARRAY, CMD_ORDER),
             Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, list(pose)),
             Parameter("initial_positions", Parameter.Type.DOUBLE_ARRAY, list(pose.values())),
-            *[Parameter(k, value=v) for k, v in extra.items()]])
-        self.io = rclpy.create_node("sim_io", context=self.ctx)
+            *[Parameter(k, value=v) for k, v in extra.items()]]))
+        self.io = self.peer
         self.states: list[JointState] = []
         self.io.create_subscription(JointState, "/joint_states", self.states.append, 10)
         self.cmd = self.io.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
-        self.ex = make_executor("events", context=self.ctx)
-        self.ex.add_node(self.node)
-        self.ex.add_node(self.io)
-
-    def wait(self, cond, timeout=5.0):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if cond():
-                return True
-            self.ex.spin_once(timeout_sec=0.01)
-        return False
-
-    def close(self):
-        self.node.destroy_node()
-        self.io.destroy_node()
-        self.ex.shutdown()
-        rclpy.shutdown(context=self.ctx)
+        self.ex = self.executor
 
 
 def _ref_gravity(q_by_name):
@@ -156,17 +139,14 @@ def test_closed_loop_on_simulated_time_holds_the_arm():
 
     h = SimHarness(publish_rate=500.0, lockstep=True, publish_clock=True)
     try:
-        grav = GravityCompensationNode(context=h.ctx, parameter_overrides=[
+        grav = h.add(GravityCompensationNode(context=h.ctx, parameter_overrides=[
             Parameter("urdf_path", value="ur5"), Parameter("use_sim_time", value=True),
-            Parameter("joints", Parameter.Type.STRING_ARRAY, CMD_ORDER), Parameter("crossval_samples", value=0)])
-        h.ex.add_node(grav)
+            Parameter("joints", Parameter.Type.STRING_ARRAY, CMD_ORDER), Parameter("crossval_samples", value=0)]))
         assert h.wait(lambda: h.node.sim.time >= 0.2, 10.0)    # 100 commands, each answering a state
         assert grav.get_clock().now().nanoseconds > 0           # the node follows /clock
         q = h.node.sim.q
         drift = max(abs(q[i] - UR5.demo_pose[n]) for i, n in enumerate(h.node.sim.joint_names))
         assert drift < 1e-6 and grav.diag.counters.get("stale", 0) == 0
-        h.ex.remove_node(grav)
-        grav.destroy_node()
     finally:
         h.close()
 

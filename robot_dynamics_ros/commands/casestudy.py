@@ -200,18 +200,44 @@ def scurve_baseline(model, path, res, jerk_limit, torque_limit, dynamics, *, per
     largest sd, A = its largest |sdd|, and a path jerk J_s = min_j jerk_limit_j / max_s |q'_j(s)| (the
     term q' s⃛ of the joint jerk). The profile is then stretched in time by κ ≥ 1 (sd / κ, sdd / κ²,
     s⃛ / κ³), κ bisected to the smallest value at which velocity, torque (``dynamics``) and the jerk from
-    finite differences of the 1 kHz accelerations hold — the same check as the other timings.
+    finite differences of the 1 kHz accelerations hold — the same check as the other timings. Where the
+    TOPP-RA profile stops inside the path (sd = 0 at a gridpoint), each part between the stops gets its
+    own double-S (V, A, J_s from that part), rest to rest, one after the other.
 
     Returns:
-        :class:`Timing` named ``scurve``.
+        :class:`Timing` named ``scurve`` (info: the largest stretch, the parts, the first part's V, A, J_s).
     """
     seg = res.segments[0]
-    L = path.length
-    V = float(np.sqrt(seg.x.max()))
-    A = float(np.abs(seg.u).max())
-    s_chk = np.linspace(0.0, L, 2000)
-    dq = path.evaluate(s_chk)[1]
+    stops = np.flatnonzero(seg.x[1:-1] <= 1e-9 * seg.x.max()) + 1
+    cuts = np.concatenate(([0], stops, [seg.s.shape[0] - 1]))
     jl = np.broadcast_to(np.asarray(jerk_limit, float), (model.n,))
+    parts = [_scurve_part(model, path, seg, a, b, jl, torque_limit, dynamics, period, rel_tol)
+             for a, b in zip(cuts[:-1], cuts[1:])]
+    offsets = np.concatenate(([0.0], np.cumsum([p[0] for p in parts])))
+
+    def sampler(t):
+        t = np.atleast_1d(np.asarray(t, float))
+        k = np.clip(np.searchsorted(offsets, t, side="right") - 1, 0, len(parts) - 1)
+        out = [np.empty((t.shape[0], model.n)) for _ in range(3)]
+        for i in np.unique(k):
+            sel = k == i
+            for o, v in zip(out, parts[i][1](t[sel] - offsets[i])):
+                o[sel] = v
+        return tuple(out)
+
+    return Timing("scurve", offsets[-1], sampler, info={"stretch": max(p[2] for p in parts), "parts": len(parts),
+                                                        "path_limits": parts[0][3]})
+
+
+def _scurve_part(model, path, seg, a, b, jl, torque_limit, dynamics, period, rel_tol):
+    """(duration s, sampler(t) → q, qd, qdd, stretch, [V, A, J_s]) of the double-S between gridpoints a
+    and b of the TOPP-RA segment ``seg`` (see :func:`scurve_baseline`)."""
+    s_a, s_b = float(seg.s[a]), float(seg.s[b])
+    L = s_b - s_a
+    V = float(np.sqrt(seg.x[a:b + 1].max()))
+    A = float(np.abs(seg.u[a:b]).max())
+    s_chk = np.linspace(s_a, s_b, 2000)
+    dq = path.evaluate(s_chk)[1]
     Js = float(np.min(jl / np.maximum(np.abs(dq).max(axis=0), 1e-12)))
     tb, jerks = _double_s(L, V, A, Js)
     # state at the breakpoints
@@ -231,7 +257,7 @@ def scurve_baseline(model, path, res, jerk_limit, torque_limit, dynamics, *, per
         h = t - tb[k]
         j = jerks[k]
         s = s0[k] + v0[k] * h + a0[k] * h ** 2 / 2 + j * h ** 3 / 6
-        return (np.clip(s, 0.0, L), np.maximum(v0[k] + a0[k] * h + j * h ** 2 / 2, 0.0), a0[k] + j * h)
+        return (s_a + np.clip(s, 0.0, L), np.maximum(v0[k] + a0[k] * h + j * h ** 2 / 2, 0.0), a0[k] + j * h)
 
     def sampler_for(kappa):
         def sampler(t):
@@ -255,13 +281,15 @@ def scurve_baseline(model, path, res, jerk_limit, torque_limit, dynamics, *, per
     if not ok(1.0):
         while not ok(hi):
             lo, hi = hi, hi * 1.5
+            if hi > 1e6:  # slower is not helping: a limit broken at rest (gravity at the limit)
+                raise ValueError(f"S-curve baseline: no stretch meets the limits on s in [{s_a:.6g}, {s_b:.6g}]")
         while hi - lo > rel_tol * hi:
             mid = 0.5 * (lo + hi)
             if ok(mid):
                 hi = mid
             else:
                 lo = mid
-    return Timing("scurve", T0 * hi, sampler_for(hi), info={"stretch": hi, "path_limits": [V, A, Js]})
+    return T0 * hi, sampler_for(hi), hi, [V, A, Js]
 
 
 def measure(t, q, qd, qdd, tau, limits, margin):

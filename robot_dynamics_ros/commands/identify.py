@@ -3,7 +3,8 @@
     robot-dynamics identify --urdf URDF --data FILE --out IDENTIFIED.urdf
                             [--effort-scale S | J=S,...] [--joint-map FROM=TO,...] [--topic TOPIC]
                             [--payload LINK] [--holdout F] [--armature] [--prior-weight W] [--window N]
-                            [--static] [--min-velocity V]
+                            [--static] [--min-velocity V] [--coulomb-velocity V|auto]
+                            [--effort-shift S|auto]
                             [--held J=V ...] [--gravity GX,GY,GZ] [--friction-yaml PATH] [--report PATH]
                             [--plot PATH] [--json]
 
@@ -49,6 +50,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="the samples are poses at rest (static-pose log): qd = qdd = 0, no filtering")
     parser.add_argument("--min-velocity", type=float, default=0.05,
                         help="|qd| below which a joint's sample is left out of the fit, rad/s (default 0.05)")
+    parser.add_argument("--coulomb-velocity", default="auto", metavar="V|auto",
+                        help="v_s of the Coulomb law fc*tanh(qd/v_s), rad/s; 0 for fc*sign(qd); 'auto' (default) "
+                             "chooses it from the data")
+    parser.add_argument("--effort-shift", default="auto", metavar="S|auto",
+                        help="s: the effort sample stamped t was measured at t+S (a command held over the next "
+                             "control period T: S = T/2); 'auto' (default) estimates it by least squares")
     parser.add_argument("--held", action="append", default=None, metavar="JOINT=VALUE",
                         help="hold a joint fixed (as in the other commands); --held none holds nothing")
     parser.add_argument("--gravity", metavar="GX,GY,GZ", help="gravity in the root link frame (0,0,-9.81)")
@@ -102,6 +109,22 @@ def run(args) -> int:
         raise UserError(f"--prior-weight: {args.prior_weight} must be > 0")
     if not args.min_velocity >= 0:
         raise UserError(f"--min-velocity: {args.min_velocity} must be ≥ 0")
+    v_s = None
+    if str(args.coulomb_velocity).lower() != "auto":
+        try:
+            v_s = float(args.coulomb_velocity)
+        except ValueError:
+            v_s = float("nan")
+        if not (v_s >= 0 and v_s < float("inf")):
+            raise UserError(f"--coulomb-velocity: '{args.coulomb_velocity}' must be 'auto' or a number ≥ 0 (rad/s)")
+    shift = None
+    if str(args.effort_shift).lower() != "auto":
+        try:
+            shift = float(args.effort_shift)
+        except ValueError:
+            shift = float("nan")
+        if not abs(shift) < float("inf"):
+            raise UserError(f"--effort-shift: '{args.effort_shift}' must be 'auto' or a finite number of seconds")
     model = _model(args)
     rec = data_mod.read_recording(args.data, args.topic)
     scale = data_mod.parse_effort_scale(args.effort_scale, model.joint_names)
@@ -115,11 +138,13 @@ def run(args) -> int:
             from robot_dynamics_ros.identification.payload import run_payload
 
             outcome = run_payload(model, args.payload, prepared, holdout=args.holdout,
-                                  prior_weight=args.prior_weight, min_velocity=args.min_velocity)
+                                  prior_weight=args.prior_weight, min_velocity=args.min_velocity,
+                                  coulomb_velocity=v_s, effort_shift=shift)
             files.append(("--out", str(out), outputs.json_text(outcome.report["payload"])))
         else:
             outcome = pipeline.run(model, prepared, holdout=args.holdout, armature=args.armature,
-                                   prior_weight=args.prior_weight, min_velocity=args.min_velocity)
+                                   prior_weight=args.prior_weight, min_velocity=args.min_velocity,
+                                   coulomb_velocity=v_s, effort_shift=shift)
             urdf_text, notes = outputs.identified_urdf(model, outcome.result)
             outcome.report["notes"] += notes
             files.append(("--out", str(out), urdf_text))

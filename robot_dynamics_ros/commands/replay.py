@@ -9,6 +9,13 @@ into the node (``--node``, default ``gravity_compensation``) started in this pro
 starts it (the params file's ``<node name>`` section, ``--urdf`` as ``urdf_path``). With ``--node
 computed_torque`` the bag's ``trajectory_msgs/JointTrajectory`` records (``--trajectory-topic``, found by type
 when not given) are published too, and the node ticks once per joint state (``tick_source: joint_states``).
+With ``--node external_torque_observer`` the output matched per joint state is the node's
+``~/external_torque`` (τ_ext, ``sensor_msgs/JointState`` efforts, from the states' efforts as the measured
+joint torque), OUT_BAG holds it with ``~/collision`` and ``~/external_wrench``, and the summary adds
+``collision_onsets`` (how often the recorded flag turned true) and ``output_topic``; the offline
+recomputation is a separate ``ExternalTorqueCore`` with the node's settings, so replay runs the observer
+law of the node, not one of its own. (A bag without efforts gives no τ_ext unless the node's
+``torque_source`` finds a command: replay publishes only joint states and trajectories.)
 
 Time: like ``ros2 bag play --clock``, each record's bag time is published on ``/clock`` just before the
 record, and the node runs with ``use_sim_time: true``, so its staleness checks see the recorded timing
@@ -35,8 +42,9 @@ discovery range, to watch the replay with other tools.
 The summary gives messages in/out, dropped inputs (a command was expected and none came), latency
 percentiles (publish of the joint state to receipt of its command, wall clock) and the max difference
 between the recorded commands and an offline recomputation of the same inputs by the node's own ROS-free
-control core (:class:`CoreRecomputation`: a separate ``GravityCompensator`` / ``ComputedTorqueController``
-with the running node's parameter values, fed the records at their bag time). Replay has no control law of
+control core (:class:`CoreRecomputation`: a separate ``GravityCompensator`` / ``ComputedTorqueController`` /
+``ExternalTorqueCore`` with the running node's parameter values, fed the records at their bag time); for
+the observer, "command" in the summary means its τ_ext message. Replay has no control law of
 its own; the comparison checks what lies between the core and the wire (transport, ordering, parameters,
 trajectory timing). The last stdout line is the JSON summary.
 Exit status: 0, or 2 when inputs were dropped or a command differs from the recomputation by more than
@@ -64,7 +72,7 @@ from robot_dynamics_ros import bags
 from robot_dynamics_ros.errors import UserError
 
 #: nodes replay can drive: node name (= section of the params file)
-REPLAY_NODES = ("gravity_compensation", "computed_torque")
+REPLAY_NODES = ("gravity_compensation", "computed_torque", "external_torque_observer")
 #: topics a node has that are not its output
 _INFRA_TOPICS = {"/rosout", "/parameter_events"}
 #: default cap on the size of IN_BAG (bytes, all its files): the records are held in memory
@@ -341,8 +349,12 @@ class CoreRecomputation:
     the node over DDS commands what its core computes from the same inputs (transport, ordering, the
     parameters reaching the node, the trajectory timing).
 
+    For ``external_torque_observer`` the output is τ_ext (the node's ``~/external_torque`` efforts, model
+    joint order) from a separate :class:`~robot_dynamics_ros.control.external_torque.ExternalTorqueCore`
+    with the node's settings (``settings_from`` of the node module), payload, gravity and friction file.
+
     Args:
-        node_name: ``gravity_compensation`` or ``computed_torque``.
+        node_name: one of :data:`REPLAY_NODES`.
         model: the robot model built from the same URDF, held joints and joint limits.
         params: the running node's parameter values (name -> value).
         epoch_ns: the computed-torque node's trajectory time base (its clock at start).
@@ -351,7 +363,20 @@ class CoreRecomputation:
     def __init__(self, node_name: str, model, params: dict[str, Any], *, epoch_ns: int = 0):
         joints = list(params.get("joints") or []) or None
         used = _model_for(model, params) if node_name == "gravity_compensation" else model
-        if node_name == "gravity_compensation":
+        self.observer = node_name == "external_torque_observer"
+        if self.observer:
+            from robot_dynamics_ros.control.external_torque import ExternalTorqueCore
+            from robot_dynamics_ros.nodes.common import model_with_params
+            from robot_dynamics_ros.nodes.external_torque_observer import settings_from
+
+            used = model_with_params(model, params)
+            if params.get("friction_path"):
+                from robot_dynamics_ros.model import JointFriction
+
+                used = used.with_settings(friction=JointFriction.from_yaml(params["friction_path"], used.joint_names))
+            self.core = ExternalTorqueCore(used, settings_from(params), list(params.get("command_joints") or []) or None)
+            self.ticks_on_stamp = False
+        elif node_name == "gravity_compensation":
             from robot_dynamics_ros.control.gravity_compensator import GravityCompensator, GravitySettings
 
             self.core = GravityCompensator(used, _settings_for(GravitySettings, params, model.joint_names), joints)
@@ -388,7 +413,8 @@ class CoreRecomputation:
                 res = core.step(r.t_ns, r.t_ns, sample_ns=fields.stamp_ns or r.t_ns)
             else:
                 res = core.step(r.t_ns, r.t_ns)
-            out.append(None if res.command is None else np.asarray(res.command, dtype=float))
+            value = res.tau_ext if self.observer else res.command
+            out.append(None if value is None else np.asarray(value, dtype=float))
         return out
 
 
@@ -467,7 +493,6 @@ class Replayer:
         from rclpy.serialization import serialize_message
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import JointState
-        from std_msgs.msg import Float64MultiArray
         from trajectory_msgs.msg import JointTrajectory
 
         from robot_dynamics_ros.nodes import common
@@ -477,16 +502,16 @@ class Replayer:
         now_ns = [records[0].t_ns]  # bag time of the input being replayed (stamps the recording)
         pending: deque = deque()  # (joint state index, publish perf_counter)
 
-        command_topic = getattr(node, "command_topic", None) or \
-            f"/{node.get_parameter('controller_name').value.strip('/')}/commands"
+        command_topic, command_class, command_values = output_of(node)
+        command_type = bags.msgtype_name(command_class)
         js_in_topic = node.get_parameter("joint_states_topic").value
         traj_in_topic = f"/{node.get_name()}/joint_trajectory"
 
         def on_command(msg) -> None:
             t = time.perf_counter()
             res.commands += 1
-            res.recorded.append((command_topic, bags.FLOAT64_MULTI_ARRAY, now_ns[0], bytes(serialize_message(msg))))
-            data = np.asarray(msg.data, dtype=float)
+            res.recorded.append((command_topic, command_type, now_ns[0], bytes(serialize_message(msg))))
+            data = np.asarray(command_values(msg), dtype=float)
             if not pending:
                 res.unmatched_commands += 1
                 return
@@ -508,7 +533,7 @@ class Replayer:
                 diff = float(np.max(np.abs(data - e))) if e.shape == data.shape else math.inf
                 res.max_abs_diff = max(res.max_abs_diff, diff)
 
-        rep.create_subscription(Float64MultiArray, command_topic, on_command, common.command_qos(1000))
+        rep.create_subscription(command_class, command_topic, on_command, common.command_qos(1000))
         # every other topic the node publishes is recorded as it comes (raw CDR)
         for pub in list(node.publishers):
             topic = pub.topic_name
@@ -547,6 +572,10 @@ class Replayer:
             if time.monotonic() > deadline:
                 raise UserError(f"replay: node '{node.get_name()}' did not connect to {js_in_topic} / "
                                 f"{command_topic} within 10 s")
+        # as the node runs when it ships (spin_until_shutdown): long-lived objects out of the collector's way.
+        # A full collection over this process's heap stalls the node for 0.1 s or more, longer than its
+        # state_timeout by arrival, and the node would rightly treat its input as stale
+        common.freeze_gc()
         t_wall0 = time.perf_counter()
         t_bag0 = records[0].t_ns
         try:
@@ -598,6 +627,33 @@ class Replayer:
         pending.clear()
         res.wall_s = time.perf_counter() - t_wall0
         return res
+
+
+def output_of(node):
+    """``(topic, message class, values of a message)`` of the output replay matches per joint state: the
+    effort command of a control node, the ``~/external_torque`` efforts (τ_ext) of the observer node."""
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    pub_tau = getattr(node, "pub_tau", None)
+    if pub_tau is not None:
+        return pub_tau.topic_name, JointState, lambda m: m.effort
+    topic = getattr(node, "command_topic", None) or \
+        f"/{node.get_parameter('controller_name').value.strip('/')}/commands"
+    return topic, Float64MultiArray, lambda m: m.data
+
+
+def collision_onsets(recorded: list, topic: str) -> int:
+    """How many times the ``std_msgs/Bool`` records of ``topic`` turn true (the observer's ``~/collision``)."""
+    from rclpy.serialization import deserialize_message
+    from std_msgs.msg import Bool
+
+    onsets, last = 0, False
+    for t, _, _, raw in sorted((r for r in recorded if r[0] == topic), key=lambda r: r[2]):
+        value = bool(deserialize_message(raw, Bool).data)
+        onsets += int(value and not last)
+        last = value
+    return onsets
 
 
 def _start_node(name: str, ctx, urdf: str):
@@ -709,6 +765,8 @@ def _run(args: argparse.Namespace) -> int:
         epoch = int(getattr(getattr(node, "core", None), "epoch_ns", getattr(node, "_epoch_ns", 0)))
         expected = CoreRecomputation(args.node, model, node_params, epoch_ns=epoch).expected(records)
         res = replayer.run(records, expected, rate=rate)
+        output_topic = output_of(node)[0]
+        collision_topic = getattr(getattr(node, "pub_collision", None), "topic_name", None)
         counters = dict(getattr(getattr(replayer.node, "diag", None), "counters", {}) or
                         getattr(getattr(replayer.node, "diagnostics", None), "counters", {}) or {})
     finally:
@@ -729,8 +787,10 @@ def _run(args: argparse.Namespace) -> int:
         "bag_duration_s": round((records[-1].t_ns - records[0].t_ns) * 1e-9, 6),
         "wall_s": round(res.wall_s, 3), "node_counters": counters, "interrupted": res.interrupted,
         "domain_id": replayer.domain_id,
-        "recorded": n_written,
+        "recorded": n_written, "output_topic": output_topic,
     }
+    if collision_topic is not None:
+        summary["collision_onsets"] = collision_onsets(res.recorded, collision_topic)
     ok = res.dropped == 0 and (summary["max_abs_diff_nm"] is None or summary["max_abs_diff_nm"] <= args.tolerance)
     summary["ok"] = bool(ok and not res.interrupted)
     lat = summary["latency_us"]

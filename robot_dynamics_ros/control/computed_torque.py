@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -133,14 +134,11 @@ class ComputedTorqueSettings(CoreSettings):
         check_position_limits: reject trajectories with positions outside the model's limits.
     """
 
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"mode": tuple(MODES)}
+
     mode: str = "feedforward"
     gains: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     check_position_limits: bool = True
-
-    def check(self) -> None:
-        super().check()
-        if self.mode not in MODES:
-            raise ValueError(f"mode = {self.mode!r}: must be one of {list(MODES)}")
 
 
 class ComputedTorqueController(ControlCore):

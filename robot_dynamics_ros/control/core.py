@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -75,6 +76,9 @@ class CoreSettings:
             sensor.
     """
 
+    #: ``{field: allowed values}`` for the string-valued fields of a subclass, checked by :meth:`check`
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+
     state_timeout: float = 0.1
     clamp_to_effort_limits: bool = True
     position_margin: float = 0.1
@@ -88,6 +92,9 @@ class CoreSettings:
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and v >= lo):
                 raise ValueError(f"{name} = {v!r}: must be a finite number ≥ {lo}")
+        for name, allowed in self.CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} = {getattr(self, name)!r}: must be one of {list(allowed)}")
 
 
 def plausibility_bounds(model, settings: CoreSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

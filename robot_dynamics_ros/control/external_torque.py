@@ -31,12 +31,15 @@ from typing import NamedTuple
 import numpy as np
 
 from robot_dynamics_ros.control.core import ERROR, OK, WARN, ControlCore, CoreSettings
-from robot_dynamics_ros.control.momentum_observer import CollisionDetector, MomentumObserver
+from robot_dynamics_ros.control.momentum_observer import _QUIET, CollisionDetector, MomentumObserver
 
 __all__ = ["TORQUE_SOURCES", "ObserverSettings", "ObserverResult", "ExternalTorqueCore"]
 
 #: values of :attr:`ObserverSettings.torque_source`
 TORQUE_SOURCES = ("auto", "measured", "commanded")
+#: the reason of a normal step, by the torque source in use
+_RUNNING = {src: f"running ({src} torque)" for src in ("measured", "commanded")}
+_STARTING = {src: f"observer starting ({src} torque)" for src in ("measured", "commanded")}
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,8 @@ class ExternalTorqueCore(ControlCore):
         self.settings.check()
         self.clamped = 0
         self.nonfinite = 0
+        #: joint states for which no finite joint torque was available (nothing published for them)
+        self.no_torque = 0
         self.fault = ""
         self._bind(model, engine, command_joints)
         self._build()
@@ -127,7 +132,9 @@ class ExternalTorqueCore(ControlCore):
                                          max_dt=s.state_timeout, integration=s.integration)
         self.detector = CollisionDetector(n, np.broadcast_to(thr, (n,)), release=s.release,
                                           min_duration=s.min_duration)
+        self.observer.watch(self.detector.threshold)
         self._commanded = np.full(n, np.nan)
+        self._measured_first = s.torque_source != "commanded"
         self._sample_ns = 0
         offset = np.asarray(self.model.effort_offset, dtype=float)
         self._offset = offset.copy() if np.any(offset) else None  # measured = true torque + offset
@@ -178,24 +185,31 @@ class ExternalTorqueCore(ControlCore):
 
     def on_joint_state(self, fields, arrival_ns: int, now_ns: int):
         """:meth:`ControlCore.on_joint_state`, remembering the accepted message's sample time (its stamp, or
-        its arrival time when unstamped)."""
+        its arrival time when unstamped); a message without efforts leaves no measured torque (not the
+        efforts of an earlier message)."""
         rej = super().on_joint_state(fields, arrival_ns, now_ns)
         if rej is None:
             self._sample_ns = fields.stamp_ns or arrival_ns
+            if not fields.effort:  # the mapper keeps a joint's last effort: a state without any is no torque
+                self.mapper.effort.fill(math.nan)
         return rej
 
     def _torque(self) -> tuple[np.ndarray | None, str]:
         src = self.settings.torque_source
         measured = self.mapper.effort
-        if src in ("measured", "auto") and math.isfinite(measured.sum()):
+        # a sum over Python floats: a NaN or inf anywhere makes it non-finite (cheaper than numpy's reduce)
+        if src != "commanded" and math.isfinite(sum(measured.tolist())):
             return (measured if self._offset is None else measured - self._offset), "measured"
-        if src == "measured":
-            missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
-            return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
-        if math.isfinite(self._commanded.sum()):
+        if src != "measured" and math.isfinite(sum(self._commanded.tolist())):
             return self._commanded, "commanded"
-        return None, ("no joint torque: joint_states carry no effort and no effort command has been heard"
-                      if src == "auto" else "no effort command heard yet (torque_source = commanded)")
+        self.no_torque += 1
+        missing = [self.model.joint_names[i] for i in np.nonzero(~np.isfinite(measured))[0][:5]]
+        if src == "measured":
+            return None, f"joint_states carry no finite effort for {missing} (torque_source = measured)"
+        if src == "commanded":
+            return None, "no effort command heard yet (torque_source = commanded)"
+        return None, (f"no joint torque: joint_states carry no finite effort for {missing} and no effort "
+                      "command has been heard")
 
     # ------------------------------------------------------------------ step
     def _hold(self, level: int, reason: str) -> ObserverResult:
@@ -215,37 +229,51 @@ class ExternalTorqueCore(ControlCore):
         if self.fault:
             return self._hold(ERROR, self.fault)
         mapper = self.mapper
-        if not mapper.ready:
+        if not mapper._ready:
             r = self._waiting()
             return self._hold(r.level, r.reason)
-        age, jumped = self._age(now_ns, arrival_now_ns)
+        jumped = now_ns != mapper._last_now and mapper.check_clock(now_ns)
+        age = mapper.age(now_ns, arrival_now_ns)
         if jumped or age * 1e9 > self._timeout_ns:
             return self._hold(ERROR, self._stale_text(age, jumped) + ": observer restarted, nothing published")
         sample_ns = self._sample_ns
         if sample_ns == self._last_sample_ns and self._last is not None:
             return self._last
-        tau_m, source = self._torque()
-        if tau_m is None:
-            return self._hold(WARN, source)
-        try:
-            r = self.observer.update(sample_ns * 1e-9, mapper.q, mapper.qd, tau_m)
-        except ValueError as exc:  # a non-finite model term: nothing of it is published
+        measured = mapper.effort
+        # the per-sample case first: measured efforts, all finite (a NaN or inf makes the sum non-finite)
+        if self._offset is None and self._measured_first and math.isfinite(sum(measured.tolist())):
+            tau_m, source = measured, "measured"
+        else:
+            tau_m, source = self._torque()
+            if tau_m is None:
+                return self._hold(WARN, source)
+        observer = self.observer
+        t_s = sample_ns * 1e-9
+        try:  # the mapper's own (n,) float arrays: the unchecked entry of the observer
+            r = observer._update_arrays(t_s, mapper.q, mapper.qd, tau_m)
+        except ValueError as exc:  # a non-finite model term or residual: nothing of it is published
             self.nonfinite += 1
             return self._hold(ERROR, f"observer input rejected: {exc}")
-        if not math.isfinite(r.sum()):
-            self.nonfinite += 1
-            return self._hold(ERROR, "non-finite external torque withheld")
+        tau_ext = r.tolist()  # finite: the observer refuses a non-finite residual
         self._last_sample_ns = sample_ns
-        state = self.detector.update(sample_ns * 1e-9, r)
-        names = tuple(self.model.joint_names[i] for i in state.joints) if state.joints else ()
-        if state.collision:
-            res = ObserverResult(r.tolist(), True, state.onset, names, ERROR,
-                                 f"collision: |tau_ext| above threshold on {list(names)}" if names
-                                 else "collision declared, waiting for release")
+        detector = self.detector
+        if observer.above or detector.collision or detector._since is not None:
+            state = detector.update(t_s, tau_ext)
+        else:  # the per-sample case: no joint above its threshold (checked in the observer), nothing pending
+            state = _QUIET
+        if state is _QUIET:
+            res = (ObserverResult(tau_ext, False, False, (), OK, _RUNNING[source]) if observer.samples >= 2
+                   else ObserverResult(tau_ext, False, False, (), WARN, _STARTING[source]))
         else:
-            settling = self.observer.samples < 2  # the first sample only initializes the momentum
-            res = ObserverResult(r.tolist(), False, False, names, WARN if settling else OK,
-                                 f"observer starting ({source} torque)" if settling else f"running ({source} torque)")
+            names = tuple(self.model.joint_names[i] for i in state.joints) if state.joints else ()
+            if state.collision:
+                res = ObserverResult(tau_ext, True, state.onset, names, ERROR,
+                                     f"collision: |tau_ext| above threshold on {list(names)}" if names
+                                     else "collision declared, waiting for release")
+            else:
+                settling = observer.samples < 2  # the first sample only initializes the momentum
+                res = ObserverResult(tau_ext, False, False, names, WARN if settling else OK,
+                                     (_STARTING if settling else _RUNNING)[source])
         self._last = res
         return res
 

@@ -20,7 +20,9 @@ zeros are commanded, level OK while the state is fresh.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 from robot_dynamics_ros.control.core import ERROR, OK, WARN, ControlCore, CoreSettings, StepResult
 
@@ -45,15 +47,12 @@ class GravitySettings(CoreSettings):
         stale_policy: ``"hold"`` or ``"zero"``, the command on stale input (module docstring).
     """
 
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"stale_policy": tuple(STALE_POLICIES)}
+
     enabled: bool = True
     friction_compensation: bool = False
     hardware_compensates_gravity: bool = False
     stale_policy: str = "hold"
-
-    def check(self) -> None:
-        super().check()
-        if self.stale_policy not in STALE_POLICIES:
-            raise ValueError(f"stale_policy = {self.stale_policy!r}: must be one of {list(STALE_POLICIES)}")
 
 
 class GravityCompensator(ControlCore):

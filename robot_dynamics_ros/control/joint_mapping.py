@@ -155,6 +155,14 @@ class _Ordering:
             self.perm_list = perm.tolist()
 
 
+
+def _first_outside(xs, lo, hi) -> int:
+    """Index of the first ``xs[i]`` outside ``[lo[i], hi[i]]`` (NaN is never outside), or -1."""
+    for i, (x, a, b) in enumerate(zip(xs, lo, hi)):
+        if x < a or x > b:
+            return i
+    return -1
+
 class JointStateMapper:
     """Matches ``sensor_msgs/JointState`` messages to a model's joint order, by name; maps commands back.
 
@@ -316,19 +324,17 @@ class JointStateMapper:
         """The gates on model-order lists ``qs`` (and ``vs``, may be empty); NaN passes both (a joint not
         in the message, a velocity "unknown")."""
         if self._gate_q:
-            for x, lo, hi in zip(qs, self._q_min, self._q_max):
-                if x < lo or x > hi:
-                    i = next(k for k, (y, a, b) in enumerate(zip(qs, self._q_min, self._q_max)) if y < a or y > b)
-                    jn = self.joint_names[i]
-                    return self._reject(RejectCode.IMPLAUSIBLE, f"position['{jn}'] = {qs[i]!r} is outside the "
-                                        f"plausible range [{self._q_min[i]:.6g}, {self._q_max[i]:.6g}]", jn)
+            i = _first_outside(qs, self._q_min, self._q_max)
+            if i >= 0:
+                jn = self.joint_names[i]
+                return self._reject(RejectCode.IMPLAUSIBLE, f"position['{jn}'] = {qs[i]!r} is outside the "
+                                    f"plausible range [{self._q_min[i]:.6g}, {self._q_max[i]:.6g}]", jn)
         if self._gate_qd and vs:
-            for v, lo, hi in zip(vs, self._qd_min, self._qd_max):
-                if v < lo or v > hi:
-                    i = next(k for k, (w, a, b) in enumerate(zip(vs, self._qd_min, self._qd_max)) if w < a or w > b)
-                    jn = self.joint_names[i]
-                    return self._reject(RejectCode.IMPLAUSIBLE, f"velocity['{jn}'] = {vs[i]!r}: |qd| is above "
-                                        f"the plausible {self._qd_max[i]:.6g}", jn)
+            i = _first_outside(vs, self._qd_min, self._qd_max)
+            if i >= 0:
+                jn = self.joint_names[i]
+                return self._reject(RejectCode.IMPLAUSIBLE, f"velocity['{jn}'] = {vs[i]!r}: |qd| is above "
+                                    f"the plausible {self._qd_max[i]:.6g}", jn)
         return None
 
     def update(self, names: Sequence[str], position, velocity=(), effort=(), *,

@@ -27,9 +27,15 @@ Arrays are (n,) in ``RobotModel.joint_names`` order: q rad (m), q̇ rad/s (m/s),
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
+
+from robot_dynamics_ros.dynamics.newton_euler import (MOMENTUM_WORK_ROWS, momentum_terms_buffers,
+                                                     momentum_terms_one)
+from robot_dynamics_ros.model import RobotModel
 
 __all__ = ["INTEGRATIONS", "MomentumObserver", "CollisionDetector", "CollisionState"]
 
@@ -39,16 +45,122 @@ __all__ = ["INTEGRATIONS", "MomentumObserver", "CollisionDetector", "CollisionSt
 INTEGRATIONS = ("euler", "trapezoid")
 
 
+# rows of the observer's state array (rows, n): the model terms of this sample (g, p = M q̇, Cᵀ q̇, written
+# by the kernel), β, the integrated momentum model p̂, β of the previous sample, the residual r, the gain
+# K_O, the friction model (viscous, Coulomb), the rotor inertia and the watched level (:meth:`watch`)
+_G, _P, _CTQD, _BETA, _P_HAT, _BETA_PREV, _R, _GAIN, _VISCOUS, _COULOMB, _ARMATURE, _WATCH = range(12)
+_ROWS = 12
+_FLOAT = np.dtype(float)
+#: return codes of the compiled steps: accepted with every |r| at or below the watched level, accepted with
+#: some |r| above it, refused (non-finite q / q̇ / τ_m, non-finite model term), non-finite residual
+_OK_QUIET, _OK_ABOVE, _BAD_Q, _BAD_QD, _BAD_TAU, _BAD_TERM, _BAD_R = range(7)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _advance(st, dt, restart, trapezoid):
+    """The observer law on ``st`` (rows above) given this sample's p and β (module docstring): restart
+    (p̂ = p, r = 0) or r_k = K_O (p_k − p̂_{k−1} − Δt b_k)/(1 + K_O Δt), p̂_k = p̂_{k−1} + Δt (b_k + r_k)."""
+    n = st.shape[1]
+    for j in range(n):
+        p, beta = st[_P, j], st[_BETA, j]
+        if restart:
+            st[_P_HAT, j] = p
+            st[_R, j] = 0.0
+        else:
+            b = 0.5 * (st[_BETA_PREV, j] + beta) if trapezoid else st[_BETA_PREV, j]
+            k = st[_GAIN, j]
+            p_hat = st[_P_HAT, j] + dt * b
+            r = k * (p - p_hat) / (1.0 + k * dt)
+            st[_P_HAT, j] = p_hat + dt * r
+            st[_R, j] = r
+        st[_BETA_PREV, j] = beta
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _outcome(st):
+    """``_BAD_R`` for a non-finite residual, else ``_OK_ABOVE`` when some |r_j| exceeds its watched level."""
+    total = 0.0
+    above = False
+    for j in range(st.shape[1]):
+        r = st[_R, j]
+        total += r
+        if abs(r) > st[_WATCH, j]:
+            above = True
+    if total - total != 0.0:
+        return _BAD_R
+    return _OK_ABOVE if above else _OK_QUIET
+
+
+@njit(cache=True, nogil=True)
+def _step_from_terms(st, dt, restart, trapezoid):
+    """:func:`_advance` for p and β written into ``st`` by the caller (engines without the fused kernel);
+    returns :func:`_outcome`."""
+    _advance(st, dt, restart, trapezoid)
+    return _outcome(st)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sign(v):
+    return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else 0.0)
+
+
+@njit(cache=True, nogil=True)
+def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, friction):
+    """One observer sample in one compiled call: the model terms (``newton_euler.momentum_terms_one``:
+    g, p = M q̇, Cᵀ q̇ into rows 0–2 of ``st``), β = τ_m − τ_f + Cᵀ q̇ − g with
+    τ_f = viscous · q̇ + Coulomb · sign(q̇) (the model's URDF ``<dynamics>`` or identified friction, the law
+    of ``PinocchioDynamics.friction_torque``), then :func:`_advance`.
+
+    Returns a code: ``_OK_QUIET`` / ``_OK_ABOVE`` (accepted, :func:`_outcome`), ``_BAD_R`` (accepted but the
+    residual is not finite), or a refusal (``_BAD_Q`` …), for which the observer rows (β onwards) are
+    unchanged.
+    """
+    n = q.shape[0]
+    sq = 0.0
+    sqd = 0.0
+    stau = 0.0
+    for j in range(n):
+        sq += q[j]
+        sqd += qd[j]
+        stau += tau[j]
+    # a NaN or inf anywhere makes its sum non-finite, and x − x is 0 only for finite x
+    if sq - sq != 0.0:
+        return _BAD_Q
+    if sqd - sqd != 0.0:
+        return _BAD_QD
+    if stau - stau != 0.0:
+        return _BAD_TAU
+    momentum_terms_one(tab, itab, q, qd, st[_ARMATURE], work, st)
+    total = 0.0
+    for j in range(n):
+        total += st[_G, j] + st[_P, j] + st[_CTQD, j]
+    if total - total != 0.0:
+        return _BAD_TERM
+    for j in range(n):
+        beta = tau[j] + st[_CTQD, j] - st[_G, j]
+        if friction:
+            beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _sign(qd[j])
+        st[_BETA, j] = beta
+    _advance(st, dt, restart, trapezoid)
+    return _outcome(st)
+
+
 class MomentumObserver:
     """Residual r ≈ τ_ext of a fixed-base robot, one :meth:`update` per joint-state sample.
 
+    Model terms: when ``engine`` carries a :class:`~robot_dynamics_ros.model.RobotModel` (``engine.model``,
+    as both package engines do), each sample is one compiled call — g(q), p = M(q) q̇ and Cᵀ(q, q̇) q̇ from
+    the one-sweep kernel :func:`~robot_dynamics_ros.dynamics.newton_euler.momentum_terms_one` of that model
+    (checked against Pinocchio's crba, computeCoriolisMatrix and computeGeneralizedGravity), the model's
+    friction (``damping`` · q̇ + ``friction`` · sign q̇) and the update — with nothing allocated. Other
+    engines give ``momentum_terms`` (or ``mass_matrix``, ``coriolis_matrix`` and ``gravity``) and
+    ``friction_torque``.
+
     Args:
-        engine: a dynamics engine of the robot (``PinocchioDynamics``): ``momentum_terms`` (or
-            ``mass_matrix``, ``coriolis_matrix`` and ``gravity``) and ``friction_torque``, arrays in model
-            joint order.
+        engine: a dynamics engine of the robot (arrays in model joint order), see above.
         gain: K_O, 1/s, scalar or (n,) positive (the residual's bandwidth; time constant 1/K_O).
-        friction: subtract the engine's friction model τ_f(q̇) from the measured torque (the URDF's
-            ``<dynamics>``, or an identified friction model behind the same engine method).
+        friction: subtract the model's friction torque τ_f(q̇) from the measured torque (the URDF's
+            ``<dynamics>``, or an identified friction model installed in the model).
         max_dt: a sample gap longer than this (s) restarts the observer at the new sample (the momentum
             balance over a long gap is meaningless); non-positive gaps are refused.
         integration: how β is taken over a sample interval (see :data:`INTEGRATIONS`).
@@ -70,13 +182,35 @@ class MomentumObserver:
         if integration not in INTEGRATIONS:
             raise ValueError(f"observer integration {integration!r}: must be one of {list(INTEGRATIONS)}")
         self.integration = integration
-        self._beta = np.zeros(self.n)
-        self._dt, self._k_over = None, None
-        self._p_hat = np.zeros(self.n)
-        self.residual = np.zeros(self.n)
+        self._trapezoid = integration == "trapezoid"
+        model = getattr(engine, "model", None)
+        self._st = np.zeros((_ROWS, self.n))
+        self._residual = self._st[_R]
+        self._shape = (self.n,)
+        self._st[_GAIN] = k
+        self._st[_WATCH] = np.inf
+        #: after each update: some |r_j| is above the level set by :meth:`watch`
+        self.above = False
+        if isinstance(model, RobotModel):
+            self._tab, self._itab, armature = momentum_terms_buffers(model)
+            self._work = np.zeros((MOMENTUM_WORK_ROWS, self._itab.shape[0]))
+            st = self._st
+            st[_VISCOUS], st[_COULOMB], st[_ARMATURE] = model.damping, model.friction, armature
+            # load (or compile) the kernel now, on a scratch copy: not at the first sample, where loading
+            # it from numba's cache (~0.5 s) would make the next joint states stale
+            z = np.zeros(self.n)
+            _fused_step(self._tab, self._itab, self._work, st.copy(), z, z, z, 0.0, True, self._trapezoid,
+                        self.friction)
+        else:
+            self._tab = None
         self._t: float | None = None
         #: samples since the last (re)start; the residual is only meaningful after a few time constants
         self.samples = 0
+
+    @property
+    def residual(self) -> np.ndarray:
+        """The last residual r (n,) N·m (N): the observer's own array, overwritten by the next update."""
+        return self._residual
 
     @property
     def time_constant(self) -> float:
@@ -86,63 +220,88 @@ class MomentumObserver:
     def reset(self) -> None:
         """Forget the history: the next :meth:`update` restarts the observer (r = 0)."""
         self._t = None
-        self.residual[:] = 0.0
+        self._st[_R] = 0.0
         self.samples = 0
+        self.above = False
 
-    def _terms(self, q, qd, tau_m) -> tuple[np.ndarray, np.ndarray]:
-        """(p, β) at one sample: p = M q̇, β = τ_m − τ_f + Cᵀ q̇ − g."""
+    def _terms(self, q, qd, tau_m) -> None:
+        """p = M q̇ and β = τ_m − τ_f + Cᵀ q̇ − g into the state rows, from the engine's methods."""
         eng = self.engine
         if hasattr(eng, "momentum_terms"):
             p, beta = eng.momentum_terms(q, qd)
         else:
             p = eng.mass_matrix(q) @ qd
             beta = eng.coriolis_matrix(q, qd).T @ qd - eng.gravity(q)
-        beta += tau_m
+        beta = beta + tau_m
         if self.friction:
-            beta -= eng.friction_torque(qd)
-        return p, beta
+            beta = beta - eng.friction_torque(qd)
+        if not math.isfinite(float(np.sum(p) + np.sum(beta))):
+            raise ValueError("non-finite model term (overflow) for finite inputs")
+        self._st[_P] = p
+        self._st[_BETA] = beta
 
     def update(self, t: float, q, qd, tau_m) -> np.ndarray:
-        """Advance to sample time ``t`` (s) with the measured state and joint torque; return r (n,) N·m.
+        """Advance to sample time ``t`` (s) with the measured state and joint torque; return r (n,) N·m
+        (:attr:`residual`: overwritten by the next update — copy it to keep it).
 
         The first sample after construction, :meth:`reset`, a gap above ``max_dt`` or a backward time
         step (re)starts the observer: r = 0 there.
 
         Raises:
-            ValueError: non-finite or wrongly shaped q, q̇ or τ_m (the observer state is unchanged).
+            ValueError: non-finite or wrongly shaped q, q̇ or τ_m, or a non-finite model term (the observer
+                state is unchanged).
         """
-        q = np.asarray(q, dtype=float)
-        qd = np.asarray(qd, dtype=float)
-        tau_m = np.asarray(tau_m, dtype=float)
-        # one sum tells whether all 3n values are finite (a NaN or inf propagates): the per-sample path
-        if not (q.shape == qd.shape == tau_m.shape == (self.n,)
-                and math.isfinite(q.sum() + qd.sum() + tau_m.sum())):
+        arrays = type(q) is np.ndarray and type(qd) is np.ndarray and type(tau_m) is np.ndarray
+        if not (arrays and q.dtype == qd.dtype == tau_m.dtype == _FLOAT):
+            q = np.ascontiguousarray(q, dtype=float)
+            qd = np.ascontiguousarray(qd, dtype=float)
+            tau_m = np.ascontiguousarray(tau_m, dtype=float)
+        if not q.shape == qd.shape == tau_m.shape == self._shape or not (
+                q.flags.c_contiguous and qd.flags.c_contiguous and tau_m.flags.c_contiguous):
             for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
                 if v.shape != (self.n,):
                     raise ValueError(f"{name}: expected shape ({self.n},), got {v.shape}")
+            q, qd, tau_m = (np.ascontiguousarray(v) for v in (q, qd, tau_m))
+        if self._tab is None:
+            for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
                 if not np.all(np.isfinite(v)):
                     raise ValueError(f"{name}: non-finite value at index {int(np.argmin(np.isfinite(v)))}")
-        p, beta = self._terms(q, qd, tau_m)
-        dt = None if self._t is None else t - self._t
-        if dt is None or dt <= 0.0 or dt > self.max_dt:
-            self._p_hat = p.copy()
-            self._beta = beta
-            self.residual = np.zeros(self.n)
-            self._t = float(t)
-            self.samples = 1
-            return self.residual
-        b = self._beta if self.integration == "euler" else 0.5 * (self._beta + beta)
-        if dt != self._dt:  # the sample period rarely changes: keep its coefficients
-            self._dt, self._k_over = dt, self.gain / (1.0 + self.gain * dt)
-        p_hat = self._p_hat
-        p_hat += dt * b             # p̂_{k−1} + Δt b_k
-        r = self._k_over * (p - p_hat)
-        p_hat += dt * r
-        self._beta = beta
-        self.residual = r
-        self._t = float(t)
-        self.samples += 1
-        return r
+        return self._update_arrays(t, q, qd, tau_m)
+
+    def _update_arrays(self, t: float, q: np.ndarray, qd: np.ndarray, tau_m: np.ndarray) -> np.ndarray:
+        """:meth:`update` for arrays already known to be C-contiguous float64 (n,) — a wrong shape would be
+        read out of bounds — such as the joint-state mapper's own arrays (the per-sample path of
+        ``ExternalTorqueCore``). Same results and errors otherwise."""
+        t_prev = self._t
+        dt = 0.0 if t_prev is None else t - t_prev
+        restart = t_prev is None or not 0.0 < dt <= self.max_dt
+        if self._tab is not None:
+            code = _fused_step(self._tab, self._itab, self._work, self._st, q, qd, tau_m, dt, restart,
+                               self._trapezoid, self.friction)
+        else:
+            self._terms(q, qd, tau_m)
+            code = _step_from_terms(self._st, dt, restart, self._trapezoid)
+        if code > _OK_ABOVE:
+            if code == _BAD_R:  # the state is spoilt: start again at the next sample
+                self.reset()
+                raise ValueError("non-finite residual (overflow): observer restarted")
+            raise ValueError(self._reason(code, q, qd, tau_m))
+        self.above = code == _OK_ABOVE
+        self._t = t
+        self.samples = 1 if restart else self.samples + 1
+        return self._residual
+
+    def watch(self, level) -> None:
+        """After each update, set :attr:`above` when some |r_j| exceeds ``level`` (N·m, scalar or (n,);
+        inf: never) — the per-sample pre-check of a :class:`CollisionDetector` with these thresholds."""
+        self._st[_WATCH] = np.broadcast_to(np.asarray(level, dtype=float), (self.n,))
+
+    @staticmethod
+    def _reason(code: int, q, qd, tau_m) -> str:
+        if code == _BAD_TERM:
+            return "non-finite model term (overflow) for finite inputs"
+        name, v = {_BAD_Q: ("q", q), _BAD_QD: ("qd", qd), _BAD_TAU: ("tau", tau_m)}[code]
+        return f"{name}: non-finite value at index {int(np.argmin(np.isfinite(v)))}"
 
 
 @dataclass(frozen=True)
@@ -189,6 +348,7 @@ class CollisionDetector:
         if not min_duration >= 0.0:
             raise ValueError(f"collision min_duration: expected ≥ 0 s, got {min_duration}")
         self.threshold = thr
+        self._threshold_list = thr.tolist()
         self.release = float(release)
         self.min_duration = float(min_duration)
         self.collision = False
@@ -202,10 +362,13 @@ class CollisionDetector:
         self._since = None
 
     def update(self, t: float, residual) -> CollisionState:
-        """Feed the residual (n,) N·m at time ``t`` (s); return the decision at this sample."""
+        """Feed the residual (n,) N·m (an array or a list) at time ``t`` (s); return the decision here."""
+        if not self.collision and self._since is None:
+            # the per-sample case, nothing above any threshold and nothing pending: over Python floats
+            values = residual.tolist() if isinstance(residual, np.ndarray) else residual
+            if not any(map(operator.gt, map(abs, values), self._threshold_list)):
+                return _QUIET
         a = np.abs(np.asarray(residual, dtype=float))
-        if not self.collision and self._since is None and (a <= self.threshold).all():
-            return _QUIET   # the per-sample case: nothing above any threshold, nothing pending
         above = a > self.threshold
         joints = tuple(int(i) for i in np.nonzero(above)[0])
         if not self.collision:

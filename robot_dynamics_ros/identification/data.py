@@ -202,6 +202,10 @@ def parse_effort_scale(text: str | None, joint_names) -> np.ndarray:
     return out
 
 
+#: rad (m): a recording in which no joint's position range exceeds this is one pose
+CONSTANT_POSE = 1e-3
+
+
 def default_window(dt: float) -> int:
     """Odd window length nearest 0.1 s, at least 7 samples."""
     w = int(round(0.1 / dt))
@@ -218,7 +222,9 @@ def differentiate(x: np.ndarray, dt: float, window: int, deriv: int) -> np.ndarr
 class Prepared:
     """Data ready for identification, model order. t (N,), q, qd, qdd (N, n) (filtered), tau (N, n)
     filtered, tau_raw (N, n) as recorded (scaled); window (samples), dt (s); notes (what was done).
-    ``correlation`` = 1/Σh² of the smoothing filter h: consecutive samples per independent one."""
+    ``correlation`` = 1/Σh² of the smoothing filter h: consecutive samples per independent one.
+    ``tau_rate`` (N, n): d tau / dt by the same filter, N·m/s (None for static poses), for the
+    effort-time alignment of :func:`~robot_dynamics_ros.identification.estimate.identify`."""
 
     t: np.ndarray
     q: np.ndarray
@@ -229,6 +235,7 @@ class Prepared:
     dt: float
     window: int
     notes: list[str]
+    tau_rate: np.ndarray | None = None
 
     @property
     def correlation(self) -> float:
@@ -246,7 +253,8 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
 
     Raises:
         UserError: a model joint missing from the data (naming it and the data's names), NaN/inf values
-            (naming the joint and time), non-increasing time, too few samples for the filter window.
+            (naming the joint and time), non-increasing time, too few samples for the filter window, a
+            constant pose (no joint's position range above :data:`CONSTANT_POSE`).
     """
     jm = dict(joint_map or {})
     names = [jm.get(n, n) for n in rec.joint_names]
@@ -276,6 +284,13 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
             k, j = bad[0]
             where = "" if what == "t" else f" of joint '{model.joint_names[j]}'"
             raise UserError(f"{rec.source}: {what}{where} is NaN or inf at sample {k} (t = {t[k]:.6g} s)")
+    q_range = np.ptp(arrays["position"], axis=0) if t.size else np.zeros(model.n)
+    if np.all(q_range < CONSTANT_POSE):
+        raise UserError(f"{rec.source}: constant pose: no joint moves by more than {CONSTANT_POSE * 1e3:g} mrad "
+                        f"(mm) over the {t.size} samples (largest range {q_range.max() * 1e3:.3g} mrad, joint "
+                        f"'{model.joint_names[int(np.argmax(q_range))]}'): one pose cannot separate gravity from "
+                        "the torque offsets; record the trajectory of 'robot-dynamics excite', or many different "
+                        "poses with --static")
     dts = np.diff(t)
     scale = np.asarray(effort_scale if effort_scale is not None else np.ones(model.n), dtype=float)
     if static:
@@ -316,6 +331,7 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
         qdd = differentiate(qd_src, dt, w, 1)
         notes.append(f"acceleration not recorded: Savitzky-Golay derivative of velocity (cubic, {w} samples)")
     tau = differentiate(tau_raw, dt, w, 0)
+    tau_rate = differentiate(tau_raw, dt, w, 1)
     h = w // 2
     sl = slice(h, t.size - h)
-    return Prepared(t[sl], q[sl], qd[sl], qdd[sl], tau[sl], tau_raw[sl], dt, w, notes)
+    return Prepared(t[sl], q[sl], qd[sl], qdd[sl], tau[sl], tau_raw[sl], dt, w, notes, tau_rate[sl])

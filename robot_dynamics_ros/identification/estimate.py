@@ -39,12 +39,16 @@ from robot_dynamics_ros.identification.base import BaseParameters, base_paramete
 from robot_dynamics_ros.identification.regressor import FRICTION_NAMES, Regressor
 
 __all__ = ["log_cholesky_from_parameters", "parameters_from_log_cholesky", "default_prior_std",
-           "Identification", "identify", "structural_base", "IDENTIFIED_RATIO", "MIN_VELOCITY"]
+           "Identification", "identify", "structural_base", "choose_coulomb_velocity", "estimate_effort_shift",
+           "IDENTIFIED_RATIO",
+           "MIN_VELOCITY", "COULOMB_VELOCITIES"]
 
 #: a parameter counts as identified when its posterior std is below this fraction of its prior spread
 IDENTIFIED_RATIO = 0.5
 #: default |qd| below which a joint's torque sample is left out of the fit (rad/s or m/s)
 MIN_VELOCITY = 0.05
+#: candidate Coulomb transition velocities v_s (rad/s or m/s) of fc·tanh(qd / v_s); 0 is fc·sign(qd)
+COULOMB_VELOCITIES = (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -165,8 +169,8 @@ def _names(reg: Regressor, armature: bool) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _stack(reg: Regressor, q, qd, qdd, armature: bool) -> np.ndarray:
-    parts = [reg.inertial(q, qd, qdd), reg.friction(qd)]
+def _stack(reg: Regressor, q, qd, qdd, armature: bool, coulomb_velocity: float = 0.0) -> np.ndarray:
+    parts = [reg.inertial(q, qd, qdd), reg.friction(qd, coulomb_velocity)]
     if armature:
         parts.append(reg.armature(qdd))
     return np.concatenate(parts, axis=2)
@@ -186,6 +190,10 @@ class Identification:
         data_rank: rank of the data's regressor; base: the model's structural base parameters;
         condition: condition number of the data's base regressor (columns normalized).
         armature: whether armature columns were fitted.  status: the solver's message.
+        coulomb_velocity: v_s (rad/s) of the Coulomb law fc·tanh(qd / v_s) (0: fc·sign(qd)); the prior
+            (URDF ``<dynamics friction>``) is predicted with sign(qd), as the nodes apply it.
+        effort_shift: S (s) by which the effort samples were shifted to align with the state (see
+            :func:`identify`); predictions are at the state's time.
     """
 
     regressor: Regressor
@@ -202,6 +210,8 @@ class Identification:
     armature: bool
     status: str = ""
     warnings: list[str] = field(default_factory=list)
+    coulomb_velocity: float = 0.0
+    effort_shift: float = 0.0
 
     @property
     def n_inertial(self) -> int:
@@ -226,13 +236,14 @@ class Identification:
 
     def predict(self, q, qd, qdd, prior: bool = False) -> np.ndarray:
         """Predicted motor torque (N, n), N·m, of the identified model (or of the prior with ``prior``)."""
-        W = _stack(self.regressor, q, qd, qdd, self.armature)
+        W = _stack(self.regressor, q, qd, qdd, self.armature, 0.0 if prior else self.coulomb_velocity)
         return W @ (self.x_prior if prior else self.x)
 
 
 def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: float = 1.0,
              min_velocity: float = MIN_VELOCITY, sample_correlation: float = 1.0,
-             max_nfev: int = 100) -> Identification:
+             max_nfev: int = 100, coulomb_velocity: float | None = None, tau_rate=None,
+             effort_shift: float | None = None) -> Identification:
     """Identify the inertial parameters of every body of ``model`` and the friction of every joint.
 
     Args:
@@ -251,6 +262,13 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
             (:attr:`~robot_dynamics_ros.identification.data.Prepared.correlation`); the data's weight is
             divided by it, so the posterior spread is not over-optimistic.
         max_nfev: cap on solver iterations.
+        coulomb_velocity: v_s (rad/s) of the Coulomb law fc·tanh(qd / v_s), 0 for fc·sign(qd); None
+            chooses it from :data:`COULOMB_VELOCITIES` by :func:`choose_coulomb_velocity`.
+        tau_rate: (N, n) d tau / dt of the (filtered) torque, N·m/s, for the effort-time alignment; None:
+            no alignment.
+        effort_shift: S (s): the effort sample stamped t was measured at t + S (a commanded effort held
+            over the next control period T has S = T/2); the fit uses tau − S · tau_rate ≈ tau(t − S).
+            None with ``tau_rate``: estimated by :func:`estimate_effort_shift`.
 
     Raises:
         ValueError: bad shapes or non-finite values (naming the array and joint); fewer samples than
@@ -258,10 +276,21 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
     """
     reg = Regressor(model)
     tau = reg.check_array(tau, "tau")
-    W = _stack(reg, q, qd, qdd, armature)
+    notes = []
+    if coulomb_velocity is None:
+        Yr = _stack(reg, q, qd, qdd, armature)
+        keep = np.ones(Yr.shape[2], bool)
+        keep[reg.n_params:reg.n_params + 3 * reg.n] = False
+        coulomb_velocity, scores = choose_coulomb_velocity(reg, Yr[:, :, keep], tau, qd)
+        notes.append("Coulomb law " + (f"fc·tanh(qd / {coulomb_velocity:g} rad/s)" if coulomb_velocity > 0
+                                       else "fc·sign(qd)") + " chosen by the data (Σ_j log RSS_j of the "
+                     "least-squares fit: " + ", ".join(f"{v:g}: {c:.4g}" for v, c in scores) + ")")
+    W = _stack(reg, q, qd, qdd, armature, coulomb_velocity)
     N, n, P = W.shape
     if tau.shape[0] != N:
         raise ValueError(f"tau: expected {N} samples, got {tau.shape[0]}")
+    tau, shift, shift_note = _aligned(W, tau, tau_rate, effort_shift)
+    notes += shift_note
     names = _names(reg, armature)
     pi0 = reg.parameters()
     s_in = np.concatenate([default_prior_std(pi0[10 * i:10 * i + 10]) for i in range(reg.nb)])
@@ -272,7 +301,75 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
                      max_nfev, sample_correlation)
     return Identification(reg, names, fit.x, x0, fit.s0, fit.post, fit.post < IDENTIFIED_RATIO * fit.s0,
                           fit.noise, fit.rank, structural_base(reg, armature=armature), fit.condition, armature,
-                          fit.status, fit.warnings)
+                          fit.status, notes + fit.warnings, float(coulomb_velocity), shift)
+
+
+def estimate_effort_shift(W: np.ndarray, tau: np.ndarray, tau_rate: np.ndarray) -> float:
+    """Least-squares estimate of the time shift S (s) between the effort and the state samples.
+
+    A driver's reported effort is often the command it holds over the next control period T (zero-order
+    hold): the torque that produced the motion around the state sample at t is centred on t + T/2, not t.
+    With tau(t − S) ≈ tau(t) − S · tau_rate(t) (S much shorter than the torque's time scale), the model
+    tau_meas = W x + S · tau_rate is linear in (x, S): an ordinary least-squares fit over all samples, W
+    (N, n, P) the regressor (columns normalized; all-zero ones dropped), tau and tau_rate (N, n).
+    """
+    A = np.concatenate([W, np.asarray(tau_rate, dtype=float)[:, :, None]], axis=2).reshape(-1, W.shape[2] + 1)
+    b = np.asarray(tau, dtype=float).reshape(-1)
+    norms = np.linalg.norm(A, axis=0)
+    if norms[-1] == 0.0:
+        return 0.0
+    cols = norms > 1e-10 * norms.max()
+    sol, *_ = np.linalg.lstsq(A[:, cols] / norms[cols], b, rcond=1e-10)
+    return float(sol[-1] / norms[-1])
+
+
+def _aligned(W, tau, tau_rate, effort_shift):
+    """(tau − S · tau_rate, S, notes): the effort aligned with the state (see :func:`identify`)."""
+    if tau_rate is None:
+        return tau, 0.0, []
+    tau_rate = np.asarray(tau_rate, dtype=float)
+    if tau_rate.shape != tau.shape:
+        raise ValueError(f"tau_rate: expected shape {tau.shape}, got {tau_rate.shape}")
+    if effort_shift is None:
+        S = estimate_effort_shift(W, tau, tau_rate)
+        note = [f"effort sample aligned with the state: shifted by {S * 1e3:.3g} ms, estimated by least squares "
+                "(a commanded effort held over a control period T leads the state by T/2)"]
+    else:
+        S, note = float(effort_shift), ([f"effort sample shifted by {float(effort_shift) * 1e3:.3g} ms"]
+                                        if effort_shift else [])
+    return tau - S * tau_rate, S, note
+
+
+def choose_coulomb_velocity(reg: Regressor, W_rest: np.ndarray, tau: np.ndarray, qd,
+                            candidates=COULOMB_VELOCITIES) -> tuple[float, list[tuple[float, float]]]:
+    """The Coulomb transition velocity v_s of fc·tanh(qd / v_s) that fits the data best.
+
+    Near a velocity reversal a joint sticks: its velocity lingers near 0 while the friction torque moves
+    between −fc and fc, which fc·sign(qd) cannot follow (on the Panda the law is a sigmoid, Gaz et al.,
+    IEEE RA-L 4(4), 2019). For each candidate, an ordinary least-squares fit of the torque on
+    ``W_rest`` (N, n, P_rest: every column but the friction ones) and the friction regressor with that
+    v_s, over ALL samples (the slow ones are where the candidates differ); the score is Σ_j log RSS_j,
+    the profile log-likelihood with an unknown noise variance per joint. Returns (v_s, [(candidate,
+    score)]); 0 (sign) when no joint moves.
+    """
+    tau = np.asarray(tau, dtype=float)
+    N, n = tau.shape
+    if not np.any(np.abs(np.asarray(qd, dtype=float)) > 0):
+        return 0.0, []
+    scores = []
+    for v in candidates:
+        A = np.concatenate([W_rest, reg.friction(qd, v)], axis=2).reshape(N * n, -1)
+        b = tau.reshape(-1)
+        norms = np.linalg.norm(A, axis=0)
+        cols = norms > 1e-10 * max(norms.max(), 1e-300)
+        An = A[:, cols] / norms[cols]
+        sol, *_ = np.linalg.lstsq(An, b, rcond=1e-10)
+        r = (b - An @ sol).reshape(N, n)
+        scores.append((float(v), float(np.sum(np.log(np.sum(r ** 2, axis=0) + 1e-300)))))
+    # a tie (joints that never reverse, all candidates alike) keeps the first candidate, the plain sign law
+    low = min(c for _, c in scores)
+    best = next(v for v, c in scores if c <= low + 1e-9 * abs(low) + 1e-12)
+    return best, scores
 
 
 @dataclass

@@ -12,12 +12,15 @@ Friction YAML (read by the nodes; all values per actuated joint, motor-side sign
 
     robot_dynamics_friction:
       version: 1
-      model: "tau_f = coulomb * sign(qd) + viscous * qd + offset + armature * qdd"
+      model: "tau_f = coulomb * tanh(qd / 0.01) + viscous * qd + offset + armature * qdd"
+      coulomb_velocity: 0.01
       units: {coulomb: N.m, viscous: N.m.s/rad, offset: N.m, armature: kg.m^2}
       joints:
         <joint>: {coulomb: fc, viscous: fv, offset: fo, armature: Ia}
 
-(N and N·s/m, kg for prismatic joints.)
+(N and N·s/m, kg for prismatic joints.) ``coulomb_velocity`` (rad/s) is the v_s of the identified Coulomb
+law coulomb·tanh(qd / v_s); 0 means coulomb·sign(qd). The nodes and the URDF ``<dynamics friction>``
+apply coulomb·sign(qd): the two differ only while |qd| ≲ 3 v_s.
 """
 from __future__ import annotations
 
@@ -142,9 +145,12 @@ def friction_yaml(model, result) -> str:
     arm = result.armature_values
     joints = {jn: {"coulomb": float(fr[j, 0]), "viscous": float(fr[j, 1]), "offset": float(fr[j, 2]),
                    "armature": float(arm[j])} for j, jn in enumerate(model.joint_names)}
+    v_s = float(getattr(result, "coulomb_velocity", 0.0))
+    law = f"tanh(qd / {v_s:g})" if v_s > 0 else "sign(qd)"
     doc = {"robot_dynamics_friction": {
         "version": 1,
-        "model": "tau_f = coulomb * sign(qd) + viscous * qd + offset + armature * qdd",
+        "model": f"tau_f = coulomb * {law} + viscous * qd + offset + armature * qdd",
+        "coulomb_velocity": v_s,
         "units": {"coulomb": "N.m", "viscous": "N.m.s/rad", "offset": "N.m", "armature": "kg.m^2"},
         "joints": joints}}
     return yaml.safe_dump(doc, sort_keys=False)

@@ -17,7 +17,7 @@ import numpy as np
 
 from robot_dynamics_ros.identification.data import Prepared
 from robot_dynamics_ros.identification.estimate import (IDENTIFIED_RATIO, MIN_VELOCITY, _friction_prior,
-                                                        _map_solve)
+                                                        _aligned, _map_solve, choose_coulomb_velocity)
 from robot_dynamics_ros.identification.pipeline import Outcome
 from robot_dynamics_ros.identification.regressor import (FRICTION_NAMES, PARAMETER_NAMES, Regressor,
                                                          parameters_to_inertial, transform_parameters)
@@ -28,10 +28,13 @@ __all__ = ["identify_payload", "run_payload"]
 
 class PayloadFit:
     """pi (10,) in the link frame; mass kg, com (3,) m, inertia (3, 3) kg·m² about the COM, link axes;
-    friction (n, 3); posterior_std (10 + 3n,); noise_std (n,); warnings."""
+    friction (n, 3); posterior_std (10 + 3n,); noise_std (n,); warnings; coulomb_velocity (rad/s) and
+    effort_shift (s) used."""
 
-    def __init__(self, reg, link, body, X, x, x0, s0, post, noise, warnings, status):
+    def __init__(self, reg, link, body, X, x, x0, s0, post, noise, warnings, status, coulomb_velocity=0.0,
+                 effort_shift=0.0):
         self.regressor, self.link, self.body, self.X = reg, link, body, X
+        self.coulomb_velocity, self.effort_shift = float(coulomb_velocity), float(effort_shift)
         self.x, self.x_prior, self.prior_std, self.posterior_std = x, x0, s0, post
         self.noise_std, self.warnings, self.status = noise, warnings, status
         self.pi = x[:10]
@@ -44,13 +47,17 @@ class PayloadFit:
         Y = reg.inertial(q, qd, qdd)
         pi = reg.parameters()
         pi[10 * self.body:10 * self.body + 10] += self.X @ self.pi
-        return Y @ pi + reg.friction(qd) @ self.friction.ravel()
+        return Y @ pi + reg.friction(qd, self.coulomb_velocity) @ self.friction.ravel()
 
 
 def identify_payload(model, link: str, q, qd, qdd, tau, *, prior_weight: float = 1.0,
                      min_velocity: float = MIN_VELOCITY, sample_correlation: float = 1.0,
-                     max_nfev: int = 100) -> PayloadFit:
+                     max_nfev: int = 100, coulomb_velocity: float | None = None, tau_rate=None,
+                     effort_shift: float | None = None) -> PayloadFit:
     """Estimate the payload on ``link`` (see the module docstring); arrays (N, n) in model order.
+    ``coulomb_velocity``: v_s of fc·tanh(qd / v_s) (0: sign; None: chosen by
+    :func:`~robot_dynamics_ros.identification.estimate.choose_coulomb_velocity`); ``tau_rate``,
+    ``effort_shift``: the effort-state alignment, as :func:`~robot_dynamics_ros.identification.estimate.identify`.
 
     Raises:
         ValueError: unknown link, or a link fixed to the root; bad arrays (as :func:`identify`).
@@ -62,25 +69,32 @@ def identify_payload(model, link: str, q, qd, qdd, tau, *, prior_weight: float =
     Y = reg.inertial(q, qd, qdd)
     N, n = tau.shape
     Wp = Y[:, :, 10 * body:10 * body + 10] @ X
-    W = np.concatenate([Wp, reg.friction(qd)], axis=2)
     b = tau - Y @ reg.parameters()
+    if coulomb_velocity is None:
+        coulomb_velocity, _ = choose_coulomb_velocity(reg, Wp, b, qd)
+    W = np.concatenate([Wp, reg.friction(qd, coulomb_velocity)], axis=2)
+    b, shift, notes = _aligned(W, b, tau_rate, effort_shift)
     f0, s_f = _friction_prior(model)
     x0 = np.concatenate([[0.01, 0, 0, 0, 1e-6, 0, 1e-6, 0, 0, 1e-6], f0])
     s0 = np.concatenate([[50.0, 5.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], s_f]) / float(prior_weight)
     names = tuple(f"payload.{p}" for p in PARAMETER_NAMES) + tuple(
         f"{j}.{f}" for j in model.joint_names for f in FRICTION_NAMES)
     fit = _map_solve(model, W, b, qd, names, x0, s0, 1, False, min_velocity, max_nfev, sample_correlation)
-    return PayloadFit(reg, link, body, X, fit.x, x0, fit.s0, fit.post, fit.noise, fit.warnings, fit.status)
+    return PayloadFit(reg, link, body, X, fit.x, x0, fit.s0, fit.post, fit.noise, notes + fit.warnings,
+                      fit.status, coulomb_velocity, shift)
 
 
 def run_payload(model, link: str, data: Prepared, *, holdout: float = 0.25, prior_weight: float = 1.0,
-                min_velocity: float = MIN_VELOCITY) -> Outcome:
+                min_velocity: float = MIN_VELOCITY, coulomb_velocity: float | None = None,
+                effort_shift: float | None = None) -> Outcome:
     """Fit on the first block, validate on the held-out block (arm URDF without / with the payload)."""
     sp = split(data, holdout)
     q, qd, qdd, tau, _ = sp.take(data, "fit")
     try:
         fit = identify_payload(model, link, q, qd, qdd, tau, prior_weight=prior_weight, min_velocity=min_velocity,
-                               sample_correlation=data.correlation)
+                               sample_correlation=data.correlation, coulomb_velocity=coulomb_velocity,
+                               tau_rate=None if data.tau_rate is None else data.tau_rate[sp.fit],
+                               effort_shift=effort_shift)
     except ValueError as exc:
         raise ValueError(f"--payload {link}: {exc}") from None
     reg = fit.regressor
@@ -88,6 +102,7 @@ def run_payload(model, link: str, data: Prepared, *, holdout: float = 0.25, prio
     report = {"robot": model.description.name, "joints": list(model.joint_names), "samples": int(data.t.size),
               "dt_s": data.dt, "filter_window_samples": data.window, "notes": list(data.notes),
               "warnings": list(fit.warnings), "solver": fit.status, "noise_std": fit.noise_std,
+              "coulomb_velocity": fit.coulomb_velocity, "effort_shift_s": fit.effort_shift,
               "data_rank": int(np.sum(ok)), "structural_base_parameters": 10, "condition_number": float("nan"),
               "payload": {"link": link, "mass": fit.mass, "com": fit.com, "inertia": fit.inertia,
                           "mass_std": fit.posterior_std[0],

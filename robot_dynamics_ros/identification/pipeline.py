@@ -37,12 +37,21 @@ def _category(name: str) -> str:
 
 
 def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
-        prior_weight: float = 1.0, min_velocity: float = MIN_VELOCITY) -> Outcome:
-    """Identify on the fit block, validate on the held-out block. Raises ValueError (bad split, data)."""
+        prior_weight: float = 1.0, min_velocity: float = MIN_VELOCITY,
+        coulomb_velocity: float | None = None, effort_shift: float | None = None) -> Outcome:
+    """Identify on the fit block, validate on the held-out block. Raises ValueError (bad split, data).
+    ``coulomb_velocity``: v_s of fc·tanh(qd / v_s) (0: sign; None: chosen by the data); ``effort_shift``:
+    S (s) of the effort-state alignment (None: estimated; see :func:`identify`)."""
     sp = split(data, holdout)
     q, qd, qdd, tau, _ = sp.take(data, "fit")
+    moving = (np.abs(qd) >= min_velocity).mean(axis=0)
+    if data.window > 1 and np.all(moving < 0.1):
+        raise ValueError(f"no joint moves faster than {min_velocity:g} rad/s at 10 % of the fit samples (best: "
+                         f"'{model.joint_names[int(np.argmax(moving))]}' at {100 * moving.max():.1f} %): nothing "
+                         "dynamic to identify; for a log of poses at rest use --static")
     res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
-                   sample_correlation=data.correlation)
+                   sample_correlation=data.correlation, coulomb_velocity=coulomb_velocity,
+                   tau_rate=None if data.tau_rate is None else data.tau_rate[sp.fit], effort_shift=effort_shift)
     names = model.joint_names
     report: dict = {
         "robot": model.description.name, "joints": list(names),
@@ -51,7 +60,8 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         "notes": list(data.notes), "warnings": list(res.warnings),
         "structural_base_parameters": res.base.rank, "data_rank": res.data_rank,
         "condition_number": res.condition, "noise_std": res.noise_std, "solver": res.status,
-        "min_velocity": min_velocity,
+        "min_velocity": min_velocity, "coulomb_velocity": res.coulomb_velocity,
+        "effort_shift_s": res.effort_shift,
     }
     if sp.validation.stop > sp.validation.start:
         qv, qdv, qddv, _, tau_raw = sp.take(data, "validation")

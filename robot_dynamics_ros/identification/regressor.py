@@ -24,7 +24,10 @@ prismatic), the columns of A give the block Y[j, 10 i : 10 i + 10]. Mimic bodies
 times their master and give k times their torque to it (virtual work), as in the Newton–Euler engine.
 
 Friction and rotor inertia are separate regressors (:meth:`Regressor.friction`, :meth:`Regressor.armature`),
-per actuated joint: tau_f = fc·sign(qd) + fv·qd + fo, tau_a = Ia·qdd.
+per actuated joint: tau_f = fc·s(qd) + fv·qd + fo, tau_a = Ia·qdd, with s(qd) = sign(qd) or, for a
+Coulomb transition velocity v_s > 0, the smooth tanh(qd / v_s) (the sigmoid friction law Gaz, Cognetti,
+Oliva, Robuffo Giordano & De Luca identified on the Franka Emika Panda, IEEE RA-L 4(4), 2019, eq. 13,
+without its offset term, which fo carries).
 
 Everything is vectorized over N samples with numpy (the kinematics are 3-vectors per body, the wrench
 columns (N, 6, 10) per body); the joint table (transforms, axes, mimic map) is
@@ -252,14 +255,16 @@ class Regressor:
                 j = lam
         return Y
 
-    def friction(self, qd) -> np.ndarray:
+    def friction(self, qd, coulomb_velocity: float = 0.0) -> np.ndarray:
         """(N, n, 3 n): tau_f = Y_f phi with phi[3 j : 3 j + 3] = (fc, fv, fo) of joint j, i.e.
-        fc·sign(qd) + fv·qd + fo (N·m, N·m·s/rad, N·m; Coulomb + viscous + constant offset)."""
+        fc·s(qd) + fv·qd + fo (N·m, N·m·s/rad, N·m; Coulomb + viscous + constant offset), with
+        s = sign when ``coulomb_velocity`` (v_s, rad/s or m/s) is 0, else tanh(qd / v_s)."""
         qd = self.check_array(qd, "qd")
         N, n = qd.shape
+        v_s = float(coulomb_velocity)
         Yf = np.zeros((N, n, 3 * n))
         for j in range(n):
-            Yf[:, j, 3 * j] = np.sign(qd[:, j])
+            Yf[:, j, 3 * j] = np.tanh(qd[:, j] / v_s) if v_s > 0 else np.sign(qd[:, j])
             Yf[:, j, 3 * j + 1] = qd[:, j]
             Yf[:, j, 3 * j + 2] = 1.0
         return Yf

@@ -891,6 +891,21 @@ class Diagnostics:
 
 
 # --------------------------------------------------------------------------- control node shells
+def payload_params(what: str, *, service: bool = True) -> list[ParamSpec]:
+    """The four ``payload.*`` parameters (link, mass kg, CoM m in the link frame, inertia kg·m² about the CoM
+    in link axes), run-time settable (``service``: also by ``~/set_payload``); ``what`` names the payload
+    in the descriptions."""
+    also = "; also ~/set_payload" if service else ""
+    return [
+        ParamSpec("payload.link", "", f"Link carrying {what} ('' = no payload){also}."),
+        ParamSpec("payload.mass", 0.0, f"Mass of {what}, kg.", range=(0.0, 1000.0)),
+        ParamSpec("payload.com", [0.0, 0.0, 0.0], f"Centre of mass of {what} in the link frame, m.", length=3,
+                  range=(-10.0, 10.0)),
+        ParamSpec("payload.inertia", [0.0, 0.0, 0.0, 0.0, 0.0, 0.0], f"Inertia of {what} about its centre "
+                  "of mass, link axes: ixx ixy ixz iyy iyz izz, kg·m².", length=6, range=(-1000.0, 1000.0)),
+    ]
+
+
 #: parameters both control nodes (gravity compensation, computed torque) declare
 CONTROL_PARAMS = [
     ParamSpec("autostart", True, "Configure and activate at start-up (no lifecycle manager needed); false: "
@@ -915,12 +930,7 @@ CONTROL_PARAMS = [
     ParamSpec("prismatic_margin", 0.01, "The same margin for prismatic joints, m.", range=(0.0, 100.0)),
     ParamSpec("velocity_factor", 10.0, "A measured |qd| above this multiple of the URDF velocity limit "
               "rejects the message as implausible.", range=(1.0, 1e6)),
-    ParamSpec("payload.link", "", "Link carrying the payload ('' = no payload); also ~/set_payload."),
-    ParamSpec("payload.mass", 0.0, "Payload mass, kg.", range=(0.0, 1000.0)),
-    ParamSpec("payload.com", [0.0, 0.0, 0.0], "Payload centre of mass in the link frame, m.", length=3,
-              range=(-10.0, 10.0)),
-    ParamSpec("payload.inertia", [0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "Payload inertia about its centre of "
-              "mass, link axes: ixx ixy ixz iyy iyz izz, kg·m².", length=6, range=(-1000.0, 1000.0)),
+    *payload_params("the payload the model adds"),
     ParamSpec("log_period", 1.0, "Minimum seconds between two log lines of the same kind.", range=(0.0, 3600.0)),
     ParamSpec("diagnostics_period", 1.0, "Seconds between two /diagnostics messages.", range=(0.01, 3600.0),
               read_only=True),
@@ -1191,17 +1201,53 @@ class ControlShell:
         self.diag.set_level(Diagnostics.WARN, f"inactive ({res.reason})")
         node.get_logger().info(f"{why}: {res.reason}")
 
+    # ------------------------------------------------------------------ parameters
+    def set_parameters(self, params, settings_of: Callable[[dict], Any]):
+        """The node's ``on_set_parameters`` policy: validate against ``node._specs``; build the new model
+        (``model_with_params`` on ``node.base_model``) when a :data:`MODEL_PARAMS` entry changes and the
+        core's settings from ``settings_of(new_values)``, swap both into the core; only then adopt the
+        values (``node.p``) and ``use_sim_time``. Any error refuses the whole change, the core unchanged.
+
+        Returns:
+            ``rcl_interfaces.msg.SetParametersResult``.
+        """
+        from rcl_interfaces.msg import SetParametersResult
+
+        node = self.node
+        ok, reason = validate_parameters(node._specs, params)
+        if not ok:
+            return SetParametersResult(successful=False, reason=reason)
+        new = merged_parameters(node._specs, node.p, params)
+        core = node.core
+        try:
+            settings = settings_of(new)
+            if core is not None:
+                if any(prm.name in MODEL_PARAMS for prm in params):
+                    model = model_with_params(node.base_model, new)
+                    core.set_model(model)
+                    node.model = model
+                core.set_settings(settings)
+        except Exception as exc:  # noqa: BLE001 - refused; the core keeps its model and settings
+            return SetParametersResult(successful=False, reason=str(exc))
+        node.p = new
+        for prm in params:
+            if prm.name == "use_sim_time":
+                self.sim_time = bool(prm.value)
+        return SetParametersResult(successful=True)
+
     # ------------------------------------------------------------------ per message
     def receive(self, raw: bytes):
         """The joint_states hot path up to the core: take the newest queued state (counting the skipped),
         read its fields (``node._reader``, rclpy's deserializer as the fallback), hand them to the core.
 
         Returns:
-            ``(fields, arrival_ns, now_ns)`` for an accepted state; None when it was rejected (counted,
-            logged) or the node has no core.
+            ``(fields, arrival_ns, now_ns)`` for an accepted state (counted as ``received``); None when it
+            was rejected (counted, logged) or the node has no core or is not active.
         """
         node = self.node
         core = node.core
+        if core is None or not node._active:
+            return None
         if self._latest_wins:
             raw, skipped = take_newest(node.sub, raw, self._state_type)
             if skipped:
@@ -1217,6 +1263,7 @@ class ControlShell:
         if rej is not None:
             self.rejected(rej)
             return None
+        self.diag.count("received")
         return fields, arrival, now_ns
 
     def read(self, reader, raw: bytes):

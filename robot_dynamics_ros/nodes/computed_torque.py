@@ -22,7 +22,6 @@ from __future__ import annotations
 import sys
 import time
 
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
@@ -190,38 +189,25 @@ class ComputedTorqueNode(LifecycleNode):
                 self.p[f"gains.{joint}.{kind}"] = float(self.get_parameter(f"gains.{joint}.{kind}").value)
 
     def _on_set_parameters(self, params):
-        ok, reason = common.validate_parameters(self._specs, params)
-        if not ok:
-            self.log.warning("param", f"parameter change rejected: {reason}")
-            return SetParametersResult(successful=False, reason=reason)
-        new = common.merged_parameters(self._specs, self.p, params)
-        core = self.core
-        self.shell.sim_time = next((bool(p.value) for p in params if p.name == "use_sim_time"), self.shell.sim_time)
-        try:
-            if core is not None:
-                if any(p.name in common.MODEL_PARAMS for p in params):
-                    model = common.model_with_params(self.base_model, new)
-                    core.set_model(model)
-                    self.model = model
-                core.set_settings(self._settings(new, core.model.joint_names))
-        except Exception as exc:  # noqa: BLE001 - reject; the core keeps its model and settings
-            return SetParametersResult(successful=False, reason=str(exc))
-        self.p = new
+        def settings_of(new):
+            return None if self.core is None else self._settings(new, self.core.model.joint_names)
+
+        result = self.shell.set_parameters(params, settings_of)
+        if not result.successful:
+            self.log.warning("param", f"parameter change rejected: {result.reason}")
+            return result
         if any(p.name == "control_rate" for p in params) and self.timer is not None:
             self._stop_timer()
-            self.timer = self.create_timer(1.0 / float(new["control_rate"]), self._on_timer)
-        return SetParametersResult(successful=True)
+            self.timer = self.create_timer(1.0 / float(self.p["control_rate"]), self._on_timer)
+        return result
 
     # -------------------------------------------------------------- subscriptions
     def _on_joint_state_raw(self, raw: bytes) -> None:
         """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True``)."""
-        if self.core is None or not self._active:
-            return
         got = self.shell.receive(raw)
         if got is None:
             return
         fields, arrival, now_ns = got
-        self.diag.count("joint_states")
         if self._on_states:
             self._control(now_ns, arrival, fields.stamp_ns or now_ns)
 

@@ -22,6 +22,7 @@ Topics are relative (namespaces and remaps apply). Parameters: :data:`PARAMS`, d
 """
 from __future__ import annotations
 
+import struct
 import time
 
 import numpy as np
@@ -33,7 +34,8 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
-from robot_dynamics_ros.control.cdr import JointStateReader
+from robot_dynamics_ros.control.cdr import CDR_LE_HEADER, JointStateReader
+from robot_dynamics_ros.control.core import OK
 from robot_dynamics_ros.control.external_torque import TORQUE_SOURCES, ExternalTorqueCore, ObserverSettings
 from robot_dynamics_ros.nodes import common
 from robot_dynamics_ros.nodes.common import CONTROL_PARAMS, Diagnostics, ParamSpec, RateLimitedLog
@@ -65,6 +67,52 @@ PARAMS = [
     ParamSpec("wrench_frame", "", "Link whose origin the external wrench is given at, in its axes (empty: no "
               "wrench published).", read_only=True),
 ]
+
+
+class JointStateEffortWriter:
+    """Serializes the ``~/external_torque`` message — a ``sensor_msgs/JointState`` with a stamp, empty
+    ``frame_id``, fixed ``name``, no position or velocity and ``n`` efforts — into one preallocated buffer,
+    in the plain little-endian CDR (XCDR1) of :mod:`robot_dynamics_ros.control.cdr` (header, then fields in
+    declaration order, each primitive aligned to its size from the end of the 4-byte encapsulation header;
+    strings as uint32 length with the NUL, then bytes; sequences as uint32 count, then elements). What
+    rclpy would spend turning a ``JointState`` object into bytes per message (the names, three arrays) is
+    done once; ``write`` packs the stamp and the efforts. ``Publisher.publish(bytes)`` sends it as it is.
+    """
+
+    def __init__(self, names):
+        buf = bytearray(CDR_LE_HEADER)
+
+        def align(k: int) -> None:
+            buf.extend(bytes(-(len(buf) - 4) % k))
+
+        self._stamp_at = len(buf)
+        buf += struct.pack("<iI", 0, 0) + struct.pack("<I", 1) + b"\x00"  # stamp, frame_id ""
+        align(4)
+        buf += struct.pack("<I", len(names))
+        for name in names:
+            text = str(name).encode("utf-8")
+            align(4)
+            buf += struct.pack("<I", len(text) + 1) + text + b"\x00"
+        for _ in range(2):  # position, velocity: empty
+            align(4)
+            buf += struct.pack("<I", 0)
+        align(4)
+        self.n = len(names)
+        buf += struct.pack("<I", self.n)
+        if self.n:
+            align(8)
+        self._effort_at = len(buf)
+        buf += bytes(8 * self.n)
+        self._buf = buf
+        self._stamp = struct.Struct("<iI").pack_into
+        self._efforts = struct.Struct(f"<{self.n}d").pack_into
+
+    def write(self, stamp_ns: int, effort) -> bytes:
+        """The message bytes for ``header.stamp`` = ``stamp_ns`` (ns) and ``effort`` (n floats, N·m / N)."""
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        self._stamp(self._buf, self._stamp_at, sec, nanosec)
+        self._efforts(self._buf, self._effort_at, *effort)
+        return bytes(self._buf)
 
 
 def settings_from(p) -> ObserverSettings:
@@ -103,7 +151,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
         self.pub_collision = self.create_publisher(
             Bool, "~/collision", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                                             durability=DurabilityPolicy.TRANSIENT_LOCAL))
-        self._msg = JointState()
+        self._tau_writer: JointStateEffortWriter | None = None
         self._wrench = WrenchStamped()
         self._collision = None
         self.published = 0
@@ -167,7 +215,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
         core = ExternalTorqueCore(used, settings_from(self.p), joints)
         if self.p["wrench_frame"]:
             core.engine.frame_placement(used.neutral(), self.p["wrench_frame"])  # unknown frame: refuse now
-        self._msg.name = list(used.joint_names)
+        self._tau_writer = JointStateEffortWriter(used.joint_names)
         self.base_model, self.model, self.core = model, used, core
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
@@ -214,30 +262,24 @@ class ExternalTorqueObserverNode(LifecycleNode):
 
     def _on_joint_state_raw(self, raw: bytes) -> None:
         t0 = time.perf_counter()
-        core = self.core
-        if core is None or not self._active:
-            return
         got = self.shell.receive(raw)
         if got is None:
             return
         fields, arrival, now_ns = got
-        self.diag.count("received")
-        res = core.step(now_ns, arrival)
+        res = self.core.step(now_ns, arrival)
         if res.tau_ext is not None:
-            msg = self._msg
             stamp = fields.stamp_ns or now_ns
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp, 1_000_000_000)
-            msg.effort = res.tau_ext
-            self.pub_tau.publish(msg)
+            self.pub_tau.publish(self._tau_writer.write(stamp, res.tau_ext))
             self.published += 1
             if self.p["wrench_frame"]:
-                self._publish_wrench(msg.header.stamp)
+                self._publish_wrench(stamp)
         if res.collision != self._collision:
             self._publish_collision(res.collision)
-        self.shell.report(res)
+        if res.level != OK or self.diag.level != OK:
+            self.shell.report(res)
         self.diag.latency.add(time.perf_counter() - t0)
 
-    def _publish_wrench(self, stamp) -> None:
+    def _publish_wrench(self, stamp_ns: int) -> None:
         core = self.core
         F = core.wrench(self.p["wrench_frame"])
         if F is None or not np.all(np.isfinite(F)):
@@ -245,7 +287,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
         R = core.engine.frame_placement(core.mapper.q, self.p["wrench_frame"])[:3, :3]
         f, m = R.T @ F[:3], R.T @ F[3:]   # base axes -> the frame's own axes
         w = self._wrench
-        w.header.stamp = stamp
+        w.header.stamp.sec, w.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
         w.header.frame_id = self.p["wrench_frame"]
         w.wrench.force.x, w.wrench.force.y, w.wrench.force.z = (float(x) for x in f)
         w.wrench.torque.x, w.wrench.torque.y, w.wrench.torque.z = (float(x) for x in m)
@@ -265,6 +307,8 @@ class ExternalTorqueObserverNode(LifecycleNode):
         self.diag.set("collision", bool(core.detector.collision))
         self.diag.set("collisions", core.detector.count)
         self.diag.set("published", self.published)
+        self.diag.set("no_torque", core.no_torque)
+        self.diag.set("nonfinite_withheld", core.nonfinite)
         self.diag.set("rejected_by_joint", dict(core.mapper.rejected_joints))
 
 

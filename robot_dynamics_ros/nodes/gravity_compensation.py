@@ -169,26 +169,10 @@ class GravityCompensationNode(LifecycleNode):
 
     # ------------------------------------------------------------------ parameters / services
     def _on_set_parameters(self, params) -> SetParametersResult:
-        ok, reason = common.validate_parameters(self._specs, params)
-        if not ok:
-            return SetParametersResult(successful=False, reason=reason)
-        for prm in params:
-            if prm.name == "use_sim_time":
-                self.shell.sim_time = bool(prm.value)
-        new = common.merged_parameters(self._specs, self.p, params)
-        core = self.core
-        try:
-            if core is not None:
-                if any(prm.name in common.MODEL_PARAMS for prm in params):
-                    model = common.model_with_params(self.base_model, new)
-                    core.set_model(model)
-                    self.model = model
-                core.set_settings(settings_from(new))
-        except Exception as exc:  # noqa: BLE001 - reject; the core keeps its model and settings
-            return SetParametersResult(successful=False, reason=str(exc))
-        self.p = new
-        self.log = self.shell.log = RateLimitedLog(self.get_logger(), new["log_period"])
-        return SetParametersResult(successful=True)
+        result = self.shell.set_parameters(params, settings_from)
+        if result.successful:
+            self.log = self.shell.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
+        return result
 
     def _on_enable(self, request, response):
         result = self.set_parameters([Parameter("enabled", value=bool(request.data))])[0]
@@ -202,15 +186,11 @@ class GravityCompensationNode(LifecycleNode):
     def _on_joint_state_raw(self, raw: bytes) -> None:
         """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True`` subscription)."""
         t0 = time.perf_counter()
-        core = self.core
-        if core is None or not self._active:
-            return
         got = self.shell.receive(raw)
         if got is None:
             return
         _, arrival, now_ns = got
-        self.diag.count("received")
-        res = core.step(now_ns, arrival)
+        res = self.core.step(now_ns, arrival)
         if res.command is not None:
             self.pub.publish(self._writer.write(res.command))
             self.published += 1

@@ -31,7 +31,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
 from robot_dynamics_ros.nodes import common, naming
-from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
+from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog, payload_params
 from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
 from robot_dynamics_ros.sim.runner import SimRunner, inertia_matrix
 
@@ -68,12 +68,7 @@ PARAMS = [
               kind="double_array", read_only=True),
     ParamSpec("gravity", [0.0, 0.0, -9.81], "Gravity in the world (= URDF root) frame, m/s².", length=3,
               range=(-100.0, 100.0)),
-    ParamSpec("payload.link", "", "Link carrying a simulated payload ('' = none); run-time settable."),
-    ParamSpec("payload.mass", 0.0, "Simulated payload mass, kg.", range=(0.0, 1000.0)),
-    ParamSpec("payload.com", [0.0, 0.0, 0.0], "Payload centre of mass in the link frame, m.", length=3,
-              range=(-10.0, 10.0)),
-    ParamSpec("payload.inertia", [0.0, 0.0, 0.0, 0.0, 0.0, 0.0], "Payload inertia about its centre of mass, "
-              "link axes: ixx ixy ixz iyy iyz izz, kg·m².", length=6, range=(-1000.0, 1000.0)),
+    *payload_params("the simulated payload", service=False),
     ParamSpec("clamp_effort", True, "Clamp applied efforts to the URDF effort limits."),
     ParamSpec("command_timeout", 0.0, "Free running: seconds without a command before efforts drop to "
               "zero (0: hold the last command forever, like a forward controller).", range=(0.0, 3600.0)),

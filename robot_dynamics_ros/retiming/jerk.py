@@ -31,16 +31,21 @@ function of s, so the jerk limit there is a plain upper bound on x_1 (resp. x_{N
 Every row is imposed at both ends and the midpoint of every stage (the output uses the same x(s), u(s),
 so the row values between check points differ only by the rows' curvature over half a stage).
 
-Iteration (sequential linear programming): tangents at the previous iterate x̄, objective the traversal
-time T = Σ ∫ ds/√x linearized at x̄ (weights Δ x̄^{-3/2}). The previous iterate is feasible for the new LP
-(the tangent is exact at x̄), and T is convex in x, so the segment between the two is feasible and T
-decreases along it from x̄: a backtracking line search on it keeps every iterate feasible and T
-monotone. Before that, a few LPs move x̄ from the torque-only TOPP-RA solution (an upper bound of every
-feasible x, where the tangent is very conservative) towards the LPs' answers (geometric mean, every answer
-feasible since any x̄ > 0 gives an inner approximation); the SLP starts from the best of them.
-The optimality gap is bounded by the torque-only TOPP-RA duration, a lower bound of the jerk-limited one.
+Iteration (sequential linear programming). The first LP takes its tangents at the torque-only TOPP-RA
+profile (an upper bound of every feasible x; its answer is feasible, if slow). Then, at the current
+profile z: tangents at z, objective the gradient of the traversal time T = Σ ∫ ds/√x(s) at z (x and u,
+the stage-time quadrature differentiated), x at every gridpoint within a trust region [z/2, 2z]. z is
+feasible for that LP (the tangent is exact at z) and T is convex, so a backtracking line search on the
+segment from z to the LP's answer keeps every iterate feasible and T monotone; stop when an iteration
+gains < rtol. A fixed point is a KKT point of the discretized non-convex problem (the tangents share the
+true rows' values and gradients there); no global guarantee. The optimality gap is bounded by the
+torque-only TOPP-RA duration, a lower bound of the jerk-limited one.
 
-LPs are solved by HiGHS's dual simplex (``scipy.optimize.linprog(method="highs-ds")``).
+LPs: HiGHS's dual simplex with Devex pricing (the HiGHS scipy ships). Of the ~15 000 rows (200
+gridpoints, 6 joints) a few hundred are active, so each LP is solved on a working set — the rows with
+little slack at the current profile — and then every row is evaluated at the answer (one sparse
+product); violated rows (and near neighbours) are added to the solved model and the dual simplex goes on
+from its basis, until none is violated: the answer is then the full LP's optimum.
 """
 from __future__ import annotations
 
@@ -49,7 +54,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from robot_dynamics_ros.retiming.constraints import torque_coefficients
 
@@ -59,6 +63,14 @@ __all__ = ["JerkSolution", "solve_jerk_limited", "third_derivative"]
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
 _GL_X = 0.5 * (_GL_X + 1.0)
 _GL_W = 0.5 * _GL_W
+
+
+#: working set of an LP: the rows whose slack (rows scaled to a largest coefficient of 1) at the previous
+#: answer is below this; rows added after a solve: the violated ones and those with slack below _WS_ADD
+_WS_SLACK = 0.3
+_WS_ADD = 0.02
+#: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
+_TRUST = 2.0
 
 
 def third_derivative(path, s) -> np.ndarray:
@@ -91,6 +103,11 @@ class JerkSolution:
     solve_ms: float = 0.0
     lp_ms: float = 0.0
     rounds: int = 1
+    #: LP solves (working-set rounds included) and rows in each SLP iteration's final working set
+    lp_solves: int = 0
+    lp_rows: list = field(default_factory=list)
+    #: parts timed rest to rest: more than 1 where the torque-only profile stops inside the path
+    parts: int = 1
 
     def sample(self, times) -> tuple[np.ndarray, ...]:
         """Path and joint trajectory at ``times`` (K,) s in [0, duration].
@@ -107,19 +124,23 @@ class JerkSolution:
         sd = np.empty_like(t)
         sdd = np.empty_like(t)
         sddd = np.empty_like(t)
-        first = i == 0
-        if first.any():  # s = x1^{3/2} t³ / (27 Δ²): constant path jerk from rest
-            k = x[1] ** 1.5 / (27.0 * d[0] ** 2)
-            tt = t[first]
-            s[first] = k * tt ** 3
+        # stages that start from rest (x = 0 at their start: the first, and after a stop inside the path)
+        # and that end at rest: constant path jerk, s − s_i = x_{i+1}^{3/2} τ³ / (27 Δ²) and its mirror
+        first = x[i] <= 0.0
+        if first.any():
+            ii = i[first]
+            k = x[ii + 1] ** 1.5 / (27.0 * d[ii] ** 2)
+            tt = t[first] - tg[ii]
+            s[first] = s_g[ii] + k * tt ** 3
             sd[first] = 3 * k * tt ** 2
             sdd[first] = 6 * k * tt
             sddd[first] = 6 * k
-        last = i == N - 2
+        last = (x[i + 1] <= 0.0) & ~first
         if last.any():
-            k = x[N - 2] ** 1.5 / (27.0 * d[N - 2] ** 2)
-            tt = self.duration - t[last]
-            s[last] = s_g[-1] - k * tt ** 3
+            ii = i[last]
+            k = x[ii] ** 1.5 / (27.0 * d[ii] ** 2)
+            tt = tg[ii + 1] - t[last]
+            s[last] = s_g[ii + 1] - k * tt ** 3
             sd[last] = 3 * k * tt ** 2
             sdd[last] = -6 * k * tt
             sddd[last] = 6 * k
@@ -172,6 +193,93 @@ def _stage_times(s, x, u) -> np.ndarray:
     return out
 
 
+def _time_gradient(s, x, u) -> np.ndarray:
+    """(2N,) gradient of the traversal time Σ stage times (:func:`_stage_times`) with respect to
+    (x_0..x_{N-1}, u_0..u_{N-1}), s per (rad²/s²) and per (rad/s²); requires x > 0 inside every stage."""
+    N = s.shape[0]
+    d = np.diff(s)
+    g = np.zeros(2 * N)
+    g[1] += -1.5 * d[0] * x[1] ** -1.5
+    g[N - 2] += -1.5 * d[N - 2] * x[N - 2] ** -1.5
+    if N > 3:
+        i = np.arange(1, N - 2)
+        xi, ui, dd = x[i], u[i], d[i]
+        v = (u[i + 1] - ui) / dd
+        sig = dd[:, None] * _GL_X[None, :]
+        xs = np.maximum(xi[:, None] + 2 * ui[:, None] * sig + v[:, None] * sig ** 2, 1e-300)
+        w = -0.5 * dd[:, None] * _GL_W[None, :] * xs ** -1.5  # ∂/∂x(σ) of ∫ dσ/√x, per node
+        # x(σ) = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ
+        np.add.at(g, i, w.sum(axis=1))
+        np.add.at(g, N + i, (w * (2 * sig - sig ** 2 / dd[:, None])).sum(axis=1))
+        np.add.at(g, N + i + 1, (w * sig ** 2 / dd[:, None]).sum(axis=1))
+    return g
+
+
+class _LP:
+    """min cost·z s.t. A_ub z ≤ b_ub, A_eq z = 0, bounds — HiGHS's dual simplex (the HiGHS that scipy ships,
+    through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` cannot add rows to a solved
+    model and continue from its basis).
+
+    Args: cost (nv,); A_ub (m, nv) and A_eq (me, nv) scipy.sparse; b_ub (m,); bounds: nv (lo, hi) pairs,
+    None for unbounded. ``solve()`` / ``add_rows_and_solve(A, b)`` return an object with ``status`` (0:
+    optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
+    """
+
+    def __init__(self, cost, A_ub, b_ub, A_eq, bounds):
+        try:
+            from scipy.optimize._highspy import _core as hs
+        except ImportError as exc:  # a private module: say which one when a scipy upgrade moves it
+            raise ImportError("jerk-limited timing needs the HiGHS bindings scipy ships "
+                              "(scipy.optimize._highspy._core, present in scipy 1.17)") from exc
+
+        self._hs = hs
+        M = sp.vstack([A_ub, A_eq]).tocsc()
+        nr, nc = M.shape
+        lp = hs.HighsLp()
+        lp.num_col_ = nc
+        lp.num_row_ = nr
+        lp.a_matrix_.num_col_ = nc
+        lp.a_matrix_.num_row_ = nr
+        lp.a_matrix_.format_ = hs.MatrixFormat.kColwise
+        lp.col_cost_ = np.asarray(cost, float)
+        lp.col_lower_ = np.array([-np.inf if lo is None else lo for lo, _ in bounds], float)
+        lp.col_upper_ = np.array([np.inf if hi is None else hi for _, hi in bounds], float)
+        me = A_eq.shape[0]
+        lp.row_lower_ = np.concatenate((np.full(A_ub.shape[0], -np.inf), np.zeros(me)))
+        lp.row_upper_ = np.concatenate((np.asarray(b_ub, float), np.zeros(me)))
+        lp.a_matrix_.start_ = M.indptr
+        lp.a_matrix_.index_ = M.indices
+        lp.a_matrix_.value_ = M.data
+        h = hs._Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
+        h.setOptionValue("simplex_strategy", 1)  # dual simplex
+        # Devex pricing: steepest-edge weights cost a factorization solve per row at every (re)start, more
+        # than the few iterations a warm start then needs
+        h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
+        h.passModel(lp)
+        self._h = h
+        self._nc = nc
+
+    def solve(self):
+        h, hs = self._h, self._hs
+        h.run()
+        st = h.getModelStatus()
+        out = type("LPResult", (), {})()
+        out.message = h.modelStatusToString(st)
+        out.status = {hs.HighsModelStatus.kOptimal: 0, hs.HighsModelStatus.kInfeasible: 2,
+                      hs.HighsModelStatus.kUnbounded: 3}.get(st, 4)
+        out.x = np.array(h.getSolution().col_value) if out.status == 0 else None
+        return out
+
+    def add_rows_and_solve(self, A, b):
+        A = sp.csr_matrix(A)
+        self._h.setOptionValue("presolve", "off")  # keep the basis: continue from it
+        self._h.addRows(A.shape[0], np.full(A.shape[0], -np.inf), np.asarray(b, float), A.nnz,
+                        A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data)
+        return self.solve()
+
+
 def _check_points(s):
     """The check points of every stage and x, u, v at each as linear forms in the variables.
 
@@ -213,16 +321,28 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     over half a stage. So the output is sampled every ``verify_period`` s (joint velocity, acceleration and
     jerk by eq. (1), torque by ``dynamics``); where a limit is exceeded by a ratio r > 1 + ``verify_tol``
     it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile, at
-    most ``max_rounds`` times (None: no verification).
+    most ``max_rounds`` times (None: no verification). Where ``x_ref`` is 0 inside the path (the
+    torque-only timing stops there, so every timing must), the parts between the stops are timed rest to
+    rest and joined (:func:`_through_stops`).
 
     Args: as :func:`_solve_once`, plus verify_period (s), max_rounds and verify_tol (relative), and
         tool_speed: None or (speed, limit): ``speed(q, v)`` (P, n) × (P, n) → (P,) the norm of a frame's
         linear velocity for joint velocities v (m/s; e.g. |J_v(q) v|, linear in v), ``limit`` m/s — the
         first-order row |speed(q, q')| ṡ ≤ limit, imposed and verified like the joint velocity limits.
     Returns: :class:`JerkSolution` (``rounds`` solves; ``solve_ms`` over all of them).
-    Raises: ValueError as :func:`_solve_once`.
+    Raises: ValueError as :func:`_solve_once` (except for stops inside the path, handled), or a whole stage
+        at rest in ``x_ref``.
     """
     t_start = time.perf_counter()
+    s = np.asarray(s, dtype=float)
+    x_ref = np.asarray(x_ref, dtype=float)
+    stops = np.flatnonzero(x_ref[1:-1] <= 1e-9 * max(float(x_ref.max()), 1e-300)) + 1
+    if stops.size:
+        return _through_stops(path, s, x_ref, stops, t_start, dynamics, velocity_limit=velocity_limit,
+                              acceleration_limit=acceleration_limit, torque_limit=torque_limit,
+                              jerk_limit=jerk_limit, max_iterations=max_iterations, rtol=rtol, margin=margin,
+                              verify_period=verify_period, max_rounds=max_rounds, verify_tol=verify_tol,
+                              tool_speed=tool_speed)
     lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
                                                   np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
     work = [v.copy() for v in lims]
@@ -259,6 +379,44 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     sol.lp_ms = lp_ms
     sol.solve_ms = (time.perf_counter() - t_start) * 1e3
     return sol
+
+
+def _through_stops(path, s, x_ref, stops, t_start, dynamics, **kw) -> JerkSolution:
+    """Where the torque-only profile stops inside the path (x_ref = 0 at gridpoints ``stops``: no timing
+    can pass there moving), each part between stops is timed rest to rest by :func:`solve_jerk_limited`
+    and the parts joined; a part with fewer than 4 gridpoints gets stage midpoints added.
+
+    Raises: ValueError: two consecutive gridpoints at rest (the path cannot be traversed there), or as
+        :func:`solve_jerk_limited` for a part.
+    """
+    cuts = np.concatenate(([0], stops, [s.shape[0] - 1]))
+    still = np.flatnonzero(np.diff(cuts) == 1)
+    if still.size:
+        raise ValueError(f"jerk-limited timing: the torque-only solution is at rest on the whole stage from s = "
+                         f"{s[cuts[still[0]]]:.6g}: the limits allow no motion there")
+    parts = []
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        sp_, xp = s[a:b + 1], x_ref[a:b + 1].copy()
+        while sp_.shape[0] < 4:
+            mid = 0.5 * (sp_[1:] + sp_[:-1])
+            xm = 0.5 * (xp[1:] + xp[:-1])
+            sp_ = np.insert(sp_, np.arange(1, sp_.shape[0]), mid)
+            xp = np.insert(xp, np.arange(1, xp.shape[0]), xm)
+        xp[0] = xp[-1] = 0.0
+        parts.append(solve_jerk_limited(path, sp_, xp, dynamics, **kw))
+    s_all = np.concatenate([parts[0].s] + [p.s[1:] for p in parts[1:]])
+    x_all = np.concatenate([parts[0].x] + [p.x[1:] for p in parts[1:]])
+    u_all = np.concatenate([parts[0].u] + [p.u[1:] for p in parts[1:]])
+    t_all, offset = [parts[0].t_grid], parts[0].duration
+    for p in parts[1:]:
+        t_all.append(p.t_grid[1:] + offset)
+        offset += p.duration
+    out = JerkSolution(path, s_all, x_all, u_all, np.concatenate(t_all), float(offset),
+                       sum(p.iterations for p in parts), [float(sum(p.durations[-1] for p in parts))],
+                       (time.perf_counter() - t_start) * 1e3, sum(p.lp_ms for p in parts),
+                       max(p.rounds for p in parts), sum(p.lp_solves for p in parts),
+                       [r for p in parts for r in p.lp_rows], len(parts))
+    return out
 
 
 def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
@@ -388,7 +546,10 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     b_eq = np.zeros(row)
     # bounds: x_0 = u_0 = x_{N-1} = u_{N-1} = 0; on the end stages the jerk is x^{3/2} times
     # q''' r² + 2 q'' r / Δ + (2/9) q' / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ): a bound on x_1 and x_{N-2}
-    bounds = [(0.0, None)] * N + [(None, None)] * N
+    # |u| ≤ u_box keeps a working-set LP bounded before the rows that bound u are in it; it is 10³ × the
+    # TOPP-RA profile's largest |sdd|, which bounds every feasible u, and never active (checked below)
+    u_box = 1e3 * max(float(np.abs(np.diff(x_ref) / (2.0 * d)).max()), 1e-3)
+    bounds = [(0.0, None)] * N + [(-u_box, u_box)] * N
     bounds[0] = bounds[N - 1] = (0.0, 0.0)
     bounds[N] = bounds[2 * N - 1] = (0.0, 0.0)
     for stage, xi in ((0, 1), (N - 2, N - 2)):
@@ -405,7 +566,13 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     w_grid[1:] += 0.5 * d
     w_grid[:-1] += 0.5 * d
 
-    def lp(xbar_pts, xbar_grid):
+    # the reference point of the first working set: the TOPP-RA profile (u at the gridpoints from the
+    # neighbouring stages' sdd)
+    u_stage = np.diff(x_ref) / (2.0 * d)
+    z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]))
+    ws = {"lps": 0, "rows": []}
+
+    def lp(xbar_pts, xbar_grid, zfull=None):
         A_parts = [fixed_A]
         b_parts = [fixed_b]
         if jerk_on:
@@ -422,52 +589,70 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         A_ub = sp.vstack(A_parts).tocsr()
         b_ub = np.concatenate(b_parts)
         xg = np.maximum(xbar_grid, 1e-6 * max(float(xbar_grid.max()), 1e-12))
-        cost = np.zeros(nv)
-        cost[:N] = -w_grid * xg ** -1.5
+        if zfull is None:  # d/dx of Σ w_i x_i^{-1/2} (the gridpoint x̄ only: the first LP, no u yet)
+            cost = np.zeros(nv)
+            cost[:N] = -w_grid * xg ** -1.5
+        else:  # the gradient of the traversal time at z
+            cost = _time_gradient(s, np.maximum(zfull[:N], 1e-300), zfull[N:])
         cost /= np.abs(cost).max()
         t0 = time.perf_counter()
-        # dual simplex: about 2x faster here than HiGHS's default choice or its interior point
-        res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs-ds")
-        if res.status == 4:  # numerical trouble: once more without presolve
-            res = linprog(cost, A_ub=A_ub, b_ub=b_ub, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs-ds",
-                          options={"presolve": False})
+        # working set: the LP is solved on the rows with little slack at the last answer (at first the
+        # TOPP-RA profile), then every row is checked at the solution and the violated ones added until none
+        # is (a subset's optimum that meets every row is the full LP's optimum)
+        z0 = zfull if zfull is not None else z_ref
+        bnd = bounds
+        if zfull is not None:
+            # trust region on x at the gridpoints: the answer stays near z, where the working set was chosen
+            bnd = list(bounds)
+            for i in range(1, N - 1):
+                lo, hi = bounds[i]
+                hi_t = _TRUST * zfull[i]
+                bnd[i] = (max(lo, zfull[i] / _TRUST), hi_t if hi is None else min(hi, hi_t))
+        keep = (b_ub - A_ub @ z0) < _WS_SLACK
+        lpk = _LP(cost, A_ub[keep], b_ub[keep], A_eq, bnd)
+        res = lpk.solve()
+        rounds = 1
+        while res.status == 0:
+            slack = b_ub - A_ub @ res.x
+            if not ((slack < -1e-9) & ~keep).any():
+                break
+            add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
+            keep[add] = True
+            res = lpk.add_rows_and_solve(A_ub[add], b_ub[add])  # from the last basis (dual simplex)
+            rounds += 1
+        ws["lps"] += rounds
+        ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
 
     def at_points(z):
         return (X * z[var]).sum(axis=1)
 
-    lp_ms = 0.0
-    # phase 1: move the linearization point towards the LP's answer (geometric mean, at most 8× down per
-    # step) — a tangent far above the answer is very conservative; every LP answer is feasible whatever x̄
+    # first LP: tangents at the reference profile (an upper bound of every feasible x, where the tangent is
+    # conservative; any x̄ > 0 gives a feasible answer). If that answer stops somewhere (x = 0 inside a
+    # stage), the linearization point moves towards it (geometric mean, at most 8× down) and again
     xbar = np.asarray(x_ref, float).copy()
     xbar_pts = np.interp(s_eval[p], s, xbar)
-    best, T, it = None, np.inf, 0
-    for _ in range(max(1, max_iterations // 2)):
+    lp_ms, it, T, best = 0.0, 0, np.inf, None
+    while it < max(1, max_iterations // 2):
         res, ms = lp(xbar_pts, xbar)
         lp_ms += ms
         it += 1
         if res.status != 0:
-            if best is None:
-                raise ValueError(f"jerk-limited timing: the linear program failed ({res.message})")
+            raise ValueError(f"jerk-limited timing: the linear program failed ({res.message})")
+        best, T = res.x, _stage_times(s, res.x[:N], res.x[N:]).sum()
+        if np.isfinite(T):
             break
-        Tk = _stage_times(s, res.x[:N], res.x[N:]).sum()
-        if Tk < T:
-            best, T = res.x, Tk
-        pts = at_points(res.x)
-        close = np.all(np.abs(pts[interior] - xbar_pts[interior]) <= 0.25 * xbar_pts[interior])
-        xbar_pts = np.maximum(np.sqrt(np.maximum(xbar_pts * pts, 0.0)), xbar_pts / 8.0)
-        xg = res.x[:N]
-        xbar = np.maximum(np.sqrt(np.maximum(xbar * xg, 0.0)), xbar / 8.0)
-        if close:
-            break
+        xbar_pts = np.maximum(np.sqrt(np.maximum(xbar_pts * at_points(res.x), 0.0)), xbar_pts / 8.0)
+        xbar = np.maximum(np.sqrt(np.maximum(xbar * res.x[:N], 0.0)), xbar / 8.0)
     if not np.isfinite(T):
         raise ValueError("jerk-limited timing: no profile with positive speed found (the linear programs "
                          "stop the path somewhere)")
     z = best
     durations = [float(T)]
-    # phase 2: SLP from the best feasible point, tangents there, backtracking on the segment
+    # SLP: tangents at z, the objective the traversal time's gradient at z, x within the trust region,
+    # backtracking on the segment from z to the answer
     while it < max_iterations:
-        res, ms = lp(at_points(z), z[:N])
+        res, ms = lp(at_points(z), z[:N], z)
         lp_ms += ms
         it += 1
         if res.status != 0:
@@ -489,7 +674,10 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         if gain < rtol:
             break
     x, u = np.maximum(z[:N], 0.0), z[N:]
+    if np.abs(u).max() > 0.5 * u_box:
+        raise ValueError("jerk-limited timing: the path acceleration is unbounded (a joint without torque, "
+                         "acceleration and jerk limits?)")
     x[0] = x[-1] = 0.0
     t_grid = np.concatenate(([0.0], np.cumsum(_stage_times(s, x, u))))
     return JerkSolution(path, s, x, u, t_grid, float(t_grid[-1]), it, durations,
-                        (time.perf_counter() - t_start) * 1e3, lp_ms)
+                        (time.perf_counter() - t_start) * 1e3, lp_ms, lp_solves=ws["lps"], lp_rows=ws["rows"])

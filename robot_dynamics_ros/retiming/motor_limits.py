@@ -132,6 +132,19 @@ class MotorReport:
                 for i, name in enumerate(joint_names)}
 
 
+def report_text(motor: Mapping) -> str:
+    """One line per trajectory from :meth:`MotorReport.as_dict` ({joint: {peak_torque, rms_torque,
+    longest_above_rated_s, ok, binding}}): per joint peak and RMS torque (N·m), longest time above rated
+    (s) and the limit that binds (the retiming service's response message)."""
+    parts = []
+    for name, v in motor.items():
+        binds = v["binding"] or "none"
+        parts.append(f"{name} peak {v['peak_torque']:.1f} N·m, RMS {v['rms_torque']:.1f} N·m, "
+                     f"{v['longest_above_rated_s']:.3f} s above rated, binds {binds}"
+                     + ("" if v["ok"] else " (VIOLATED)"))
+    return "motor limits per joint: " + "; ".join(parts)
+
+
 def _longest_above(t: np.ndarray, a: np.ndarray, level: float) -> float:
     """Longest contiguous time with a(t) > level, a sampled at t and linear in between."""
     if not np.isfinite(level):
@@ -194,7 +207,8 @@ def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, j
     with the torque limits of the joints that break a motor rule lowered until the rules hold.
 
     First solved with |τ| ≤ margin · peak. Joints whose time above rated or RMS is then too high get the
-    torque limit base + λ (margin · peak − base), λ bisected in [0, 1) (the other joints keep margin · peak),
+    torque limit base + λ (margin · peak − base), λ bisected in [0, 1) — up after a λ with no profile, down
+    after one that breaks a rule — (the other joints keep margin · peak),
     where base = rated (or margin · peak if lower), raised to the largest gravity torque along the path if
     that is higher (the arm must be able to stand still on the path). With |τ| ≤ rated a joint is never
     above rated and its RMS is ≤ rated, so λ = 0 passes whenever gravity stays below rated. Each candidate is
@@ -248,14 +262,17 @@ def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, j
         tl = np.where(lower, base + lam * (cap - base), cap)
         cand = attempt(tl)
         solves += 1
-        if cand is not None and cand[1].ok:
+        if cand is None:  # no profile: more torque is needed (at λ = 0 the arm may have none left to
+            lo = lam      # accelerate where gravity peaks)
+        elif cand[1].ok:
             best = (cand[0], cand[1], lam, tl)
             lo = lam
-        elif k == 0:
-            names = [model.joint_names[j] for j in np.flatnonzero(lower)]
-            raise UserError(f"motor limits of {names} cannot be met even with |τ| ≤ rated (or gravity) everywhere: "
-                            "gravity alone is above rated too long on this path; move it closer to the base")
-        else:
+        else:  # a motor rule broken: less torque
             hi = lam
+    if best is None:
+        names = [model.joint_names[j] for j in np.flatnonzero(lower)]
+        raise UserError(f"motor limits of {names} cannot be met with any torque limit between rated (or gravity) "
+                        "and margin · peak: gravity alone is above rated too long on this path; move it closer "
+                        "to the base")
     sol, rep, lam, tl = best
     return sol, rep, lam, tl, solves

@@ -23,6 +23,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from numba import njit
@@ -174,7 +175,8 @@ class RetimeOptions:
     #: rad/s³ (m/s³) for joints without a configured jerk limit; None: those joints have none. Any finite
     #: jerk limit makes every segment a jerk-limited timing (:mod:`.jerk`), at rest at both ends.
     jerk_limit: float | None = None
-    #: :class:`~.motor_limits.MotorLimits` (rated vs peak) or None: with them the timing is the jerk-limited
+    #: :class:`~.motor_limits.MotorLimits` (rated vs peak), a motor_limits.yaml path (str / Path, read with
+    #: :func:`~.motor_limits.load_motor_limits`) or None: with them the timing is the jerk-limited
     #: one with the torque limits lowered until the rated/peak rules hold
     #: (:func:`~.motor_limits.solve_within_motor_limits`, margin = torque_margin on the peak)
     motor_limits: object | None = None
@@ -711,13 +713,16 @@ class Retimer:
         t0 = time.perf_counter()
         t_offset = 0.0
         motor = None
+        motor_limits = options.motor_limits
+        if isinstance(motor_limits, (str, Path)):
+            motor_limits = self._motor_limits_file(motor_limits)
         for seg in segments:
             try:
                 if options.motor_limits is not None:
                     from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits
 
                     sol, rep, *_ = solve_within_motor_limits(self.model, seg.path, seg.s, seg.x,
-                                                             options.motor_limits, margin=options.torque_margin,
+                                                             motor_limits, margin=options.torque_margin,
                                                              jerk_limit=jl, dynamics=self.dynamics)
                     motor = rep.as_dict(self.model.joint_names)
                 else:
@@ -730,6 +735,23 @@ class Retimer:
             t_offset += sol.duration
         timings["jerk"] = (time.perf_counter() - t0) * 1e3
         return t_offset, motor
+
+    def _motor_limits_file(self, path):
+        """:class:`~.motor_limits.MotorLimits` of this model from a motor_limits.yaml path, read again only
+        when the file's modification time changes; a bad file is an INVALID_REQUEST naming it."""
+        from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
+
+        try:
+            key = (str(path), Path(path).stat().st_mtime_ns)
+        except OSError as exc:
+            raise _Failure(RetimeStatus.INVALID_REQUEST, f"motor limits: {path}: {exc.strerror}") from None
+        cached = getattr(self, "_motor_cache", None)
+        if cached is None or cached[0] != key:
+            try:
+                cached = self._motor_cache = (key, load_motor_limits(self.model, path))
+            except UserError as exc:
+                raise _Failure(RetimeStatus.INVALID_REQUEST, str(exc)) from None
+        return cached[1]
 
     @staticmethod
     def _sample_segment(seg, times):

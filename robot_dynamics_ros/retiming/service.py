@@ -140,7 +140,10 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
     """The :class:`RetimeOptions` of ``request``; a field of 0 takes ``params["default_<...>"]``
     (``default_velocity_scaling_factor``, ``default_acceleration_scaling_factor``, ``default_torque_margin``,
     ``default_path_tolerance``, ``default_sample_period``, ``default_gridpoints``; 0 there too: the
-    retimer's own default) and ``params["friction"]``. Raises ValueError from RetimeOptions' checks."""
+    retimer's own default) and ``params["friction"]``. ``jerk_scaling`` scales the model's jerk limits
+    (joint_limits.yaml ``max_jerk``; 0: the full limits); ``params.get("motor_limits_path")`` (the node
+    parameter, a motor_limits.yaml; empty or absent: none) turns on the rated/peak rules (the retimer reads
+    the file; a bad one is refused naming it). Raises ValueError from RetimeOptions' checks."""
 
     def pick(value, default):
         return float(value) if value != 0.0 else float(default)
@@ -153,8 +156,11 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
         gridpoints=int(request.gridpoints) or (int(params["default_gridpoints"]) or None),
         sample_period=period or None, friction=bool(params["friction"]),
         path_tolerance=pick(request.path_tolerance, params["default_path_tolerance"]))
-    if request.jerk_scaling != 0.0:
+    if getattr(request, "jerk_scaling", 0.0) != 0.0:
         kwargs["jerk_scale"] = float(request.jerk_scaling)
+    motor = params.get("motor_limits_path") or None
+    if motor is not None:
+        kwargs["motor_limits"] = str(motor)
     return RetimeOptions(**kwargs)
 
 
@@ -228,6 +234,10 @@ def handle_request(request, retimer, model, params: Mapping, measured: MeasuredP
                                    f"{params['max_samples']}: raise sample_period", duration, deviation)
     peaks = ", ".join(f"{key} {v:.3f}" for key, v in result.peak_fraction.items() if v is not None)
     held = f"; held at the measured state: {sorted(hold)}" if hold else ""
+    if result.motor is not None:
+        from robot_dynamics_ros.retiming.motor_limits import report_text
+
+        held += f"; {report_text(result.motor)}"
     return RetimeAnswer(True, f"{message}; peak fraction of limits: {peaks}{held}", duration, deviation,
                         tuple(result.joint_names), result.t, result.q, result.qd, result.qdd, result.tau,
                         float(result.solve_ms))
