@@ -111,3 +111,22 @@ def test_request_deadline_set_on_the_node_bounds_the_workers_answer(ros):
             break
         assert ok.message.startswith("busy") and time.monotonic() < deadline, ok.message
     assert node.requests >= 2 and node.timeouts >= 1  # the worker's answers are counted by the node
+
+
+def test_motor_limits_path_set_on_the_node_reaches_the_worker(ros, tmp_path):
+    """A bad motor_limits.yaml (peak below rated) set on the node refuses the worker's answers, naming the
+    file and the joint; cleared, requests succeed again."""
+    node = ros["node"]
+    bad = tmp_path / "motor_limits.yaml"
+    bad.write_text("motor_limits:\n  panda_joint1: {rated_torque: 80.0, peak_torque: 50.0, peak_duration: 1.0}\n")
+    req = _request(ros, NAMES, request_path(3, 20), sample_period=0.05)
+    node.set_parameters([Parameter("motor_limits_path", value=str(bad))])
+    try:
+        time.sleep(0.2)  # the parameter message reaches the worker
+        res = _wait(ros["client"].call_async(req), 30.0)
+    finally:
+        node.set_parameters([Parameter("motor_limits_path", value="")])
+    assert not res.success and str(bad) in res.message and "panda_joint1" in res.message, res.message
+    time.sleep(0.2)
+    ok = _wait(ros["client"].call_async(req), 30.0)
+    assert ok.success, ok.message

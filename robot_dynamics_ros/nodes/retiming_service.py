@@ -75,6 +75,9 @@ PARAMS = [
               "gridpoint).", range=(0.0, 10.0)),
     ParamSpec("acceleration_limit", 0.0, "Acceleration limit (rad/s² or m/s²) for joints without one from "
               "joint_limits_path (0: none).", range=(0.0, 1e6), read_only=True),
+    ParamSpec("motor_limits_path", "", "motor_limits.yaml (rated and peak torque, peak duration per joint): "
+              "requests are timed within the rated/peak rules and the answer reports them per joint ('': "
+              "none; a bad file refuses the requests, naming it)."),
     ParamSpec("friction", False, "Include URDF <dynamics> damping and Coulomb friction in the torque limits "
               "and the output efforts."),
     ParamSpec("joint_state_timeout", 0.5, "A measured position from joint_states older than this (s, "
