@@ -57,7 +57,8 @@ def ros():
     rclpy.shutdown(context=ctx)
 
 
-def _call(ros, names, waypoints, timeout=30.0, **fields):
+def _request(ros, names, waypoints, **fields):
+    """A RetimeTrajectory request (``ros["type"]``) along ``waypoints`` (N, len(names)) with ``fields``."""
     from trajectory_msgs.msg import JointTrajectoryPoint
 
     req = ros["type"].Request()
@@ -65,12 +66,20 @@ def _call(ros, names, waypoints, timeout=30.0, **fields):
     req.path.points = [JointTrajectoryPoint(positions=[float(v) for v in row]) for row in waypoints]
     for key, value in fields.items():
         setattr(req, key, value)
-    fut = ros["client"].call_async(req)
+    return req
+
+
+def _wait(fut, timeout=30.0):
+    """The response of ``fut`` (a client call), failing after ``timeout`` s."""
     end = time.monotonic() + timeout
     while not fut.done() and time.monotonic() < end:
         time.sleep(0.002)
     assert fut.done(), "no response from the retiming service"
     return fut.result()
+
+
+def _call(ros, names, waypoints, timeout=30.0, **fields):
+    return _wait(ros["client"].call_async(_request(ros, names, waypoints, **fields)), timeout)
 
 
 def _arrays(traj):

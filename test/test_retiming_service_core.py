@@ -227,3 +227,18 @@ def test_fill_response_copies_points_only_on_success(panda):
     core.fill_response(response, core.RetimeAnswer.failure("no"), "no; warning: w", SimpleNamespace,
                        SimpleNamespace)
     assert not response.success and response.trajectory.points == [] and response.message == "no; warning: w"
+
+
+def test_waypoint_array_of_rclpy_rows_equals_numpys_conversion():
+    import array
+
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=(500, 7))
+    values[3, 2], values[7, 0] = math.nan, -math.inf  # carried through bit for bit (refused later)
+    rows = [array.array("d", r) for r in values.tolist()]  # what rclpy gives for float64[]
+    got = core.waypoint_array(rows, 7)
+    np.testing.assert_array_equal(got, np.array(values.tolist()))
+    assert got.shape == (500, 7) and got.flags.writeable
+    # plain lists and a mix take numpy's conversion
+    mixed = [values[0].tolist(), rows[1]]
+    np.testing.assert_array_equal(core.waypoint_array(mixed, 7), values[:2])

@@ -17,7 +17,9 @@ import pytest
 import rclpy
 from rclpy.parameter import Parameter
 
+from dds_probe import NAMES
 from reference import request_path
+from test_retiming_service import _request, _wait
 from test_topp_ra import pinocchio_reference
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -57,30 +59,9 @@ def ros():
     rclpy.shutdown(context=ctx)
 
 
-def _request(ros, rows, **fields):
-    from trajectory_msgs.msg import JointTrajectoryPoint
-
-    from dds_probe import NAMES
-
-    req = ros["type"].Request()
-    req.path.joint_names = list(NAMES)
-    req.path.points = [JointTrajectoryPoint(positions=row) for row in np.asarray(rows).tolist()]
-    for key, value in fields.items():
-        setattr(req, key, value)
-    return req
-
-
-def _wait(fut, timeout):
-    deadline = time.monotonic() + timeout
-    while not fut.done() and time.monotonic() < deadline:
-        time.sleep(0.002)
-    assert fut.done(), "no response from the retiming service"
-    return fut.result()
-
-
 def test_100000_point_request_leaves_the_nodes_executor_its_rate(ros):
     rows = request_path(0, 100_000)
-    req = _request(ros, rows, torque_margin=0.9, sample_period=0.01)  # built before the windows
+    req = _request(ros, NAMES, rows, torque_margin=0.9, sample_period=0.01)  # built before the windows
     ticks = ros["ticks"]
     t0 = time.monotonic()
     time.sleep(2.0)
@@ -108,15 +89,18 @@ def test_100000_point_request_leaves_the_nodes_executor_its_rate(ros):
 
 def test_request_deadline_set_on_the_node_bounds_the_workers_answer(ros):
     node = ros["node"]
-    huge = _request(ros, request_path(1, 100_000), torque_margin=0.9, sample_period=0.01)
-    small = _request(ros, request_path(2, 20), sample_period=0.05)
+    huge = _request(ros, NAMES, request_path(1, 100_000), torque_margin=0.9, sample_period=0.01)
+    small = _request(ros, NAMES, request_path(2, 20), sample_period=0.05)
     node.set_parameters([Parameter("request_deadline", value=0.1)])
     try:
         time.sleep(0.2)  # the parameter message reaches the worker
         res = _wait(ros["client"].call_async(huge), 60.0)
         assert not res.success and res.message.startswith("timed out"), res.message
         assert "request_deadline (0.1 s)" in res.message
-        assert res.solve_time <= 0.1 + 0.2, res.solve_time  # taken -> answered, measured by the worker
+        print(f"100 000 points, request_deadline 0.1 s: answered {res.solve_time:.3f} s after being taken")
+        # taken -> answered, measured by the worker; the slack is for the stretches in which the solve holds
+        # the interpreter lock (the answering thread waits for it) on a loaded machine
+        assert res.solve_time <= 0.1 + 0.2, res.solve_time
     finally:
         node.set_parameters([Parameter("request_deadline", value=30.0)])
     time.sleep(0.2)
@@ -127,3 +111,22 @@ def test_request_deadline_set_on_the_node_bounds_the_workers_answer(ros):
             break
         assert ok.message.startswith("busy") and time.monotonic() < deadline, ok.message
     assert node.requests >= 2 and node.timeouts >= 1  # the worker's answers are counted by the node
+
+
+def test_motor_limits_path_set_on_the_node_reaches_the_worker(ros, tmp_path):
+    """A bad motor_limits.yaml (peak below rated) set on the node refuses the worker's answers, naming the
+    file and the joint; cleared, requests succeed again."""
+    node = ros["node"]
+    bad = tmp_path / "motor_limits.yaml"
+    bad.write_text("motor_limits:\n  panda_joint1: {rated_torque: 80.0, peak_torque: 50.0, peak_duration: 1.0}\n")
+    req = _request(ros, NAMES, request_path(3, 20), sample_period=0.05)
+    node.set_parameters([Parameter("motor_limits_path", value=str(bad))])
+    try:
+        time.sleep(0.2)  # the parameter message reaches the worker
+        res = _wait(ros["client"].call_async(req), 30.0)
+    finally:
+        node.set_parameters([Parameter("motor_limits_path", value="")])
+    assert not res.success and str(bad) in res.message and "panda_joint1" in res.message, res.message
+    time.sleep(0.2)
+    ok = _wait(ros["client"].call_async(req), 30.0)
+    assert ok.success, ok.message

@@ -15,9 +15,10 @@ rclpy as global ``--params-file`` arguments, so each node picks its own section 
 
 Processes: the control and simulator nodes share one process, one rclpy executor and one dynamics model
 per URDF (:func:`robot_dynamics_ros.nodes.common.shared_model`). ``retiming_service`` started together with
-other nodes runs as a child process of its own (the same command with ``--nodes retiming_service``), so a
-long retiming request never competes with a control node for this process's interpreter; ``--same-process``
-keeps it here. Ctrl-C (or ``--duration``) stops the child too.
+other nodes runs as a child process of its own (the same command with ``--nodes retiming_service``, nice
++10); ``--same-process`` keeps it here. Either way its requests are taken, solved and answered in the
+node's worker process (``solver_process``, :mod:`robot_dynamics_ros.retiming.worker`), so a long request
+never holds this process's interpreter. Ctrl-C (or ``--duration``) stops the child too.
 
 DDS: ``run`` uses the environment's ``ROS_DOMAIN_ID`` and discovery range unchanged: its nodes are meant
 to be reached by controllers and planners, on this host or others.
@@ -64,7 +65,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "'' for none")
     parser.add_argument("--same-process", action="store_true",
                         help="run retiming_service in this process too (default: its own child process when "
-                             "other nodes are started)")
+                             "other nodes are started; its solves run in its worker process either way)")
     parser.add_argument("--ros-args", dest="ros_args", nargs=argparse.REMAINDER, default=[],
                         help="ROS arguments for every node (remaps, -p), as after ros2 run's --ros-args")
 

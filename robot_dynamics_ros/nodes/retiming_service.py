@@ -25,7 +25,8 @@ an internal node of this process spun by its own multi-threaded executor. Either
 named ``<name>_worker`` (created without the process's global ROS arguments, so ``-r __node:=X`` renames
 only this node: the worker becomes ``X_worker``; it has no parameters and no rosout), one retiming runs at
 a time on a solver thread, and every request the worker takes is answered within ``request_deadline``
-seconds: with the result, a failure, ``busy`` or ``timed out``. Up to ``max_concurrent_requests`` requests
+seconds (plus the longest stretch in which the solve holds the interpreter lock, tens of ms for 100 000
+waypoints): with the result, a failure, ``busy`` or ``timed out``. Up to ``max_concurrent_requests`` requests
 are taken at once; more wait in the DDS service queue (keep-last
 :data:`~robot_dynamics_ros.retiming.worker.SERVICE_QOS_DEPTH`). The retimer checks its caps (gridpoints,
 output samples, waypoints × gridpoints × joints) before allocating.
@@ -74,6 +75,9 @@ PARAMS = [
               "gridpoint).", range=(0.0, 10.0)),
     ParamSpec("acceleration_limit", 0.0, "Acceleration limit (rad/s² or m/s²) for joints without one from "
               "joint_limits_path (0: none).", range=(0.0, 1e6), read_only=True),
+    ParamSpec("motor_limits_path", "", "motor_limits.yaml (rated and peak torque, peak duration per joint): "
+              "requests are timed within the rated/peak rules and the answer reports them per joint ('': "
+              "none; a bad file refuses the requests, naming it)."),
     ParamSpec("friction", False, "Include URDF <dynamics> damping and Coulomb friction in the torque limits "
               "and the output efforts."),
     ParamSpec("joint_state_timeout", 0.5, "A measured position from joint_states older than this (s, "

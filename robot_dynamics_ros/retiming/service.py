@@ -21,6 +21,7 @@ out`` (the result is discarded; the solver finishes it and takes the next call).
 """
 from __future__ import annotations
 
+import array
 import math
 import threading
 import time
@@ -35,7 +36,7 @@ from robot_dynamics_ros.retiming.retimer import DEFAULT_PATH_TOLERANCE, MAX_GRID
 
 __all__ = ["DEFAULT_PATH_TOLERANCE", "MAX_GRIDPOINTS", "DeadlineSolver", "MeasuredPositions", "RetimeAnswer",
            "acceleration_warning", "duration_parts", "fill_response", "handle_request", "options_from_request",
-           "with_default_acceleration"]
+           "waypoint_array", "with_default_acceleration"]
 
 #: prefix of the retimer's warning for joints without acceleration limits (the node adds its own, longer one)
 _ACCELERATION_WARNING = "no acceleration limits"
@@ -163,6 +164,15 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
     return RetimeOptions(**kwargs)
 
 
+def waypoint_array(rows: Sequence, k: int) -> np.ndarray:
+    """The (len(rows), k) float array of ``rows`` (each k values, rad or m). Rows of ``array('d')`` (what
+    rclpy gives for ``float64[]``) are joined as bytes: for 100 000 rows 0.04 s instead of numpy's 0.16-0.3 s
+    element by element, time during which the interpreter lock is held."""
+    if all(isinstance(r, array.array) and r.typecode == "d" for r in rows):
+        return np.frombuffer(b"".join([r.tobytes() for r in rows]), dtype=float).reshape(len(rows), k).copy()
+    return np.array(rows, dtype=float).reshape(len(rows), k)
+
+
 def handle_request(request, retimer, model, params: Mapping, measured: MeasuredPositions, now_s: float,
                    state_topic: str = "joint_states") -> RetimeAnswer:
     """Check ``request``, retime it with ``retimer`` (built on ``model``) and build the answer.
@@ -191,9 +201,10 @@ def handle_request(request, retimer, model, params: Mapping, measured: MeasuredP
         return RetimeAnswer.failure(f"path.points: {len(points)} waypoints exceed max_waypoints "
                                     f"{params['max_waypoints']}")
     k = len(names)
-    for i, pt in enumerate(points):
-        if len(pt.positions) != k:
-            return RetimeAnswer.failure(f"path.points[{i}].positions has {len(pt.positions)} values for "
+    rows = [pt.positions for pt in points]
+    for i, row in enumerate(rows):
+        if len(row) != k:
+            return RetimeAnswer.failure(f"path.points[{i}].positions has {len(row)} values for "
                                         f"{k} joint_names")
     options = options_from_request(request, params)
     v0 = list(request.start_velocity)
@@ -210,7 +221,7 @@ def handle_request(request, retimer, model, params: Mapping, measured: MeasuredP
         return RetimeAnswer.failure(f"joints {absent} are not in path.joint_names and have no measured "
                                     f"position on {state_topic} within joint_state_timeout {timeout:g} s: "
                                     f"name them in the request")
-    wp = np.array([pt.positions for pt in points], dtype=float).reshape(len(points), k)
+    wp = waypoint_array(rows, k)
     result = retimer.retime(wp, joint_names=names, start_velocity=v0 or None, end_velocity=v1 or None,
                             hold=hold or None, options=options)
     extra = [w for w in result.warnings if not w.startswith(_ACCELERATION_WARNING)]

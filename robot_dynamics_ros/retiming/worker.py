@@ -6,18 +6,19 @@ request it takes within ``request_deadline``: the result, a failure, ``busy`` or
 is also handed to an ``on_answer`` callback (a dict, :meth:`RetimeServer.on_request`) for the node's
 counters and logs.
 
-:class:`WorkerProcess` hosts a :class:`RetimeServer` in one long-lived child process (``spawn`` start
-method: a fresh interpreter, none of the parent's threads or DDS state). The child has its own rclpy
+:class:`WorkerProcess` hosts a :class:`RetimeServer` in one long-lived child process
+(``python -m robot_dynamics_ros.retiming.worker``: a fresh interpreter with none of the parent's threads,
+DDS state or main module, on the same package as the parent). The child has its own rclpy
 context on the parent's domain and its own node (``<name>_worker``, no global ROS arguments, no rosout,
 no parameter services) that serves the parent's resolved service name and subscribes the parent's
 resolved ``joint_states`` topic itself. Taking a request (rclpy builds 100 000 Python point objects for a
 100 000-point path, ~1 s with the interpreter lock held), the solve and building the response therefore
 never hold the parent's interpreter: a control node in the parent keeps its executor.
 
-Parent -> child (pickled, :func:`dumps`): ``("params", dict)`` on every parameter change and
+Parent -> child over a socket pair (pickled, :func:`dumps`): ``("params", dict)`` on every parameter change and
 ``("model", RobotModel, warmup)`` once per model version; both again after a restart. Child -> parent:
 ``("ready",)`` once serving, ``("warm",)`` after each model's warm-up, ``("answer", dict)`` per answered
-request, ``("log", level, text)``. The child ends when the parent's end of the pipe closes (the parent
+request, ``("log", level, text)``. The child ends when the parent's end of the socket pair closes (the parent
 exited or was killed); the parent starts a new child when its child dies (1 s, then up to 10 s between
 attempts). Requests held by a child that dies get no answer: the client's own timeout applies.
 """
@@ -28,6 +29,7 @@ import io
 import os
 import pickle
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -174,8 +176,8 @@ class RetimeServer:
 
 # --------------------------------------------------------------------------- the worker process
 def worker_main(conn, config: dict) -> None:
-    """Entry point of the worker process (``config``: node_name, namespace, domain_id, service_name,
-    state_topic, max_concurrent, nice). Serves until the parent's end of ``conn`` closes."""
+    """The worker process's body (``config``: node_name, namespace, domain_id, service_name, state_topic,
+    max_concurrent, nice). Serves until the parent's end of ``conn`` closes."""
     # Ctrl-C at a terminal reaches the whole process group: the parent decides when the worker ends
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if config.get("nice"):
@@ -216,8 +218,18 @@ def worker_main(conn, config: dict) -> None:
     # one thread more than the requests taken at once: joint states are read while every request waits
     executor = MultiThreadedExecutor(num_threads=int(config["max_concurrent"]) + 1, context=ctx)
     executor.add_node(node)
-    spin = threading.Thread(target=executor.spin, name="retiming_worker_executor", daemon=True)
-    spin.start()
+    stopping = threading.Event()
+
+    def spin() -> None:
+        try:
+            executor.spin()
+        except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError taking a request: serve nothing, so exit
+            if not stopping.is_set():
+                send("log", "error", f"retiming worker executor stopped ({type(exc).__name__}: {exc}); the worker "
+                                     "exits and is started again")
+                os._exit(3)
+
+    threading.Thread(target=spin, name="retiming_worker_executor", daemon=True).start()
     send("ready")
     try:
         while True:
@@ -225,12 +237,16 @@ def worker_main(conn, config: dict) -> None:
             if item[0] == "params":
                 server.set_params(item[1])
             elif item[0] == "model":
-                server.set_model(item[1], bool(item[2]), on_warm=lambda: send("warm"))
+                try:
+                    server.set_model(item[1], bool(item[2]), on_warm=lambda: send("warm"))
+                except Exception as exc:  # noqa: BLE001 - keep serving the previous model (a restart would not help)
+                    send("log", "error", f"retiming worker: model not taken ({type(exc).__name__}: {exc})")
             elif item[0] == "stop":
                 break
     except (EOFError, OSError):
         pass
     finally:
+        stopping.set()
         server.shutdown()
         executor.shutdown(timeout_sec=1.0)
         node.destroy_node()
@@ -256,9 +272,6 @@ class WorkerProcess:
 
     def __init__(self, config: dict, on_answer: Callable[[dict], None], log: Callable[[str, str], None],
                  on_restart: Callable[[int | None], None] | None = None):
-        import multiprocessing
-
-        self._mp = multiprocessing.get_context("spawn")
         self._config = dict(config)
         self._on_answer, self._log, self._on_restart = on_answer, log, on_restart
         self._send_lock = threading.Lock()
@@ -295,11 +308,26 @@ class WorkerProcess:
                 pass  # the worker died: the supervisor restarts it and resends
 
     def _start(self):
-        parent, child = self._mp.Pipe()
-        proc = self._mp.Process(target=worker_main, args=(child, self._config), name="retiming_worker",
-                                daemon=True)
-        proc.start()
-        child.close()
+        import json
+        import socket
+        import sys
+        from multiprocessing.connection import Connection
+        from pathlib import Path
+
+        import robot_dynamics_ros
+
+        parent_sock, child_sock = socket.socketpair()
+        # the package this process runs, whatever sys.path tricks found it
+        env = dict(os.environ)
+        root = str(Path(robot_dynamics_ros.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join([root, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+        try:
+            proc = subprocess.Popen([sys.executable, "-m", __name__, str(child_sock.fileno()),
+                                     json.dumps(self._config)], pass_fds=(child_sock.fileno(),), env=env,
+                                    stdin=subprocess.DEVNULL)
+        finally:
+            child_sock.close()
+        parent = Connection(parent_sock.detach())
         with self._send_lock:
             self._conn, self._proc, self.pid = parent, proc, proc.pid
             self.warm.clear()
@@ -326,13 +354,16 @@ class WorkerProcess:
             self._log("info", f"retiming worker process {proc.pid} started")
             started = time.monotonic()
             self._read(conn)
-            proc.join(timeout=2.0)
             with self._send_lock:
                 self._conn = None
             conn.close()
+            try:
+                code = proc.wait(timeout=5.0)
+            except subprocess.TimeoutExpired:  # its pipe is closed but it lives on: end it
+                proc.kill()
+                code = proc.wait()
             if self._stopping.is_set():
                 break
-            code = proc.exitcode
             self._log("error", f"retiming worker process {proc.pid} ended (exit {code}); requests it held get "
                                f"no answer; starting a new one")
             if self._on_restart is not None:
@@ -359,20 +390,26 @@ class WorkerProcess:
             except Exception as exc:  # noqa: BLE001 - a callback error must not stop the supervision
                 self._log("error", f"retiming worker message {kind!r} not handled: {exc}")
 
-    def kill(self) -> None:
-        """SIGKILL the current worker (a fault test's hook); the supervisor starts a new one."""
-        proc = self._proc
-        if proc is not None and proc.pid is not None:
-            os.kill(proc.pid, signal.SIGKILL)
-
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop the worker (asked, then killed after ``timeout`` s) and the supervisor."""
         self._stopping.set()
         self._send(dumps(("stop",)))
         proc = self._proc
         if proc is not None:
-            proc.join(timeout)
-            if proc.is_alive():
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.join(2.0)
+                proc.wait(2.0)
         self._thread.join(timeout=2.0)
+
+
+if __name__ == "__main__":  # python -m robot_dynamics_ros.retiming.worker FD CONFIG_JSON (WorkerProcess)
+    import json
+    import sys
+    from multiprocessing.connection import Connection
+
+    # the package's module, not this __main__ copy: what the parent pickles names it
+    from robot_dynamics_ros.retiming.worker import worker_main as _main
+
+    _main(Connection(int(sys.argv[1])), json.loads(sys.argv[2]))
