@@ -339,7 +339,7 @@ def test_acceleration_limits_from_the_shipped_joint_limits_or_a_warning_in_every
             req = RetimeTrajectory.Request()
             req.path.joint_names = list(bare.model.joint_names)[: rows.shape[1]]
             req.path.points = [JointTrajectoryPoint(positions=r.tolist()) for r in rows]
-            resp = bare._on_request(req, RetimeTrajectory.Response())
+            resp = bare.server.on_request(req, RetimeTrajectory.Response())
             assert "no acceleration limits configured for joints ['panda_joint1', 'panda_joint2', " in resp.message
         for n in (with_limits, bare):
             n.destroy_node()

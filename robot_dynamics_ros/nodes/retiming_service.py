@@ -14,22 +14,13 @@ older than ``joint_state_timeout``, 0 = the node's ``default_*`` parameter as Mo
 ``default_velocity_scaling_factor``, the ``max_waypoints`` / ``max_samples`` caps, the deadline) is
 ROS-free: :mod:`robot_dynamics_ros.retiming.service`.
 
-Processes, threads and deadline: with ``solver_process`` (the default) the service is served by a worker
-process (:class:`robot_dynamics_ros.retiming.worker.WorkerProcess`): taking a request, the solve and the
-response never hold this process's interpreter, so a control node started in the same process keeps its
-executor next to 100 000-point requests. The worker gets the model once per model version and the
-parameters on every change, reads ``joint_states`` itself, and is started again (log line, ``/diagnostics``
-count ``worker_restarts``) when it dies; the requests a dying worker held get no answer. With
-``solver_process: false`` the same server (:class:`robot_dynamics_ros.retiming.worker.RetimeServer`) runs on
-an internal node of this process spun by its own multi-threaded executor. Either way the worker node is
-named ``<name>_worker`` (created without the process's global ROS arguments, so ``-r __node:=X`` renames
-only this node: the worker becomes ``X_worker``; it has no parameters and no rosout), one retiming runs at
-a time on a solver thread, and every request the worker takes is answered within ``request_deadline``
-seconds (plus the longest stretch in which the solve holds the interpreter lock, tens of ms for 100 000
-waypoints): with the result, a failure, ``busy`` or ``timed out``. Up to ``max_concurrent_requests`` requests
-are taken at once; more wait in the DDS service queue (keep-last
-:data:`~robot_dynamics_ros.retiming.worker.SERVICE_QOS_DEPTH`). The retimer checks its caps (gridpoints,
-output samples, waypoints × gridpoints × joints) before allocating.
+Processes and deadline: with ``solver_process`` (the default) a worker process
+(:class:`robot_dynamics_ros.retiming.worker.WorkerProcess`) serves ``~/retime``: taking a request, the solve
+and the response never hold this process's interpreter, so a control node in the same process keeps its
+executor next to 100 000-point requests; ``solver_process: false`` runs the same
+:class:`~robot_dynamics_ros.retiming.worker.RetimeServer` on threads of this process. Every request taken is
+answered within ``request_deadline`` (result, failure, ``busy`` or ``timed out``). Details (restarts, the
+``<name>_worker`` node, queues): docs/nodes.md.
 
 Acceleration limits come from ``joint_limits_path`` (MoveIt ``joint_limits.yaml``; a bare file name is
 looked up in the package's ``config/``) or ``acceleration_limit``; URDFs carry none. Without them every
@@ -44,8 +35,6 @@ Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` (``frict
 :data:`PARAMS` (with the control nodes' ``payload.*``).
 """
 from __future__ import annotations
-
-import threading
 
 import rclpy
 from rclpy.node import Node
@@ -103,7 +92,7 @@ PARAMS = [
 ]
 
 
-PARAMS += [s for s in common.CONTROL_PARAMS if s.name.startswith("payload.")]
+PARAMS += common.payload_params("the payload the retimed trajectories carry")
 
 
 class RetimingServiceNode(Node):
@@ -142,7 +131,7 @@ class RetimingServiceNode(Node):
         self.joint_state_topic = self.resolve_topic_name("joint_states")
         self.server = self.worker = self._inspect_retimer = None
         self.joint_state_sub = None
-        self._worker_executor = None
+        self._serving = None
         if self.p["solver_process"]:
             self.worker = retiming_worker.WorkerProcess(
                 {"node_name": f"{self.get_name()}_worker", "namespace": self.get_namespace(),
@@ -159,27 +148,26 @@ class RetimingServiceNode(Node):
         common.create_payload_service(self)
 
     def _start_server(self) -> None:
-        """``solver_process: false``: the server on an internal node spun by its own executor thread."""
-        from rclpy.executors import MultiThreadedExecutor
+        """``solver_process: false``: the server on an internal node spun by its own executor thread; the
+        joint states through this node's subscription (rclpy's qos_overrides parameters apply to it)."""
         from sensor_msgs.msg import JointState
 
-        self._worker = Node(f"{self.get_name()}_worker", context=self.context, namespace=self.get_namespace(),
-                            use_global_arguments=False, enable_rosout=False, start_parameter_services=False)
-        self.server = retiming_worker.RetimeServer(self._worker, self.service_name, self.joint_state_topic,
-                                                   self._on_answer, self._worker_log)
-        self.server.set_params(self.p)
+        config = {"node_name": f"{self.get_name()}_worker", "namespace": self.get_namespace(),
+                  "service_name": self.service_name, "state_topic": self.joint_state_topic,
+                  "max_concurrent": int(self.p["max_concurrent_requests"])}
+        self._serving = retiming_worker.ServingThreads(self.context, config, self.p, self._on_answer,
+                                                       self._worker_log, subscribe_states=False,
+                                                       on_executor_error=self._executor_stopped)
+        self.server = self._serving.server
         # best effort accepts reliable and best-effort publishers alike; depth 1: only the latest matters
-        # (rclpy's qos_overrides.<topic>.subscription.* parameters change it)
         self.joint_state_sub = self.create_subscription(
             JointState, "joint_states", self.server.on_joint_state,
             QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
             qos_overriding_options=common.qos_overrides())
-        self._worker_executor = MultiThreadedExecutor(num_threads=int(self.p["max_concurrent_requests"]),
-                                                      context=self.context)
-        self._worker_executor.add_node(self._worker)
-        self._worker_thread = threading.Thread(target=self._spin_worker, name=f"{self.get_name()}_retiming",
-                                               daemon=True)
-        self._worker_thread.start()
+
+    def _executor_stopped(self, exc: BaseException) -> None:
+        if rclpy.ok(context=self.context):
+            self.get_logger().error(f"retiming executor stopped: {exc}")
 
     # ------------------------------------------------------------------ the server's state (in-process only)
     @property
@@ -203,20 +191,12 @@ class RetimingServiceNode(Node):
 
     def measured_hold(self, joints) -> tuple[dict[str, float], list[str]]:
         """For ``joints``: ``(fresh measured positions by name, joints without one)``; in-process server
-        only (the worker process keeps its own).
-
-        Raises:
-            RuntimeError: with ``solver_process``.
-        """
+        only (RuntimeError with ``solver_process``: the worker process keeps its own)."""
         import time
 
         if self.server is None:
             raise RuntimeError("measured positions are kept in the retiming worker process")
         return self.server.measured.hold(joints, time.monotonic(), float(self.p["joint_state_timeout"]))
-
-    def _on_request(self, request, response):
-        """Answer ``request`` on the calling thread (in-process server only)."""
-        return self.server.on_request(request, response)
 
     # ------------------------------------------------------------------ model / parameters
     def _serve(self, model, warmup: bool) -> None:
@@ -297,31 +277,15 @@ class RetimingServiceNode(Node):
     def _on_worker_restart(self, exit_code) -> None:
         self.diag.count("worker_restarts")
 
-    def _spin_worker(self) -> None:
-        try:
-            self._worker_executor.spin()
-        except Exception as exc:  # noqa: BLE001 - e.g. the context was shut down under us
-            if rclpy.ok(context=self.context):
-                self.get_logger().error(f"retiming executor stopped: {exc}")
-
     # ------------------------------------------------------------------ shutdown
     def destroy_node(self) -> None:
-        """Stop the worker process, or the in-process worker executor and solver; then destroy this node."""
+        """Stop the worker process, or the in-process server's executor and solver; then destroy this node."""
         if self.worker is not None:
             self.worker.shutdown()
             self.worker = None
-        if self._worker_executor is not None:
-            try:
-                self._worker_executor.shutdown(timeout_sec=2.0)
-            except Exception:  # noqa: BLE001 - context may already be gone
-                pass
-            self._worker_thread.join(timeout=2.0)
-            try:
-                self._worker.destroy_node()
-            except Exception:  # noqa: BLE001
-                pass
-            self._worker_executor = None
-            self.server.shutdown()
+        if self._serving is not None:
+            self._serving.shutdown()
+            self._serving = None
         super().destroy_node()
 
 

@@ -174,6 +174,66 @@ class RetimeServer:
         self.solver.shutdown()
 
 
+class ServingThreads:
+    """A :class:`RetimeServer` on a node of its own, spun by a multi-threaded executor on a daemon thread: the
+    body of the worker process and the in-process mode (``solver_process: false``) alike.
+
+    Args:
+        context: the rclpy context.
+        config: ``node_name``, ``namespace``, ``service_name``, ``state_topic``, ``max_concurrent``.
+        params: the node's parameter values (set before the service can take a request).
+        on_answer, log: as :class:`RetimeServer`.
+        subscribe_states: subscribe ``state_topic`` on this node (best effort, depth 1: only the latest
+            matters); False when the caller feeds ``server.on_joint_state`` itself.
+        on_executor_error: called with the exception when the executor stops by itself (not on shutdown).
+    """
+
+    def __init__(self, context, config: Mapping, params: Mapping, on_answer, log, *, subscribe_states: bool = True,
+                 on_executor_error: Callable[[BaseException], None] | None = None):
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.node import Node
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import JointState
+
+        self.node = Node(config["node_name"], namespace=config["namespace"], context=context,
+                         use_global_arguments=False, enable_rosout=False, start_parameter_services=False)
+        self.server = RetimeServer(self.node, config["service_name"], config["state_topic"], on_answer, log)
+        self.server.set_params(params)
+        if subscribe_states:
+            self.node.create_subscription(JointState, config["state_topic"], self.server.on_joint_state,
+                                          QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
+                                          callback_group=MutuallyExclusiveCallbackGroup())
+        # one thread more than the requests taken at once: joint states are read while every request waits
+        self.executor = MultiThreadedExecutor(num_threads=int(config["max_concurrent"]) + 1, context=context)
+        self.executor.add_node(self.node)
+        self._stopping = threading.Event()
+        self._on_error = on_executor_error
+        self.thread = threading.Thread(target=self._spin, name=f"{config['node_name']}_executor", daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError taking a request, a context shut down
+            if not self._stopping.is_set() and self._on_error is not None:
+                self._on_error(exc)
+
+    def shutdown(self, timeout: float = 2.0) -> None:
+        """Stop the solver, the executor and the node (a solve still running is not waited for)."""
+        self._stopping.set()
+        self.server.shutdown()
+        try:
+            self.executor.shutdown(timeout_sec=timeout)
+        except Exception:  # noqa: BLE001 - the context may already be gone
+            pass
+        self.thread.join(timeout=timeout)
+        try:
+            self.node.destroy_node()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 # --------------------------------------------------------------------------- the worker process
 def worker_main(conn, config: dict) -> None:
     """The worker process's body (``config``: node_name, namespace, domain_id, service_name, state_topic,
@@ -183,11 +243,6 @@ def worker_main(conn, config: dict) -> None:
     if config.get("nice"):
         os.nice(int(config["nice"]))
     import rclpy
-    from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-    from rclpy.executors import MultiThreadedExecutor
-    from rclpy.node import Node
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from sensor_msgs.msg import JointState
 
     send_lock = threading.Lock()
 
@@ -206,30 +261,14 @@ def worker_main(conn, config: dict) -> None:
         os._exit(0)
     ctx = rclpy.Context()
     rclpy.init(context=ctx, domain_id=int(config["domain_id"]))
-    node = Node(config["node_name"], namespace=config["namespace"], context=ctx, use_global_arguments=False,
-                enable_rosout=False, start_parameter_services=False)
-    server = RetimeServer(node, config["service_name"], config["state_topic"],
-                          lambda answer: send("answer", answer), lambda level, text: send("log", level, text))
-    server.set_params(item[1])
-    # best effort accepts reliable and best-effort publishers alike; depth 1: only the latest matters
-    node.create_subscription(JointState, config["state_topic"], server.on_joint_state,
-                             QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
-                             callback_group=MutuallyExclusiveCallbackGroup())
-    # one thread more than the requests taken at once: joint states are read while every request waits
-    executor = MultiThreadedExecutor(num_threads=int(config["max_concurrent"]) + 1, context=ctx)
-    executor.add_node(node)
-    stopping = threading.Event()
+    def executor_stopped(exc: BaseException) -> None:   # e.g. MemoryError taking a request: exit, be restarted
+        send("log", "error", f"retiming worker executor stopped ({type(exc).__name__}: {exc}); the worker exits "
+                             "and is started again")
+        os._exit(3)
 
-    def spin() -> None:
-        try:
-            executor.spin()
-        except BaseException as exc:  # noqa: BLE001 - e.g. MemoryError taking a request: serve nothing, so exit
-            if not stopping.is_set():
-                send("log", "error", f"retiming worker executor stopped ({type(exc).__name__}: {exc}); the worker "
-                                     "exits and is started again")
-                os._exit(3)
-
-    threading.Thread(target=spin, name="retiming_worker_executor", daemon=True).start()
+    serving = ServingThreads(ctx, config, item[1], lambda answer: send("answer", answer),
+                             lambda level, text: send("log", level, text), on_executor_error=executor_stopped)
+    server = serving.server
     send("ready")
     try:
         while True:
@@ -246,10 +285,7 @@ def worker_main(conn, config: dict) -> None:
     except (EOFError, OSError):
         pass
     finally:
-        stopping.set()
-        server.shutdown()
-        executor.shutdown(timeout_sec=1.0)
-        node.destroy_node()
+        serving.shutdown(timeout=1.0)
         rclpy.try_shutdown(context=ctx)
         # the solver thread may still be inside a long solve: do not wait for it
         os._exit(0)
