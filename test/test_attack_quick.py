@@ -87,7 +87,8 @@ def test_good_states_alone_are_answered_with_gravity_only(doc):
 def test_implausible_states_cause_no_command(doc):
     caused = {(r["kind"], n): r[n]["caused"] for r in _rows(doc) if r["must_reject"]
               for n in ("gravity_compensation", "computed_torque")}
-    assert all(v == 0 for v in caused.values()), caused
+    bad = {k: v for k, v in caused.items() if v}
+    assert not bad, (bad, {k: v[:3] for k, v in doc.get("other_command_examples", {}).items()})
 
 
 def _judge_gaps(doc):
