@@ -167,7 +167,8 @@ class TargetConfig:
     nodes: tuple[str, ...]
     topic_description: bool = False   # model from the description topic (else urdf_path: panda)
     use_sim_time: bool = False
-    same_process: bool = False
+    #: the retiming service's ``solver_process`` (False: served on threads of the target's process)
+    solver_process: bool = True
     request_deadline: float = 30.0
     extra_args: tuple[str, ...] = ()
 
@@ -207,7 +208,8 @@ class TargetConfig:
             "computed_torque": source + control + [f"controller_name: {self.tag}_ct", "mode: computed_torque",
                                                    "tick_source: timer", "control_rate: 500.0"],
             "retiming_service": source + ["joint_limits_path: panda_joint_limits.yaml",
-                                          f"request_deadline: {self.request_deadline}"],
+                                          f"request_deadline: {self.request_deadline}",
+                                          f"solver_process: {'true' if self.solver_process else 'false'}"],
         }
         out = []
         for node in self.nodes:
@@ -266,8 +268,6 @@ class Target:
         params.write_text(self.cfg.params_yaml())
         cmd = [sys.executable, "-m", "robot_dynamics_ros.cli", "run", "--params", str(params),
                "--nodes", *self.cfg.nodes]
-        if self.cfg.same_process:
-            cmd.append("--same-process")
         cmd += [*self.cfg.extra_args, "--ros-args", "-r", f"__ns:=/{self.cfg.tag}",
                 "-r", f"/diagnostics:=/{self.cfg.tag}/diagnostics"]
         if self._log is not None:

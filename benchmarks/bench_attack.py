@@ -20,8 +20,9 @@ how a command is attributed to a hostile message):
 3. ``retiming_clients`` — target C = retiming_service alone: 10 concurrent clients for ``--retime-duration``
    s, a mix of normal, NaN, Inf, unknown-joint, empty and 100 000-point requests; requests unanswered after
    request_deadline + 30 s, peak RSS of the service.
-4. ``shared_process`` — target D = gravity + retiming_service in one process (``--same-process``; full run
-   also E = the same with the service in its own child process, ``run``'s default): good states at 1 kHz,
+4. ``shared_process`` — target D = gravity + retiming_service in one process (the service's default worker
+   process, ``solver_process``; full run also E = the same with ``solver_process: false``, the service on
+   threads of the control node's process): good states at 1 kHz,
    ``--shared-baseline`` s without requests (the baseline), then ``--shared-duration`` s while one client
    sends 100 000-point requests back to back; control commands lost in both windows.
 5. ``descriptions`` — on target A's description topic (after the Panda's): a path to an existing heavier
@@ -267,7 +268,8 @@ def _run_shared(ctx, args, tag, target, clients, pub, phases) -> dict:
     res = attack.finish_clients(clients, args.shared_duration + target.cfg.request_deadline + 150)
     if not ok:
         res["error"] = f"client did not start: {clients.ready_line!r}"
-    out = {"service_process": "same" if target.cfg.same_process else "own child process", "clients": res}
+    out = {"service_process": "worker process" if target.cfg.solver_process else "threads of the node's process",
+           "clients": res}
     c, b = records.get("control"), records.get("baseline")
     if c is None or b is None:
         out["error"] = "control or baseline phase not run"
@@ -479,12 +481,12 @@ class Context:
         deadline_c = 5.0 if quick else 30.0
         self.configs = {
             "A": attack.TargetConfig("atkA", ("gravity_compensation", "computed_torque", "retiming_service"),
-                                     topic_description=True, same_process=True),
+                                     topic_description=True),
             "B": attack.TargetConfig("atkB", CONTROL_NODES, use_sim_time=True),
             "C": attack.TargetConfig("atkC", ("retiming_service",), request_deadline=deadline_c),
-            "D": attack.TargetConfig("atkD", ("gravity_compensation", "retiming_service"), same_process=True,
+            "D": attack.TargetConfig("atkD", ("gravity_compensation", "retiming_service"),
                                      request_deadline=deadline_c),
-            "E": attack.TargetConfig("atkE", ("gravity_compensation", "retiming_service"),
+            "E": attack.TargetConfig("atkE", ("gravity_compensation", "retiming_service"), solver_process=False,
                                      request_deadline=deadline_c),
         }
         self.targets: dict[str, attack.Target] = {}
@@ -599,7 +601,7 @@ def evaluate(doc: dict) -> list[dict]:
     if rc:
         add(f"0 unanswered of {rc.get('requests')} requests ({rc.get('clients')} clients)",
             rc.get("unanswered") == 0, rc.get("unanswered"))
-    for key in ("shared_process", "separate_process"):
+    for key in ("shared_process", "in_process_threads"):
         sp = doc.get(key)
         if sp and "gravity_compensation" in sp:
             add(f"control commands lost ≤ {LOST_TARGET * 100:g} % next to 100 000-point requests ({key})",
@@ -684,11 +686,11 @@ def run(args) -> int:
                  ("sim_time", lambda: seg_sim_time(ctx, args)),
                  ("retiming_clients", lambda: seg_retiming_clients(ctx, args)),
                  ("shared_process", lambda: seg_shared(ctx, args, "D")),
-                 ("separate_process", lambda: seg_shared(ctx, args, "E")),
+                 ("in_process_threads", lambda: seg_shared(ctx, args, "E")),
                  ("descriptions", lambda: seg_descriptions(ctx, args))]
         # every segment's children start now (their start-up overlaps the targets'), then run one by one
         runners = [(name, prepare()) for name, prepare in steps
-                   if name in segments or (name == "separate_process" and "shared_process" in segments
+                   if name in segments or (name == "in_process_threads" and "shared_process" in segments
                                            and not args.quick)]
         doc["ready"] = ctx.wait_ready()
         doc["startup_s"] = round(time.monotonic() - t_start, 1)

@@ -13,12 +13,10 @@ rclpy as global ``--params-file`` arguments, so each node picks its own section 
 (``--joint-limits`` chooses another file, ``--joint-limits ''`` none). Arguments after ``--ros-args``
 (remaps such as ``-r __ns:=/r1``, ``-p name:=value``) go to every node, as with ``ros2 run``.
 
-Processes: the control and simulator nodes share one process, one rclpy executor and one dynamics model
-per URDF (:func:`robot_dynamics_ros.nodes.common.shared_model`). ``retiming_service`` started together with
-other nodes runs as a child process of its own (the same command with ``--nodes retiming_service``, nice
-+10); ``--same-process`` keeps it here. Either way its requests are taken, solved and answered in the
-node's worker process (``solver_process``, :mod:`robot_dynamics_ros.retiming.worker`), so a long request
-never holds this process's interpreter. Ctrl-C (or ``--duration``) stops the child too.
+Processes: every node runs in this process, on one rclpy executor, with one dynamics model per URDF
+(:func:`robot_dynamics_ros.nodes.common.shared_model`). ``retiming_service`` takes, solves and answers its
+requests in its own worker process (``solver_process``, :mod:`robot_dynamics_ros.retiming.worker`, nice
++10), so a long request never holds this process's interpreter.
 
 DDS: ``run`` uses the environment's ``ROS_DOMAIN_ID`` and discovery range unchanged: its nodes are meant
 to be reached by controllers and planners, on this host or others.
@@ -45,8 +43,6 @@ NODES: dict[str, tuple[str, str]] = {
                                  "ExternalTorqueObserverNode"),
 }
 DEFAULT_NODES = ("mujoco_simulator", "gravity_compensation")
-#: niceness added to the retiming_service child process (see :func:`run`)
-RETIMING_NICE = 10
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -63,9 +59,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="joint_limits.yaml (MoveIt format) for every node; default: with --urdf NAME of a "
                              "bundled robot and no --params, the package's config/NAME_joint_limits.yaml; "
                              "'' for none")
-    parser.add_argument("--same-process", action="store_true",
-                        help="run retiming_service in this process too (default: its own child process when "
-                             "other nodes are started; its solves run in its worker process either way)")
     parser.add_argument("--ros-args", dest="ros_args", nargs=argparse.REMAINDER, default=[],
                         help="ROS arguments for every node (remaps, -p), as after ros2 run's --ros-args")
 
@@ -187,38 +180,7 @@ def start_nodes(names, *, context, urdf: str | None = None, joint_limits: str | 
     return nodes
 
 
-def _child_command(args, nodes, joint_limits) -> list[str]:
-    """The ``robot-dynamics run`` command line starting ``nodes`` alone, with this run's other options."""
-    cmd = [sys.executable, "-m", "robot_dynamics_ros.cli", "run", "--nodes", *nodes,
-           "--executor", args.executor, "--duration", str(args.duration)]
-    for path in args.params:
-        cmd += ["--params", str(path)]
-    if args.urdf:
-        cmd += ["--urdf", str(args.urdf)]
-    if joint_limits is not None:
-        cmd += ["--joint-limits", str(joint_limits)]
-    if args.ros_args:
-        cmd += ["--ros-args", *args.ros_args]
-    return cmd
-
-
-def _stop_child(child, timeout: float = 10.0) -> int | None:
-    import signal
-    import subprocess
-
-    if child.poll() is None:
-        child.send_signal(signal.SIGINT)
-        try:
-            child.wait(timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait(5)
-    return child.returncode
-
-
 def run(args: argparse.Namespace) -> int:
-    import subprocess
-
     import rclpy
 
     from robot_dynamics_ros.nodes import common
@@ -239,21 +201,12 @@ def run(args: argparse.Namespace) -> int:
     ros_args += list(args.ros_args or [])
     joint_limits = args.joint_limits if args.joint_limits is not None else default_joint_limits(args.urdf,
                                                                                                   args.params)
-    local = list(args.nodes)
-    child = None
-    if "retiming_service" in local and len(local) > 1 and not args.same_process:
-        local.remove("retiming_service")
-        # a lower scheduling priority (nice +10): on a machine with few cores a long retiming request then
-        # takes only the CPU the control nodes leave, instead of half of it
-        child = subprocess.Popen(_child_command(args, ["retiming_service"], joint_limits),
-                                 preexec_fn=lambda: os.nice(RETIMING_NICE))
-        print(f"retiming_service runs in its own process (pid {child.pid}, nice +{RETIMING_NICE})", flush=True)
     ctx = rclpy.Context()
     rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args] if ros_args else None)
     nodes = []
     executor = None
     try:
-        nodes = start_nodes(local, context=ctx, urdf=args.urdf, joint_limits=joint_limits)
+        nodes = start_nodes(list(args.nodes), context=ctx, urdf=args.urdf, joint_limits=joint_limits)
         for line in undeclared_parameters(args.params, nodes):
             print(f"robot-dynamics run: warning: {line}", file=sys.stderr, flush=True)
         executor = common.make_executor(args.executor, context=ctx)
@@ -264,10 +217,6 @@ def run(args: argparse.Namespace) -> int:
         t_end = time.monotonic() + args.duration if args.duration else None
 
         def finished():
-            if child is not None and child.poll() is not None:
-                print(f"robot-dynamics run: retiming_service process ended (exit {child.returncode})",
-                      file=sys.stderr, flush=True)
-                return True
             return t_end is not None and time.monotonic() >= t_end
 
         common.spin_until_shutdown(executor, ctx, until=finished)
@@ -276,13 +225,9 @@ def run(args: argparse.Namespace) -> int:
             diag = getattr(n, "diag", None)
             if diag is not None:
                 summary[n.get_name()] = dict(getattr(diag, "counters", {}))
-        if child is not None:
-            summary["retiming_service_process"] = {"pid": child.pid, "exit": _stop_child(child)}
         print(json.dumps(summary), flush=True)
         return 0
     finally:
-        if child is not None:
-            _stop_child(child)
         for n in nodes:
             try:
                 n.destroy_node()
