@@ -89,7 +89,8 @@ def test_100000_point_request_leaves_the_nodes_executor_its_rate(ros):
 
 def test_request_deadline_set_on_the_node_bounds_the_workers_answer(ros):
     node = ros["node"]
-    huge = _request(ros, NAMES, request_path(1, 100_000), torque_margin=0.9, sample_period=0.01)
+    # 30 000 gridpoints: the solve takes well over the 0.1 s deadline (at the default grid it can finish first)
+    huge = _request(ros, NAMES, request_path(1, 100_000), torque_margin=0.9, sample_period=0.01, gridpoints=30_000)
     small = _request(ros, NAMES, request_path(2, 20), sample_period=0.05)
     node.set_parameters([Parameter("request_deadline", value=0.1)])
     try:
