@@ -485,12 +485,14 @@ class RobotDescription:
                 else:
                     continue
                 # as Pinocchio's URDF reader does by default: the joint moves on its own
-                self._warn(f"{where}joint {quote_name(j.name)} <mimic>: {problem}; ignored, the joint is actuated on its own")
+                self._warn(f"{where}joint {quote_name(j.name)} <mimic>: {problem}",
+                           accepted="ignored, the joint is actuated on its own")
                 self.joints[j.name] = dataclasses.replace(j, mimic=None)
         for jn, jtype in (welded_joints or {}).items():
             j = self.joints[jn]
-            self._warn(f"{where}joint {quote_name(jn)} is of type {quote_name(jtype)}: welded at its origin, "
-                       f"link {quote_name(j.child)} bolted to {quote_name(j.parent)} (the fixed-base view)")
+            self._warn(f"{where}joint {quote_name(jn)} is of type {quote_name(jtype)}",
+                       accepted=f"welded at its origin, link {quote_name(j.child)} bolted to "
+                                f"{quote_name(j.parent)} (the fixed-base view)")
         self._judge_inertias(dict(inertia_problems or {}))
         for j in self.joints.values():  # mimic cycles
             seen = {j.name}
@@ -502,11 +504,12 @@ class RobotDescription:
                 seen.add(m.joint)
                 m = self.joints[m.joint].mimic
 
-    def _warn(self, message: str) -> None:
-        """Record what the lenient reading accepted; with ``strict`` refuse it instead."""
+    def _warn(self, message: str, accepted: str = "") -> None:
+        """Record what the lenient reading accepted (``message``, then ``accepted``: what it does about it);
+        with ``strict`` refuse it instead (``message`` alone: the lenient handling does not happen)."""
         if self.strict:
             raise URDFError(f"{message} [strict]")
-        self._warnings.append(message)
+        self._warnings.append(f"{message}; {accepted}" if accepted else message)
 
     @property
     def warnings(self) -> tuple[str, ...]:
@@ -531,13 +534,13 @@ class RobotDescription:
         for ln, (kind, text) in problems.items():
             what = f"{self._where}link {quote_name(ln)} <inertial>"
             if ln in base:
-                self._warn(f"{what}: {text}; ignored: the link is welded to the fixed base, so its inertia "
-                           "cannot affect joint torques")
+                self._warn(f"{what}: {text} (the link is welded to the fixed base)",
+                           accepted="ignored: its inertia cannot affect joint torques")
                 self.links[ln] = Link(ln, Inertial())
             elif kind == "negative":
                 raise URDFError(f"{what}: {text}")
             else:
-                self._warn(f"{what}: {text}; used as given (M(q) stays positive definite)")
+                self._warn(f"{what}: {text}", accepted="used as given (M(q) stays positive definite)")
 
     # ----------------------------------------------------------------------------------------------
     @classmethod
@@ -793,6 +796,8 @@ def parse_urdf_xml(xml: str, label: str) -> ET.Element:
     if len(xml) > MAX_URDF_BYTES or len(xml.encode("utf-8", errors="surrogatepass")) > MAX_URDF_BYTES:
         raise URDFError(f"{prefix}more than the {MAX_URDF_BYTES} bytes accepted (MAX_URDF_BYTES)")
     text = xml.lstrip("\ufeff \t\r\n")
+    if not text:
+        raise URDFError(f"{prefix}empty text (no URDF XML)" if not xml else f"{prefix}only whitespace (no URDF XML)")
     if not text.startswith("<"):
         raise URDFError(f"{prefix}not URDF XML (starts with '{_excerpt(text)}')")
 

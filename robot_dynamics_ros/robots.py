@@ -85,7 +85,7 @@ def resolve(name_or_path: str | Path) -> RobotEntry:
     """Return the :class:`RobotEntry` for a robot name in :data:`ROBOTS` or a URDF file path.
 
     Raises:
-        UserError: neither a known robot name nor an existing file.
+        UserError: a directory, or neither a known robot name nor an existing file.
     """
     key = str(name_or_path)
     if key in ROBOTS:
@@ -93,4 +93,6 @@ def resolve(name_or_path: str | Path) -> RobotEntry:
     p = Path(key).expanduser()
     if p.is_file():
         return RobotEntry(p.stem, str(p.resolve()))
+    if p.is_dir():
+        raise UserError(f"URDF '{key}': is a directory, not a URDF file")
     raise UserError(f"URDF '{key}': no such file, and not one of the known robots {sorted(ROBOTS)}")

@@ -299,7 +299,7 @@ def test_cli_writes_the_trajectory_and_a_json_summary(tmp_path, capsys):
     assert code == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["success"] is True and summary["gridpoints"] >= 150  # more where the path turns
-    assert set(summary["peak_fraction"]) == {"velocity", "acceleration", "effort"}
+    assert set(summary["peak_fraction"]) == {"velocity", "acceleration", "effort", "jerk"}
     with open(out_csv) as fh:
         header = fh.readline().strip().split(",")
     assert header[0] == "t"
@@ -321,7 +321,7 @@ def test_cli_writes_the_trajectory_and_a_json_summary(tmp_path, capsys):
     assert summary["peak_fraction"]["velocity"] == pytest.approx((np.abs(qd) / pm.velocityLimit).max(), rel=1e-6)
 
 
-def test_cli_infeasible_exits_2_after_the_json_line(tmp_path, capsys):
+def test_cli_infeasible_exits_2_after_the_json_line_bad_header_exits_1(tmp_path, capsys):
     model = load_model("panda", payload=False)
     wp = smooth_waypoints(model, 5)
     names = list(model.joint_names)
@@ -334,10 +334,10 @@ def test_cli_infeasible_exits_2_after_the_json_line(tmp_path, capsys):
     assert summary["success"] is False
     assert summary["message"] == "waypoint 2: joint 'panda_joint2' position is nan (not finite)"
     assert not out_csv.exists()
-    # unknown joint in the header: same path
+    # unknown joint in the header: a bad input file, one line naming the file and the column, status 1
     _write_csv(tmp_path / "wp2.csv", names[:-1] + ["wrist"], smooth_waypoints(model, 3))
-    code, out, _ = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp2.csv"), "--out", str(out_csv))
-    assert code == 2 and "unknown joint 'wrist'" in json.loads(out.strip().splitlines()[-1])["message"]
+    code, out, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp2.csv"), "--out", str(out_csv))
+    assert code == 1 and out == "" and "['wrist']" in err and len(err.strip().splitlines()) == 1
 
 
 def test_cli_bad_files_are_one_line_errors(tmp_path, capsys):
@@ -365,9 +365,11 @@ def test_cli_missing_joints_same_file_and_atomic_write(tmp_path, capsys, monkeyp
                         str(tmp_path / "." / "wp.csv"), "--hold", "panda_joint6=1.2,panda_joint7=0.3")
     assert code == 1 and "is the input file" in err
     assert (tmp_path / "wp.csv").read_text().startswith("panda_joint1")
-    # success: JSON with the deviation bound and the warnings (no acceleration limits configured)
+    # success: JSON with the deviation bound and the warnings (no acceleration limits: --joint-limits '' drops
+    # the bundled config/panda_joint_limits.yaml)
     code, out, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp.csv"), "--out",
-                          str(out_csv), "--hold", "panda_joint6=1.2,panda_joint7=0.3", "--path-tolerance", "0.002")
+                          str(out_csv), "--hold", "panda_joint6=1.2,panda_joint7=0.3", "--path-tolerance", "0.002",
+                          "--joint-limits", "")
     assert code == 0, err
     summary = json.loads(out.strip().splitlines()[-1])
     assert 0.0 < summary["max_path_deviation"] <= 0.002

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+from pathlib import Path
 
 from robot_dynamics_ros.errors import UserError
 
-__all__ = ["add_robot_arguments", "number", "float_list", "named_values", "parse_held", "model_from_args"]
+__all__ = ["add_robot_arguments", "number", "float_list", "named_values", "parse_held", "model_from_args",
+           "check_output_path", "joint_limits_file", "print_to_pipe"]
 
 
 def add_robot_arguments(parser: argparse.ArgumentParser) -> None:
@@ -141,3 +144,67 @@ def model_from_args(args: argparse.Namespace, joint_limits=None):
     for w in model.warnings:  # what the lenient loader accepted (--strict refuses it)
         print(f"warning: {w}", file=sys.stderr)
     return model
+
+
+def check_output_path(path: str | os.PathLike, what: str, *, directory: bool = False) -> Path:
+    """Check, before any work, that an output can be written at ``path``; return it as a Path.
+
+    ``directory=False``: ``path`` is a file the command writes; its parent directory must exist (the
+    command does not create it) and ``path`` must not be a directory. ``directory=True``: ``path`` is a
+    directory the command creates with its parents; the nearest existing ancestor must be a directory.
+    Either way the directory written into must be writable.
+
+    Raises:
+        UserError: one line naming ``what`` and ``path``: the parent is missing, a file, or not writable, or
+            ``path`` is the wrong kind.
+    """
+    p = Path(path).expanduser()
+    if directory:
+        if p.exists() and not p.is_dir():
+            raise UserError(f"{what} '{path}': exists and is not a directory")
+        base = p
+        while not base.exists():  # the nearest existing ancestor: mkdir(parents=True) creates the rest
+            base = base.parent
+        if not base.is_dir():
+            raise UserError(f"{what} '{path}': '{base}' is a file, not a directory")
+    else:
+        if p.is_dir():
+            raise UserError(f"{what} '{path}': is a directory, expected a file name")
+        base = p.parent
+        if not base.exists():
+            raise UserError(f"{what} '{path}': directory '{base}' does not exist")
+        if not base.is_dir():
+            raise UserError(f"{what} '{path}': '{base}' is a file, not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UserError(f"{what} '{path}': directory '{base}' is not writable")
+    return p
+
+
+def joint_limits_file(value: str | None, urdf: str | None) -> str | None:
+    """The joint_limits.yaml a command applies for ``--joint-limits value`` and ``--urdf urdf``.
+
+    None (option not given): the bundled robot's ``config/<robot>_joint_limits.yaml`` if the package has one
+    (:func:`robot_dynamics_ros.commands.run.default_joint_limits`, the same default as ``robot-dynamics run``),
+    else None. ``''``: None (no file). Otherwise a path, or a bare file name found in the package's
+    ``config/`` (:func:`robot_dynamics_ros.share.resolve_config_file`, as the nodes' ``joint_limits_path``).
+    """
+    if value is None:
+        from robot_dynamics_ros.commands.run import default_joint_limits
+
+        return default_joint_limits(urdf, None)
+    if not str(value).strip():
+        return None
+    from robot_dynamics_ros.share import resolve_config_file
+
+    return resolve_config_file(value)
+
+
+def print_to_pipe(text: str) -> None:
+    """Print ``text`` to stdout; when the reader has gone (``... --json | head``) stop quietly instead of a
+    BrokenPipeError traceback: stdout is pointed at /dev/null so the interpreter's final flush succeeds
+    (the recipe of the Python documentation, "Note on SIGPIPE")."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())

@@ -353,6 +353,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from robot_dynamics_ros.commands._args import check_output_path
     from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits
     from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
     from robot_dynamics_ros.errors import UserError
@@ -365,6 +366,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--tool-speed {args.tool_speed}: must be a positive number of m/s")
     if not (args.jerk_limit > 0 and math.isfinite(args.jerk_limit)):
         raise UserError(f"--jerk-limit {args.jerk_limit}: must be a positive number of rad/s³")
+    if args.plot:
+        check_output_path(args.plot, "--plot")
     model = case_model(args.payload)
     limits = (load_motor_limits(model, args.motor_limits) if args.motor_limits else case_motor_limits(model))
     engine = NewtonEulerDynamics(model)  # batched RNEA for the 1 kHz torque figures

@@ -290,6 +290,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--duration {args.duration}: must be > 0 s")
     if not args.rate > 0:
         raise UserError(f"--rate {args.rate}: must be > 0 Hz")
+    from robot_dynamics_ros.commands._args import check_output_path
+
+    check_output_path(args.out, "--out", directory=True)
     log = (lambda *a, **k: None) if args.quiet else (lambda *a, **k: print(*a, **k, flush=True))
     from robot_dynamics_ros.commands.track import parse_modes
 

@@ -23,15 +23,16 @@ import json
 
 import numpy as np
 
-from robot_dynamics_ros.commands._args import add_robot_arguments, model_from_args, number
+from robot_dynamics_ros.commands._args import add_robot_arguments, model_from_args, number, print_to_pipe
 from robot_dynamics_ros.errors import UserError
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     add_robot_arguments(parser)
-    parser.add_argument("--q", required=True, help="joint positions: Q1,Q2,... (joint order) or NAME=V,...")
-    parser.add_argument("--qd", help="joint velocities, same forms (default 0)")
-    parser.add_argument("--qdd", help="joint accelerations, same forms (default 0)")
+    parser.add_argument("--q", required=True, help="joint positions, rad or m: Q1,Q2,... (all joints, model order) or NAME=V,... (by name; "
+                        "joints not named are 0)")
+    parser.add_argument("--qd", help="joint velocities, same forms, joints not named 0 (default 0)")
+    parser.add_argument("--qdd", help="joint accelerations, same forms, joints not named 0 (default 0)")
     parser.add_argument("--engine", choices=("pinocchio", "newton-euler"), default="pinocchio",
                         help="dynamics engine (default pinocchio)")
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -98,15 +99,16 @@ def run(args) -> int:
                "M": res["M"].tolist(),
                "units": {"q": "rad or m", "qd": "rad/s or m/s", "qdd": "rad/s² or m/s²", "tau": "N·m or N",
                          "g": "N·m or N", "C_qd": "N·m or N", "M": "kg·m² (kg for prismatic rows/columns)"}}
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print_to_pipe(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     w = max(len(jn) for jn in names)
-    print(f"robot {model.description.name}, engine {args.engine}, held {dict(model.held_joints) or 'none'}")
-    print(f"{'joint':<{w}} {'q':>10} {'qd':>10} {'qdd':>10} {'tau':>12} {'g':>12} {'C·qd':>12}")
+    lines = [f"robot {model.description.name}, engine {args.engine}, held {dict(model.held_joints) or 'none'}",
+             f"{'joint':<{w}} {'q':>10} {'qd':>10} {'qdd':>10} {'tau':>12} {'g':>12} {'C·qd':>12}"]
     for i, jn in enumerate(names):
-        print(f"{jn:<{w}} {q[i]:>10.4f} {qd[i]:>10.4f} {qdd[i]:>10.4f} {res['tau'][i]:>12.6f} "
-              f"{res['g'][i]:>12.6f} {res['C_qd'][i]:>12.6f}")
-    print("M (rows and columns in the joint order above):")
+        lines.append(f"{jn:<{w}} {q[i]:>10.4f} {qd[i]:>10.4f} {qdd[i]:>10.4f} {res['tau'][i]:>12.6f} "
+                     f"{res['g'][i]:>12.6f} {res['C_qd'][i]:>12.6f}")
+    lines.append("M (rows and columns in the joint order above):")
     with np.printoptions(precision=6, suppress=True, linewidth=160):
-        print(res["M"])
+        lines.append(str(res["M"]))
+    print_to_pipe("\n".join(lines))
     return 0

@@ -51,8 +51,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=float, default=None,
                    help="collision threshold, N·m, every joint (default: 5 %% of the effort limit)")
     p.add_argument("--min-duration", type=float, default=0.002, help="collision minimum duration, s")
-    p.add_argument("--velocity-scale", type=float, default=1.0)
-    p.add_argument("--torque-margin", type=float, default=0.8)
+    p.add_argument("--velocity-scale", type=float, default=1.0,
+                   help="fraction (0, 1] of the velocity limits the retimed motion may use (default 1)")
+    p.add_argument("--torque-margin", type=float, default=0.8,
+                   help="fraction (0, 1] of the effort limits the retimed motion may use (default 0.8)")
     p.add_argument("--out", default="out/push", help="output directory for the PNG")
     p.add_argument("--json", action="store_true", help="print only the JSON summary")
 
@@ -173,7 +175,8 @@ def push(urdf="panda", *, link=None, force=30.0, push_duration=0.3, quiet=60.0, 
     pw = (T >= t_on) & (T <= t_off)
     filt_ratio = float(np.abs(R[pw] - filt[pw]).max() / peak) if peak > 0 else float("nan")
     onset_idx = np.nonzero(F & (T >= t_on - 1e-9))[0]
-    delay_ms = float((T[onset_idx[0]] - t_on) * 1e3) if len(onset_idx) else None
+    # rounded to 1 ns: the sample times are sums of the step, so the difference carries float noise
+    delay_ms = round(float((T[onset_idx[0]] - t_on) * 1e3), 6) if len(onset_idx) else None
     false_collisions += int(np.any(F & (T < t_on - 1e-9)))
     summary = {
         "robot": entry.name, "link": link, "force_N": force, "push_duration_s": push_duration,
@@ -223,13 +226,18 @@ def _plot(out: Path, T, R, E, filt, t_on, t_off, delay_ms, names) -> str:
 
 
 def run(args) -> int:
+    from robot_dynamics_ros.commands._args import check_output_path
+
+    if args.out:
+        check_output_path(args.out, "--out", directory=True)
     summary = push(args.urdf, link=args.link, force=args.force, push_duration=args.push_duration,
                    quiet=args.quiet, gain=args.gain, threshold=args.threshold, min_duration=args.min_duration,
                    velocity_scale=args.velocity_scale, torque_margin=args.torque_margin, out=args.out)
     if not args.json:
         print(f"push {summary['force_N']:.0f} N on {summary['link']} at t = {summary['push_onset_s']:.3f} s "
               f"(trajectory at {summary['peak_velocity_fraction']:.0%} of the velocity limits)")
-        print(f"  detected after {summary['detection_delay_ms']} ms; estimate error "
+        delay = summary["detection_delay_ms"]
+        print(f"  detected after {'never' if delay is None else f'{delay:.1f}'} ms; estimate error "
               f"{summary['estimate_error_ratio']:.2%} of the {summary['peak_external_torque_Nm']:.1f} N·m peak "
               f"after {summary['settle_time_constants']:.0f} time constants")
         print(f"  contact-free {summary['contact_free_s']:.0f} s: {summary['false_collisions']} false collisions, "

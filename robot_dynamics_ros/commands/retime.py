@@ -23,15 +23,26 @@ The last stdout line is a JSON summary: ``success``, ``status``, ``message``, ``
 ``gridpoints``, ``solve_ms`` (the whole retiming), ``samples``, ``peak_fraction`` (max |value| / applied
 limit for velocity, acceleration, effort; null where no limit applies), ``max_path_deviation`` (rad / m,
 bound on the distance from the CSV's polyline), ``warnings`` (list of one-line strings), ``warmup_ms``
-(loading the compiled kernels, before the timed retiming) and ``out``. An infeasible or
-invalid request (NaN, unknown joint, a waypoint outside the position limits or where gravity alone
-exceeds the torque limit, ...) prints that line with ``success: false`` and exits with status 2; no output
-file is written then. Bad files or options exit with status 1 and a one-line error.
+(loading the compiled kernels, before the timed retiming) and ``out``.
+
+Exit status: 0 success. 1: bad input or options, found before the solve, one-line error on stderr and no
+JSON line (unreadable or malformed files, a CSV column that is not a joint of the model, a model joint
+neither in the CSV nor held, an option out of range such as ``--velocity-scale 1.5``, an ``--out`` whose
+directory is missing or not writable). 2: the retimer refused or could not time the path
+(``status`` other than ``success``: a NaN waypoint, a waypoint outside the position limits or where gravity
+alone exceeds the torque limit, a start velocity too fast to stop, motor limits on a path with direction
+reversals, ...): the JSON line with ``success: false``; no output file is written then.
+
+Joint limits: without ``--joint-limits``, a bundled robot name (``--urdf panda``) applies the package's
+``config/<robot>_joint_limits.yaml`` when it exists, as ``robot-dynamics run`` does; ``--joint-limits ''``
+applies none; a bare file name is looked up in the package's ``config/`` as the nodes'
+``joint_limits_path`` is.
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -43,10 +54,15 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_dynamics_ros.commands._args import add_robot_arguments, model_from_args, named_values
+from robot_dynamics_ros.commands._args import (add_robot_arguments, check_output_path, joint_limits_file,
+                                               model_from_args, named_values)
 from robot_dynamics_ros.errors import UserError
 
 EXIT_INFEASIBLE = 2
+#: RetimeOptions field -> the option that sets it (for the one-line error of an out-of-range value)
+_OPTION_OF = {"velocity_scale": "--velocity-scale", "acceleration_scale": "--acceleration-scale",
+              "torque_margin": "--torque-margin", "jerk_scale": "--jerk-scale", "gridpoints": "--gridpoints",
+              "jerk_limit": "--jerk-limit", "path_tolerance": "--path-tolerance", "sample_period": "--dt"}
 #: largest waypoint CSV read (bytes): ~ 1 million waypoints of 7 joints
 MAX_CSV_BYTES = 100_000_000
 
@@ -56,8 +72,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--waypoints", required=True, metavar="FILE.csv",
                         help="CSV: header of joint names, one row per waypoint (rad or m)")
     parser.add_argument("--out", required=True, metavar="TRAJ.csv", help="output trajectory CSV")
-    parser.add_argument("--joint-limits", metavar="YAML", help="MoveIt joint_limits.yaml (acceleration "
-                        "limits, overrides)")
+    parser.add_argument("--joint-limits", metavar="YAML", help="MoveIt joint_limits.yaml (acceleration and "
+                        "jerk limits, overrides); a bare name is looked up in the package's config/; default: "
+                        "config/<robot>_joint_limits.yaml for a bundled robot name; '' for none")
     parser.add_argument("--velocity-scale", type=float, default=1.0, help="fraction (0, 1] of the velocity "
                         "limits (default 1)")
     parser.add_argument("--acceleration-scale", type=float, default=1.0, help="fraction (0, 1] of the "
@@ -67,13 +84,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--acceleration-limit", type=float, metavar="A",
                         help="acceleration limit (rad/s²) for joints that have none (URDFs carry none)")
     parser.add_argument("--jerk-limit", type=float, metavar="J",
-                        help="jerk limit (rad/s³) for joints without max_jerk in --joint-limits; with any jerk "
-                        "limit the trajectory is jerk-limited, at rest at both ends")
+                        help="jerk limit (rad/s³) for joints without max_jerk in --joint-limits (joints with "
+                        "max_jerk keep it, times --jerk-scale); with any jerk limit the trajectory is "
+                        "jerk-limited, at rest at both ends")
     parser.add_argument("--motor-limits", metavar="YAML", help="motor_limits.yaml (rated_torque, peak_torque, "
                         "peak_duration per joint): jerk-limited timing within them, per-joint figures in the "
                         "JSON (margin = --torque-margin on the peak)")
     parser.add_argument("--jerk-scale", type=float, default=1.0, help="fraction (0, 1] of the joint_limits.yaml "
-                        "jerk limits (default 1)")
+                        "max_jerk limits (default 1); does not scale --jerk-limit, which fills only the joints "
+                        "without max_jerk, so both may be given")
     parser.add_argument("--gridpoints", type=int, help="number of gridpoints along s (default "
                         "max(200, waypoints))")
     parser.add_argument("--dt", type=float, help="output sample period, s (default: one row per gridpoint)")
@@ -133,7 +152,7 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
 
 def build_model(args):
     """RobotModel from --urdf/--held/--payload/--gravity/--joint-limits/--acceleration-limit."""
-    model = model_from_args(args, joint_limits=args.joint_limits)
+    model = model_from_args(args, joint_limits=joint_limits_file(args.joint_limits, args.urdf))
     if args.acceleration_limit is not None:
         a = float(args.acceleration_limit)
         if not (math.isfinite(a) and a > 0):
@@ -179,8 +198,24 @@ def run(args: argparse.Namespace) -> int:
     if Path(args.out).resolve() == Path(args.waypoints).resolve():
         raise UserError(f"--out '{args.out}': is the input file --waypoints '{args.waypoints}'; choose another "
                         "output path")
+    check_output_path(args.out, "--out")
     names, values = read_waypoints(args.waypoints)
+    options = RetimeOptions(velocity_scale=args.velocity_scale, acceleration_scale=args.acceleration_scale,
+                            torque_margin=args.torque_margin, gridpoints=args.gridpoints,
+                            sample_period=args.dt or None, friction=args.friction,
+                            jerk_scale=args.jerk_scale, jerk_limit=args.jerk_limit,
+                            **({} if args.path_tolerance is None else {"path_tolerance": args.path_tolerance}))
+    problem = options.problem()
+    if problem:
+        field_name, _, rest = problem.partition("=")
+        raise UserError(f"{_OPTION_OF.get(field_name, field_name)}{'=' + rest if rest else ''}")
     model = build_model(args)
+    unknown = [c for c in names if c not in model.index]
+    if unknown:
+        held = [c for c in unknown if c in model.held_joints]
+        raise UserError(f"--waypoints '{args.waypoints}': column(s) {unknown} are not joints of the model"
+                        + (f" ({held} held fixed by --held or the catalogue)" if held else "")
+                        + f"; model joints are {list(model.joint_names)}")
     hold = {}
     for item in args.hold or []:
         hold.update(named_values(item, "--hold"))
@@ -192,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"--hold: unknown joint(s) {unknown}; model joints are {list(model.joint_names)}")
     absent = [j for j in model.joint_names if j not in names and j not in hold]
-    if absent and all(c in model.index for c in names):  # (an unknown column is the retimer's message)
+    if absent:
         raise UserError(f"--waypoints '{args.waypoints}': model joint(s) {absent} are not columns; add them or "
                         "hold them with --hold " + ",".join(f"{j}=VALUE" for j in absent))
     v0 = named_values(args.start_velocity, "--start-velocity")
@@ -208,12 +243,7 @@ def run(args: argparse.Namespace) -> int:
         from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
 
         motor_limits = load_motor_limits(model, args.motor_limits)
-    options = RetimeOptions(velocity_scale=args.velocity_scale, acceleration_scale=args.acceleration_scale,
-                            torque_margin=args.torque_margin, gridpoints=args.gridpoints,
-                            sample_period=args.dt or None, friction=args.friction,
-                            jerk_scale=args.jerk_scale, jerk_limit=args.jerk_limit,
-                            motor_limits=motor_limits,
-                            **({} if args.path_tolerance is None else {"path_tolerance": args.path_tolerance}))
+    options = dataclasses.replace(options, motor_limits=motor_limits)
     retimer = Retimer(model)
     t0 = time.perf_counter()
     retimer.warmup()  # load the compiled kernels from numba's cache (compiles them on the very first run)

@@ -710,6 +710,10 @@ def print_report(summary: dict, log=print) -> None:
 
 
 def run(args) -> int:
+    from robot_dynamics_ros.commands._args import check_output_path
+
+    if not (args.no_bag and args.no_plot):
+        check_output_path(args.out, "--out", directory=True)
     summary = track(args.urdf, out_dir=args.out, modes=parse_modes(args.modes), rate=args.rate,
                     timing=args.timing, velocity_scale=args.velocity_scale, torque_margin=args.torque_margin,
                     pd_bandwidth=args.pd_bandwidth, ct_bandwidth=args.ct_bandwidth, tool=args.tool,

@@ -54,6 +54,11 @@ class MotorLimits:
         return cls(e.copy(), e.copy(), np.full(e.shape, np.inf), np.zeros(e.shape, dtype=bool))
 
 
+def _is_section(value) -> bool:
+    """A mapping whose values are all mappings: a per-joint section, not one joint's entry."""
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(v, Mapping) for v in value.values())
+
+
 def load_motor_limits(model, source: str | Path | Mapping | None) -> MotorLimits:
     """Motor limits of ``model`` from a ``motor_limits.yaml`` path or its loaded mapping (None: defaults).
 
@@ -73,6 +78,10 @@ def load_motor_limits(model, source: str | Path | Mapping | None) -> MotorLimits
         data = read_yaml(source, "motor limits")
     if isinstance(data, Mapping) and "motor_limits" in data:
         data = data["motor_limits"]
+    elif isinstance(data, Mapping) and any(_is_section(v) for v in data.values()):
+        # a section of joints under another key (a joint_limits.yaml given as motor limits)
+        found = ", ".join(f"'{k}:'" for k in data)
+        raise UserError(f"{where}: expected a top-level 'motor_limits:' key, found {found}")
     if not isinstance(data, Mapping):
         raise UserError(f"{where}: expected a mapping 'motor_limits: {{joint: {{rated_torque, peak_torque, "
                         "peak_duration}}}}'")

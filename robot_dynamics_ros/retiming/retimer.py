@@ -217,8 +217,9 @@ class RetimeResult:
         t: (M,) s from the start; q (M, n) rad; qd (M, n) rad/s; qdd (M, n) rad/s²; tau (M, n) N·m.
         duration: s; gridpoints: number of gridpoints used (all segments); solve_ms: wall time of the
             whole retiming (path, constraints, solve, sampling), ms; timings: ms per step.
-        peak_fraction: {"velocity", "acceleration", "effort"} -> max over samples and joints of
-            |value| / applied limit (scaled / margin-applied); None where no limit applies.
+        peak_fraction: {"velocity", "acceleration", "effort", "jerk"} -> max over samples and joints of
+            |value| / applied limit (scaled / margin-applied); None where no limit applies (jerk: where the
+            timing is not jerk-limited). jerk_limits: see the field.
         segments: per segment (s (N,), x = sd² (N,), u = sdd (N-1,), t_grid (N,), JointPath, t_offset).
         max_path_deviation: rad / m (infinity norm), an upper bound on the distance of the output path
             from the request's polyline, from the spline's coefficients (exact extremes per knot interval)
@@ -245,6 +246,9 @@ class RetimeResult:
     warnings: tuple[str, ...] = ()
     #: with motor limits: per joint name {peak_torque, rms_torque, longest_above_rated_s, ok, binding}
     motor: dict | None = None
+    #: joint name -> jerk limit applied, rad/s³ (joint_limits.yaml max_jerk × jerk_scale, else jerk_limit);
+    #: None when no jerk limit applies
+    jerk_limits: dict | None = None
 
     def summary(self) -> dict:
         """JSON-friendly summary (the last line of ``robot-dynamics retime``)."""
@@ -252,6 +256,8 @@ class RetimeResult:
                "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
                "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction,
                "max_path_deviation": self.max_path_deviation, "warnings": list(self.warnings)}
+        if self.jerk_limits is not None:
+            out["jerk_limits"] = self.jerk_limits
         if self.motor is not None:
             out["motor_limits"] = self.motor
         return out
@@ -549,6 +555,14 @@ class Retimer:
             segments.append(seg)
         jl = self._jerk_limits(options)
         motor = None
+        if options.motor_limits is not None and len(segments) > 1:
+            # the rated-torque rules (RMS, time above rated) are over the whole motion: parts timed one by
+            # one would each pass while their sequence may not (docs/retiming.md, "Motor limits")
+            turns = [int(kept_idx[seg.first]) for seg in segments[1:]]
+            raise _Failure(RetimeStatus.INVALID_REQUEST,
+                           f"motor limits: the path reverses direction at waypoint(s) {turns}; motor limits "
+                           f"apply to a path without direction reversals: split it there and send each part "
+                           f"alone")
         if np.isfinite(jl).any() or options.motor_limits is not None:
             t_offset, motor = self._limit_jerk(segments, v0, v1, options, jl, timings)
         if options.sample_period and t_offset / options.sample_period > MAX_OUTPUT_SAMPLES:
@@ -588,7 +602,9 @@ class Retimer:
                            warnings=warn)
         res.motor = motor
         res.solve_ms = (time.perf_counter() - t_start) * 1e3
-        res.peak_fraction = self._peaks(res, options)
+        res.peak_fraction = self._peaks(res, options, jl)
+        if np.isfinite(jl).any():
+            res.jerk_limits = {n: float(v) for n, v in zip(names, jl) if np.isfinite(v)}
         return res
 
     def _solve_segment(self, seg_wp, offset, v0, v1, requested, total, options, first, kept_idx, timings,
@@ -706,9 +722,6 @@ class Retimer:
                                                          "zero (a jerk-limited timing starts and ends at rest)")
         if options.friction:
             raise _Failure(RetimeStatus.INVALID_REQUEST, "jerk limits: not available together with friction")
-        if options.motor_limits is not None and len(segments) > 1:
-            raise _Failure(RetimeStatus.INVALID_REQUEST, "motor limits: a path with direction reversals (several "
-                                                         "segments) is not supported; send each part alone")
         vlim, alim, tlim = self._limits(options)
         t0 = time.perf_counter()
         t_offset = 0.0
@@ -871,11 +884,29 @@ class Retimer:
             qdds.append(qdd)
         return np.concatenate(ts), np.concatenate(qs), np.concatenate(qds), np.concatenate(qdds)
 
-    def _peaks(self, res: RetimeResult, options: RetimeOptions) -> dict:
+    def _peaks(self, res: RetimeResult, options: RetimeOptions, jerk_limit=None) -> dict:
+        """{"velocity", "acceleration", "effort", "jerk"} -> max over the output samples and joints of
+        |value| / applied limit; None where no joint has a finite limit (jerk: also where no segment is
+        jerk-limited). ``jerk_limit``: (n,) rad/s³ of :meth:`_jerk_limits`, or None."""
         vlim, alim, tlim = self._limits(options)
         if res.qd.shape[0] == 0:
-            return {"velocity": None, "acceleration": None, "effort": None}
+            return {"velocity": None, "acceleration": None, "effort": None, "jerk": None}
         peaks = _peak_fractions(res.qd, res.qdd, res.tau, vlim, alim, tlim)
         # max over samples of |value| / limit; None where no joint has a finite limit
-        return {key: (float(peaks[k]) if peaks[k] >= 0.0 else None)
-                for k, key in enumerate(("velocity", "acceleration", "effort"))}
+        out = {key: (float(peaks[k]) if peaks[k] >= 0.0 else None)
+               for k, key in enumerate(("velocity", "acceleration", "effort"))}
+        out["jerk"] = None
+        limited = np.isfinite(jerk_limit) if jerk_limit is not None else np.zeros(len(vlim), dtype=bool)
+        if limited.any():
+            # the jerk of each jerk-limited segment at the output sample times inside it
+            peak = 0.0
+            for seg in res.segments:
+                if seg.jerk is None:
+                    continue
+                sel = (res.t >= seg.t_offset) & (res.t <= seg.t_offset + seg.jerk.duration)
+                if sel.any():
+                    jerk = seg.jerk.sample(res.t[sel] - seg.t_offset)[7]
+                    peak = max(peak, float((np.abs(jerk[:, limited]) / jerk_limit[limited]).max()))
+            if any(seg.jerk is not None for seg in res.segments):
+                out["jerk"] = peak
+        return out
