@@ -268,3 +268,22 @@ def test_check_output_path_kinds(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(UserError, match=r"exists and is not a directory"):
         check_output_path(tmp_path / "f", "--out", directory=True)
+
+
+def test_track_cli_applies_the_bundled_joint_limits_by_default(tmp_path, capsys, monkeypatch):
+    from robot_dynamics_ros.commands import track
+
+    seen = []
+
+    def fake_track(urdf, **kw):
+        seen.append(kw["joint_limits"])
+        raise UserError("stop here")
+
+    monkeypatch.setattr(track, "track", fake_track)
+    for extra in ([], ["--joint-limits", ""], ["--joint-limits", "ur5_joint_limits.yaml"]):
+        assert main(["track", "--out", str(tmp_path), *extra]) == 1
+    capsys.readouterr()
+    # the package's config files (an installed share directory may hold the copy found first)
+    assert seen[1] is None
+    for found, name in ((seen[0], "panda_joint_limits.yaml"), (seen[2], "ur5_joint_limits.yaml")):
+        assert Path(found).name == name and Path(found).read_text() == (ROOT / "config" / name).read_text()

@@ -6,6 +6,7 @@
                           [--hold JOINT=VALUE ...] [--start-velocity J=V,...] [--end-velocity J=V,...]
                           [--acceleration-limit A] [--friction] [--held JOINT=VALUE ...]
                           [--payload LINK,MASS[,CX,CY,CZ]] [--gravity GX,GY,GZ] [--path-tolerance TOL]
+                          [--jerk-limit J] [--jerk-scale A] [--motor-limits YAML]
 
 Input CSV (at most ``MAX_CSV_BYTES``): a header naming joints (any order, matched by name), then one row per
 waypoint (rad / m). Model joints absent from the header must be given with ``--hold JOINT=VALUE,...``
@@ -17,12 +18,14 @@ Output CSV: ``t`` (s) and, per model joint, ``<joint>/position``, ``<joint>/velo
 seconds plus the end time; one per gridpoint without ``--dt``).
 
 The output file is written to a temporary file in the same directory and renamed over ``--out``, so a
-failed write leaves a previous file intact; ``--out`` naming the input file is refused before any work.
+failed write leaves a previous file intact; ``--out`` naming the input file, or in a directory that is
+missing, a file or not writable, is refused before any work.
 
 The last stdout line is a JSON summary: ``success``, ``status``, ``message``, ``duration`` (s),
-``gridpoints``, ``solve_ms`` (the whole retiming), ``samples``, ``peak_fraction`` (max |value| / applied
-limit for velocity, acceleration, effort; null where no limit applies), ``max_path_deviation`` (rad / m,
-bound on the distance from the CSV's polyline), ``warnings`` (list of one-line strings), ``warmup_ms``
+``gridpoints``, ``solve_ms`` (the whole retiming), ``samples``, ``peak_fraction`` (max over the samples of
+|value| / applied limit for velocity, acceleration, effort, jerk; null where no limit applies, jerk also
+where the timing is not jerk-limited), ``jerk_limits`` (joint -> rad/s³ applied; only with jerk limits),
+``max_path_deviation`` (rad / m, bound on the distance from the CSV's polyline), ``warnings`` (list of one-line strings), ``warmup_ms``
 (loading the compiled kernels, before the timed retiming) and ``out``.
 
 Exit status: 0 success. 1: bad input or options, found before the solve, one-line error on stderr and no

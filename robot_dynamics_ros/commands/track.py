@@ -323,7 +323,7 @@ class _Run:
 
 
 def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, ct_gains, epoch_ns,
-              bag, timestep, wall_timeout, domain_id, localhost, executor_kind="events"):
+              bag, timestep, wall_timeout, domain_id, localhost, executor_kind="events", joint_limits=None):
     """One mode: the simulator node (lockstep, /clock from ``epoch_ns``) and a fresh computed-torque node
     (``tick_source=joint_states``, ``use_sim_time``) on a private context; returns the recorded run."""
     import rclpy
@@ -341,6 +341,8 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
     states: list[tuple[float, np.ndarray, np.ndarray, np.ndarray]] = []
     try:
         source_params = [Parameter("urdf_path", value=source)]
+        if joint_limits:
+            source_params.append(Parameter("joint_limits_path", value=str(joint_limits)))
         if held:  # (an empty list would be typed BYTE_ARRAY by rclpy)
             source_params += [Parameter("held_joint_names", value=list(held)),
                               Parameter("held_joint_positions", value=[float(v) for v in held.values()])]
@@ -517,7 +519,8 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
           timing: str = "topp-ra", velocity_scale: float = 0.9, torque_margin: float = 0.7,
           pd_bandwidth: float = 10.0, ct_bandwidth: float = 30.0, tool: str | None = None,
           bag: bool = True, plot: bool = True, timestep: float = 0.00025, wall_timeout: float = 120.0,
-          domain_id: int | None = None, localhost: bool | None = None, log=lambda text: None) -> dict:
+          domain_id: int | None = None, localhost: bool | None = None, log=lambda text: None,
+          joint_limits: str | None = None) -> dict:
     """Run the tracking scenario and return its summary (see the module docstring).
 
     Args:
@@ -535,6 +538,9 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
             discovery (:func:`robot_dynamics_ros.commands.isolation.init_context`).
         log: called with one progress line per step (timing, each mode), so a long first run (numba
             compiles the retiming kernels once, 1-2 min) is never silent.
+        joint_limits: MoveIt joint_limits.yaml path applied to the planning model and every node
+            (``joint_limits_path``), or None for the URDF limits only (the CLI's default is the bundled
+            robot's config file: :func:`robot_dynamics_ros.commands._args.joint_limits_file`).
 
     Returns:
         ``{"robot", "joints", "tool_frame", "timing", "duration_s", "trajectory_peak_torque_fraction",
@@ -561,7 +567,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
     entry = robots.resolve(urdf)
     source = str(Path(entry.path).resolve())
     held = dict(entry.held_joints)
-    model = common.shared_model(source, held or None)
+    model = common.shared_model(source, held or None, joint_limits or None)
     engine = common.shared_engine(model)
     if model.n < 2:
         raise UserError(f"robot '{entry.name}' has {model.n} actuated joint(s); track needs an arm")
@@ -612,6 +618,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
             log(f"running mode {MODE_LABELS[mname]} ({plan.duration:.2f} s trajectory, domain {domain_id})")
             epoch_ns = (_EPOCH_S + k * _MODE_SPACING_S) * 1_000_000_000
             run_ = _run_mode(mname, model, engine, plan, source=source, held=held, rate=rate,
+                             joint_limits=joint_limits,
                              pd_gains=pd_gains, ct_gains=ct_gains, epoch_ns=epoch_ns, bag=writer,
                              timestep=timestep, wall_timeout=wall_timeout, domain_id=domain_id,
                              localhost=localhost)
@@ -665,6 +672,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--urdf", default="panda", metavar="PATH",
                         help="URDF file or robot name (default: panda)")
     parser.add_argument("--json", action="store_true", help="print only the JSON summary line")
+    parser.add_argument("--joint-limits", metavar="YAML", help="MoveIt joint_limits.yaml for the trajectory and "
+                        "the nodes; a bare name is looked up in the package's config/; default: "
+                        "config/<robot>_joint_limits.yaml for a bundled robot name; '' for none")
     parser.add_argument("--out", default="out", help="output directory for the PNG and the bag (default: out)")
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"comma-separated subset of {','.join(MODES)} (default: all)")
@@ -710,7 +720,7 @@ def print_report(summary: dict, log=print) -> None:
 
 
 def run(args) -> int:
-    from robot_dynamics_ros.commands._args import check_output_path
+    from robot_dynamics_ros.commands._args import check_output_path, joint_limits_file
 
     if not (args.no_bag and args.no_plot):
         check_output_path(args.out, "--out", directory=True)
@@ -718,7 +728,8 @@ def run(args) -> int:
                     timing=args.timing, velocity_scale=args.velocity_scale, torque_margin=args.torque_margin,
                     pd_bandwidth=args.pd_bandwidth, ct_bandwidth=args.ct_bandwidth, tool=args.tool,
                     bag=not args.no_bag, plot=not args.no_plot, domain_id=args.domain_id,
-                    log=(lambda text: None) if args.json else (lambda text: print(text, flush=True)))
+                    log=(lambda text: None) if args.json else (lambda text: print(text, flush=True)),
+                    joint_limits=joint_limits_file(args.joint_limits, args.urdf))
     if not args.json:
         print_report(summary)
     print(json.dumps(summary))
