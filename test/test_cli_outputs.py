@@ -247,10 +247,11 @@ def test_dynamics_help_says_unnamed_joints_are_zero(capsys):
     assert "not named are 0" in text.rsplit("--q Q ", 1)[1].split("--qd", 1)[0]  # the option's own help
 
 
-def test_dynamics_json_into_a_closed_pipe_exits_quietly():
+@pytest.mark.parametrize("argv", [["dynamics", "--urdf", "panda", "--q", "panda_joint1=0.1", "--json"],
+                                  ["crossval", "--urdf", "planar_2r", "--samples", "2", "--no-mujoco", "--json"]])
+def test_json_into_a_closed_pipe_exits_quietly(argv):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "robot_dynamics_ros.cli", "dynamics", "--urdf", "panda",
-                             "--q", "panda_joint1=0.1", "--json"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "robot_dynamics_ros.cli", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, cwd=str(ROOT))
     proc.stdout.close()  # the reader is gone before the command prints (as `| head` after its lines)
     _, err = proc.communicate(timeout=120)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from robot_dynamics_ros.commands._args import add_robot_arguments, model_from_args
+from robot_dynamics_ros.commands._args import add_robot_arguments, model_from_args, print_to_pipe
 from robot_dynamics_ros.errors import UserError
 
 
@@ -42,7 +42,7 @@ def run(args) -> int:
     model = model_from_args(args)
     report = crossvalidate(model, samples=args.samples, seed=args.seed, tol=args.tol,
                            tol_mujoco=args.tol_mujoco, mujoco=not args.no_mujoco)
-    print(report.to_json() if args.json else report.format_table())
+    print_to_pipe(report.to_json() if args.json else report.format_table())
     if not report.passed:
         print(f"robot-dynamics crossval: engines disagree beyond tolerance on {report.robot}", file=sys.stderr)
         return 1

@@ -58,7 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_dynamics_ros.commands._args import (add_robot_arguments, check_output_path, joint_limits_file,
-                                               model_from_args, named_values)
+                                               model_from_args, named_values, print_to_pipe)
 from robot_dynamics_ros.errors import UserError
 
 EXIT_INFEASIBLE = 2
@@ -267,5 +267,5 @@ def run(args: argparse.Namespace) -> int:
         summary["out"] = None
         print(f"robot-dynamics retime: {summary.get('status', 'failed')}: {result.message} "
               f"(waypoints '{args.waypoints}', rows counted from 0)", file=sys.stderr)
-    print(json.dumps(summary, ensure_ascii=False), flush=True)
+    print_to_pipe(json.dumps(summary, ensure_ascii=False))
     return 0 if result.success else EXIT_INFEASIBLE
