@@ -249,7 +249,8 @@ def write_text(path: str | Path, text: str, what: str) -> None:
         tmp.replace(p)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise UserError(f"{what} '{path}': cannot write: {exc}") from None
+        # strerror, not str(exc): the latter names the temporary file, not the one the user asked for
+        raise UserError(f"{what} '{path}': cannot write: {exc.strerror or exc}") from None
 
 
 def json_text(obj) -> str:
