@@ -40,6 +40,7 @@ import numpy as np
 
 from benchmarks import child_env
 from reference import ProbeRobot, expected_gravity, request_path
+from ros_world import SpinThread
 
 PANDA = ProbeRobot.panda()
 NAMES = list(PANDA.joint_names)
@@ -395,13 +396,7 @@ class Recorder:
         self.other_examples: dict[str, list[tuple[float, list[float]]]] = {}
         self.diagnostics: dict[str, list[tuple[float, int, str, dict]]] = {}
         self._subs = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self):
-        while not self._stop.is_set() and self.ctx.ok():
-            self.executor.spin_once(timeout_sec=0.02)
+        self._spinner = SpinThread(self.executor, self.ctx)
 
     def classify(self, data: np.ndarray) -> int:
         return classify(data, self.ref)
@@ -452,8 +447,7 @@ class Recorder:
         return [c for c in self.commands.get(topic, []) if t0 <= c[0] < t1]
 
     def close(self):
-        self._stop.set()
-        self._thread.join(5)
+        self._spinner.stop()
         self.node.destroy_node()
         import rclpy
 

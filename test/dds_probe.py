@@ -6,7 +6,6 @@ Expected torques come from Pinocchio called directly on the URDF (Panda, fingers
 """
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
@@ -16,6 +15,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from reference import ProbeRobot, expected_gravity
+from ros_world import SpinThread
 
 PANDA = ProbeRobot.panda()
 NAMES = PANDA.joint_names
@@ -61,13 +61,7 @@ class Probe:
         self.node.create_subscription(DiagnosticArray, "/diagnostics",
                                       lambda m: self.diagnostics.extend(m.status), 100)
         self.nodes = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self):
-        while not self._stop.is_set() and self.ctx.ok():
-            self.executor.spin_once(timeout_sec=0.02)
+        self._spinner = SpinThread(self.executor, self.ctx)
 
     def add(self, node):
         self.nodes.append(node)
@@ -140,7 +134,6 @@ class Probe:
                 n.destroy_node()
             except Exception:  # noqa: BLE001 - already destroyed by the test
                 pass
-        self._stop.set()
-        self._thread.join(5)
+        self._spinner.stop()
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.ctx)

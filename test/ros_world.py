@@ -3,6 +3,7 @@ records, and an EventsExecutor spun from the test thread (``wait``/``spin``). Ea
 subclasses :class:`RosWorld` and adds only what its node needs (publishers, recorders, senders)."""
 from __future__ import annotations
 
+import threading
 import time
 
 import rclpy
@@ -65,3 +66,22 @@ class RosWorld:
         self.peer.destroy_node()
         self.executor.shutdown()
         rclpy.shutdown(context=self.ctx)
+
+
+class SpinThread:
+    """Spins ``executor`` (of ``context``) on a daemon thread until :meth:`stop`: for probes and recorders
+    whose callbacks must run while the test thread waits or sleeps."""
+
+    def __init__(self, executor, context):
+        self._executor, self._ctx = executor, context
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self._ctx.ok():
+            self._executor.spin_once(timeout_sec=0.02)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)

@@ -12,6 +12,7 @@ import yaml
 import launch_check
 
 from robot_dynamics_ros import robots
+from robot_dynamics_ros.commands.run import flatten_parameters
 from robot_dynamics_ros.model import RobotModel
 
 pytestmark = pytest.mark.ros  # starts the real node classes (rclpy, own contexts)
@@ -26,15 +27,6 @@ NODES = {"gravity_compensation": "gravity_compensation", "computed_torque": "com
 ARM_NODES = ("gravity_compensation", "computed_torque", "mujoco_simulator")
 
 
-def flatten(d, prefix=""):
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
 
 def same_value(a, b) -> bool:
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
@@ -46,7 +38,7 @@ def same_value(a, b) -> bool:
 
 def undeclared_and_unapplied(params_file: Path, section: str):
     declared, values = launch_check.load_params_file_into_node(ENTRY_POINTS[NODES[section]], params_file)
-    wanted = flatten(yaml.safe_load(params_file.read_text())[section]["ros__parameters"])
+    wanted = flatten_parameters(yaml.safe_load(params_file.read_text())[section]["ros__parameters"])
     undeclared = sorted(k for k in wanted if k not in declared)
     unapplied = sorted(k for k in wanted if k in declared and not same_value(values[k], wanted[k]))
     return undeclared, unapplied
@@ -58,7 +50,7 @@ def test_params_file_has_a_section_per_node(robot):
     assert set(NODES) <= set(data)
     for section, body in data.items():
         assert set(body) == {"ros__parameters"}, section
-        assert flatten(body["ros__parameters"])["urdf_path"] == robot
+        assert flatten_parameters(body["ros__parameters"])["urdf_path"] == robot
 
 
 @pytest.mark.parametrize("robot", ROBOTS)

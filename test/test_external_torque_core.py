@@ -35,10 +35,7 @@ def _run(core, model, q0, *, body, force, t_on, t_off, steps, effort_in_states=T
     engine = PinocchioDynamics(model)
     sim = MujocoSim(model, timestep=0.001)
     sim.reset(q0)
-    mj, data = sim.mj, sim.data
-    bid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, body)
-    dof = np.array([mj.jnt_dofadr[mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in model.joint_names])
-    jacp = np.zeros((3, mj.nv))
+    bid = mujoco.mj_name2id(sim.mj, mujoco.mjtObj.mjOBJ_BODY, body)
     out, ext, wrench_true = [], [], []
     prev_ext, prev_w = np.zeros(model.n), np.zeros(6)
     for k in range(steps):
@@ -55,15 +52,13 @@ def _run(core, model, q0, *, body, force, t_on, t_off, steps, effort_in_states=T
         out.append(core.step(t_ns, t_ns))
         ext.append(prev_ext)
         wrench_true.append(prev_w)
-        data.xfrc_applied[:] = 0.0
-        prev_ext, prev_w = np.zeros(model.n), np.zeros(6)
+        prev_w = np.zeros(6)
         if t_on <= k * 0.001 < t_off:
-            mujoco.mj_forward(mj, data)
-            mujoco.mj_jac(mj, data, jacp, None, data.xipos[bid], bid)
-            data.xfrc_applied[bid, :3] = force
-            prev_ext = (jacp.T @ np.asarray(force))[dof]
+            prev_ext = sim.push(body, force)   # Jᵀf from MuJoCo's Jacobian of the body's centre of mass
             o = engine.frame_placement(q, body)[:3, 3]
-            prev_w = np.concatenate([force, np.cross(data.xipos[bid] - o, force)])
+            prev_w = np.concatenate([force, np.cross(sim.data.xipos[bid] - o, force)])
+        else:
+            prev_ext = sim.push(None)
         sim.step()
     return out, np.array(ext), np.array(wrench_true)
 

@@ -8,14 +8,13 @@ import math
 import time
 
 import numpy as np
-import rclpy
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
-from robot_dynamics_ros.nodes.common import make_executor
 from robot_dynamics_ros.nodes.external_torque_observer import ExternalTorqueObserverNode
+from ros_world import RosWorld
 from test_gravity_node import ARM, RefPanda
 
 Q = {"panda_joint1": 0.3, "panda_joint2": 0.6, "panda_joint3": -0.4, "panda_joint4": -1.6,
@@ -23,16 +22,15 @@ Q = {"panda_joint1": 0.3, "panda_joint2": 0.6, "panda_joint3": -0.4, "panda_join
 PUSH = np.array([0.0, 6.0, 0.0, -4.0, 0.0, 0.5, 0.0])  # N·m the drives add to hold the arm at rest
 
 
-class Harness:
+class Harness(RosWorld):
     def __init__(self, **params):
-        self.ctx = rclpy.Context()
-        rclpy.init(context=self.ctx)
+        super().__init__("test_io")
         overrides = [Parameter("urdf_path", value="panda"), Parameter("gain", value=200.0),
                      Parameter("threshold", value=[3.0]), Parameter("state_timeout", value=0.5),
                      Parameter("wrench_frame", value="panda_link7")]
         overrides += [Parameter(k, value=v) for k, v in params.items()]
-        self.node = ExternalTorqueObserverNode(context=self.ctx, parameter_overrides=overrides)
-        self.io = rclpy.create_node("test_io", context=self.ctx)
+        self.node = self.add(ExternalTorqueObserverNode(context=self.ctx, parameter_overrides=overrides))
+        self.io = self.peer
         self.pub = self.io.create_publisher(JointState, "/joint_states", 10)
         self.cmd_pub = self.io.create_publisher(Float64MultiArray, "/effort_controller/commands", 10)
         self.tau: list[np.ndarray] = []
@@ -44,19 +42,8 @@ class Harness:
                                     lambda m: self.flags.append(m.data),
                                     QoSProfile(depth=5, reliability=ReliabilityPolicy.RELIABLE,
                                                durability=DurabilityPolicy.TRANSIENT_LOCAL))
-        self.executor = make_executor("events", context=self.ctx)
-        self.executor.add_node(self.node)
-        self.executor.add_node(self.io)
         self.wait(lambda: self.pub.get_subscription_count() > 0)
         self.t = time.time()
-
-    def wait(self, cond, timeout: float = 5.0) -> bool:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            if cond():
-                return True
-            self.executor.spin_once(timeout_sec=0.01)
-        return False
 
     def send(self, q, effort=None, dt=0.002):
         self.t += dt
@@ -70,11 +57,6 @@ class Harness:
         self.pub.publish(msg)
         self.wait(lambda: len(self.tau) > n0, 0.2)
 
-    def close(self):
-        self.node.destroy_node()
-        self.io.destroy_node()
-        self.executor.shutdown()
-        rclpy.shutdown(context=self.ctx)
 
 
 def test_at_rest_external_torque_is_measured_minus_model_and_collision_resets():

@@ -42,15 +42,10 @@ def retimer():
 
 @pytest.fixture(scope="module")
 def pin_arm():
-    """Pinocchio model of the arm (fingers locked at the held values), built here from the URDF."""
-    full = pin.buildModelFromUrdf(PANDA.urdf)
-    q0 = pin.neutral(full)
-    lock = []
-    for name, value in PANDA.held_joints.items():
-        jid = full.getJointId(name)
-        lock.append(jid)
-        q0[full.joints[jid].idx_q] = value
-    model = pin.buildReducedModel(full, lock, q0)
+    """Pinocchio model of the arm (fingers locked at the held values), built from the URDF by Pinocchio."""
+    from test_topp_ra import pinocchio_reference
+
+    model = pinocchio_reference("panda", payload=False)
     assert list(model.names[1:]) == NAMES
     return model
 

@@ -111,7 +111,7 @@ def test_identify_real_tiago_holdout_block(identified):
         assert v["identified_rms"] < v["urdf_rms"], (jn, v)
         if jn in GRAVITY_LOADED:
             assert v["identified_rms"] <= 0.8 * v["urdf_rms"], (jn, v)
-    # slow motion excites gravity and friction, not the second moments: those stay at the URDF and say so
+    # slow motion excites gravity and friction, not the second moments, and the report says so
     counts = rep["identified_counts"]
     assert counts["first moment"]["identified"] >= len(GRAVITY_LOADED)
     assert counts["Coulomb"]["identified"] == len(ARM) and counts["offset"]["identified"] == len(ARM)
@@ -276,3 +276,34 @@ def test_identified_model_on_the_rest_pose(identified):
     for j, jn in enumerate(ARM):
         if jn in GRAVITY_LOADED:
             assert rms["identified"][j] < rms["URDF"][j], (jn, rms)
+
+
+def test_report_says_what_is_written_for_every_friction_parameter(identified):
+    """The report's account of each friction parameter agrees with the files written: a parameter under
+    ``not_identified`` has its written value (friction YAML, URDF <dynamics>) within half a prior std of
+    the input URDF's <dynamics>, read here from the URDF XML itself; any other unexcited one is under
+    ``moved_not_excited`` with the written value. Slow motion moves arm_1_joint's viscous coefficient far
+    from the URDF's 1 N·m·s/rad without exciting it: it must be reported as moved, not as kept."""
+    import xml.etree.ElementTree as ET
+
+    rep, urdf_ident, _ = identified
+    fr = yaml.safe_load(urdf_ident.with_suffix(".friction.yaml").read_text())["robot_dynamics_friction"]["joints"]
+    given = {el.get("name"): el.find("dynamics") for el in ET.parse(_urdf()).getroot().findall("joint")}
+    written = {el.get("name"): el.find("dynamics") for el in ET.parse(urdf_ident).getroot().findall("joint")}
+    for jn in ARM:
+        for p, key, attr in (("fc", "coulomb", "friction"), ("fv", "viscous", "damping")):
+            name = f"{jn}.{p}"
+            urdf_value = float(given[jn].get(attr))
+            value = fr[jn][key]
+            assert float(written[jn].get(attr)) == pytest.approx(value, rel=1e-12), name  # URDF = YAML
+            par = rep["parameters"][name]
+            if par["excited"]:
+                continue
+            if name in rep["not_identified"]:
+                assert abs(value - urdf_value) <= 0.5 * par["prior_std"], (name, value, urdf_value)
+            else:
+                assert rep["moved_not_excited"][name]["written"] == pytest.approx(value, rel=1e-12), name
+                assert abs(value - urdf_value) > 0.5 * par["prior_std"], (name, value, urdf_value)
+    assert "arm_1_joint.fv" not in rep["not_identified"]
+    assert rep["moved_not_excited"]["arm_1_joint.fv"]["urdf"] == pytest.approx(
+        float(given["arm_1_joint"].get("damping")), rel=1e-12)

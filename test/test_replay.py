@@ -400,8 +400,6 @@ def write_push_bag(path: Path, panda, *, force, body: str, t_on: float, t_off: f
     ``body`` by ``force`` (N, world) over [t_on, t_off); /joint_states at 1 kHz with the applied joint torques
     as efforts. Returns Jᵀf (steps, 7) from MuJoCo's Jacobian of the body's centre of mass, by sample: the
     torque felt over the interval that ends at that sample (independent of the observer's model)."""
-    import mujoco
-
     from robot_dynamics_ros import robots
     from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
 
@@ -409,10 +407,6 @@ def write_push_bag(path: Path, panda, *, force, body: str, t_on: float, t_off: f
     q0 = np.array([entry.demo_pose[j] for j in panda.joint_names])
     sim = MujocoSim(panda, timestep=0.001)
     sim.reset(q0)
-    mj, data = sim.mj, sim.data
-    bid = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, body)
-    dof = np.array([mj.jnt_dofadr[mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in panda.joint_names])
-    jacp = np.zeros((3, mj.nv))
     ne = NewtonEulerDynamics(panda)
     ext, felt = [], np.zeros(7)
     with bags.BagWriter(path, storage="mcap") as w:
@@ -425,13 +419,8 @@ def write_push_bag(path: Path, panda, *, force, body: str, t_on: float, t_off: f
             m.header.stamp.sec, m.header.stamp.nanosec = divmod(ns, 10**9)
             w.write("/joint_states", m, ns + 100_000)
             ext.append(felt)
-            data.xfrc_applied[:] = 0.0
-            felt = np.zeros(7)
-            if t_on <= k * 0.001 < t_off:
-                mujoco.mj_forward(mj, data)
-                mujoco.mj_jac(mj, data, jacp, None, data.xipos[bid], bid)
-                data.xfrc_applied[bid, :3] = force
-                felt = (jacp.T @ np.asarray(force, dtype=float))[dof]
+            # Jᵀf from MuJoCo's Jacobian of the body's centre of mass, felt until the next sample
+            felt = sim.push(body, force) if t_on <= k * 0.001 < t_off else sim.push(None)
             sim.step()
     return np.array(ext)
 

@@ -2,13 +2,15 @@
 
     robot-dynamics excite --urdf URDF --out TRAJ.csv [--period T] [--harmonics L] [--cycles C] [--rate HZ]
                           [--velocity-scale K] [--acceleration-limit A] [--evaluations N] [--seed S]
-                          [--held J=V ...] [--bag DIR] [--json]
+                          [--held J=V ...] [--range J=LO:HI ...] [--bag DIR] [--json]
 
 A finite Fourier series per joint (Swevers et al. 1997) minimizing the condition number of the base
 regressor (:func:`robot_dynamics_ros.identification.excitation.optimize`), at rest at the start and end
 of every period, within the URDF position limits, ``K`` × the URDF velocity limits and ``A`` rad/s² (or
-the joint_limits acceleration limits). Written as the package's trajectory CSV (``t``,
-``<joint>/position``, ``/velocity``, ``/acceleration``, ``/effort`` = the model's torque without friction),
+the joint_limits acceleration limits); ``--range JOINT=LO:HI`` tightens a joint's position bounds. Joint
+limits only: the workspace (mounting surface, obstacles) is not checked, and the output says so. Written
+as the package's trajectory CSV (``t``, ``<joint>/position``, ``/velocity``, ``/acceleration``,
+``/effort`` = the model's torque without friction),
 and with ``--bag`` as a rosbag2 holding one ``trajectory_msgs/msg/JointTrajectory`` on
 ``/excitation_trajectory``. Exit status 1 when the model torque exceeds an effort limit (the files are
 still written; the message names the joints).
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -39,8 +42,49 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the random start (default 0)")
     parser.add_argument("--held", action="append", default=None, metavar="JOINT=VALUE",
                         help="hold a joint fixed; --held none holds nothing")
+    parser.add_argument("--range", action="append", default=None, metavar="JOINT=LO:HI",
+                        help="tighten a joint's position bounds to [LO, HI] rad (m) within its URDF limits, e.g. "
+                             "to keep the arm off its mounting surface (repeatable)")
     parser.add_argument("--bag", help="also write a rosbag2 (directory, must not exist) with a JointTrajectory")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+#: printed with every excitation: the optimizer knows the joint limits, not the robot's surroundings
+WORKSPACE_WARNING = ("warning: the excitation respects the joint limits (and --range) only, not the workspace: "
+                     "check it for collisions with the mounting surface, the robot itself and obstacles before "
+                     "running it")
+
+
+def parse_ranges(items, model) -> tuple[np.ndarray, np.ndarray]:
+    """``--range JOINT=LO:HI`` options -> (lower, upper) (n,) bounds, the URDF limits tightened.
+
+    Raises:
+        UserError: not JOINT=LO:HI, an unknown joint, LO ≥ HI, or a range outside the joint's URDF limits
+            (one line naming the joint).
+    """
+    lower, upper = np.array(model.lower, float), np.array(model.upper, float)
+    index = {j: i for i, j in enumerate(model.joint_names)}
+    for item in items or ():
+        jn, sep, rng = item.partition("=")
+        lo_s, sep2, hi_s = rng.partition(":")
+        try:
+            lo, hi = float(lo_s), float(hi_s)
+        except ValueError:
+            lo = hi = float("nan")
+        if not (sep and sep2 and np.isfinite(lo) and np.isfinite(hi)):
+            raise UserError(f"--range: '{item}' is not JOINT=LO:HI (numbers, rad or m)")
+        j = index.get(jn.strip())
+        if j is None:
+            raise UserError(f"--range: joint '{jn.strip()}' is not a moving joint of the model "
+                            f"(joints: {', '.join(model.joint_names)})")
+        if not lo < hi:
+            raise UserError(f"--range {item}: LO must be below HI")
+        lo, hi = max(lo, lower[j]), min(hi, upper[j])
+        if not lo < hi:
+            raise UserError(f"--range {item}: outside the URDF limits [{model.lower[j]:g}, {model.upper[j]:g}] of "
+                            f"'{jn.strip()}'")
+        lower[j], upper[j] = lo, hi
+    return lower, upper
 
 
 def run(args) -> int:
@@ -58,13 +102,19 @@ def run(args) -> int:
                         ("--evaluations", args.evaluations, args.evaluations >= 1)):
         if not ok:
             raise UserError(f"{name}: {v} is out of range")
+    from robot_dynamics_ros.identification.outputs import check_outputs
+
+    if args.bag and os.path.lexists(args.bag):
+        raise UserError(f"--bag '{args.bag}': already exists (a rosbag2 is a new directory); choose another --bag")
     entry = resolve(args.urdf)
+    check_outputs([("--out", args.out)] + ([("--bag", args.bag)] if args.bag else []), [("--urdf", str(entry.path))])
     held = parse_held(args.held)
     model = RobotModel.from_urdf(entry.path, held_joints=dict(entry.held_joints) if held is None else held)
+    lower, upper = parse_ranges(args.range, model)
     alim = np.where(np.isfinite(model.acceleration_limit), model.acceleration_limit, args.acceleration_limit)
     res = optimize(model, period=args.period, harmonics=args.harmonics, qd_max=args.velocity_scale *
                    np.where(np.isfinite(model.velocity_limit), model.velocity_limit, 2.0), qdd_max=alim,
-                   seed=args.seed, max_evaluations=args.evaluations)
+                   seed=args.seed, max_evaluations=args.evaluations, lower=lower, upper=upper)
     from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 
     t = np.arange(int(round(args.cycles * args.period * args.rate)) + 1) / args.rate
@@ -97,13 +147,15 @@ def run(args) -> int:
                "evaluations": res.evaluations, "max_abs_velocity": np.abs(qd).max(axis=0).tolist(),
                "max_abs_acceleration": np.abs(qdd).max(axis=0).tolist(),
                "max_abs_torque": np.abs(tau).max(axis=0).tolist(), "torque_over_limit": over,
-               "start_position": q[0].tolist(), "out": args.out, "bag": args.bag}
+               "start_position": q[0].tolist(), "position_bounds": [lower.tolist(), upper.tolist()],
+               "out": args.out, "bag": args.bag, "warning": WORKSPACE_WARNING}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         print(f"excite {summary['robot']}: condition number {res.condition:.3g} (random start "
               f"{res.start_condition:.3g}), {res.evaluations} evaluations; starts at rest at q = "
               f"{np.round(q[0], 4).tolist()}; wrote {args.out}" + (f", {args.bag}" if args.bag else ""))
+        print(WORKSPACE_WARNING)
     if over:
         print(f"robot-dynamics excite: model torque exceeds the effort limit on {', '.join(over)}", file=sys.stderr)
         return 1

@@ -79,6 +79,8 @@ def _model(args):
 
 
 def _summary(report: dict) -> str:
+    from robot_dynamics_ros.identification.pipeline import MOVED_RATIO
+
     lines = [f"identify {report['robot']}: {report['samples']} samples, dt {report['dt_s'] * 1e3:.3g} ms, "
              f"data rank {report['data_rank']} of {report['structural_base_parameters']} base parameters, "
              f"condition number {report['condition_number']:.3g}"]
@@ -94,11 +96,29 @@ def _summary(report: dict) -> str:
         p = report["payload"]
         lines.append(f"payload on {p['link']}: mass {p['mass']:.4g} kg, com {p['com']} m")
     counts = ", ".join(f"{k} {v['identified']}/{v['total']}" for k, v in report.get("identified_counts", {}).items())
+    moved = report.get("moved_not_excited", {})
     if counts:
-        lines.append(f"excited by the data (others kept at the URDF): {counts}")
+        lines.append(f"excited by the data: {counts}; the others are written within {MOVED_RATIO:g} prior std "
+                     "of the URDF" + (f", but for {len(moved)}:" if moved else ""))
+    if moved:
+        lines.append("moved without being excited (URDF -> written, prior std): " + ", ".join(
+            f"{nm} {v['urdf']:.4g} -> {v['written']:.4g} ({v['prior_std']:.2g})" for nm, v in moved.items()))
     for w in report["notes"] + report["warnings"]:
         lines.append(f"note: {w}")
     return "\n".join(lines)
+
+
+def _auto_number(text, ok, message: str) -> float | None:
+    """None for 'auto', else the number ``text`` when ``ok(number)``; UserError(message) otherwise."""
+    if str(text).lower() == "auto":
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not ok(v):
+        raise UserError(message)
+    return v
 
 
 def run(args) -> int:
@@ -109,29 +129,28 @@ def run(args) -> int:
         raise UserError(f"--prior-weight: {args.prior_weight} must be > 0")
     if not args.min_velocity >= 0:
         raise UserError(f"--min-velocity: {args.min_velocity} must be ≥ 0")
-    v_s = None
-    if str(args.coulomb_velocity).lower() != "auto":
-        try:
-            v_s = float(args.coulomb_velocity)
-        except ValueError:
-            v_s = float("nan")
-        if not (v_s >= 0 and v_s < float("inf")):
-            raise UserError(f"--coulomb-velocity: '{args.coulomb_velocity}' must be 'auto' or a number ≥ 0 (rad/s)")
-    shift = None
-    if str(args.effort_shift).lower() != "auto":
-        try:
-            shift = float(args.effort_shift)
-        except ValueError:
-            shift = float("nan")
-        if not abs(shift) < float("inf"):
-            raise UserError(f"--effort-shift: '{args.effort_shift}' must be 'auto' or a finite number of seconds")
+    v_s = _auto_number(args.coulomb_velocity, lambda v: 0 <= v < float("inf"),
+                       f"--coulomb-velocity: '{args.coulomb_velocity}' must be 'auto' or a number ≥ 0 (rad/s)")
+    shift = _auto_number(args.effort_shift, lambda v: abs(v) < float("inf"),
+                         f"--effort-shift: '{args.effort_shift}' must be 'auto' or a finite number of seconds")
+    out = Path(args.out)
+    stem = out.with_suffix("")
+    targets = [("--out", str(out))]
+    if not args.payload:
+        targets.append(("--friction-yaml", args.friction_yaml or f"{stem}.friction.yaml"))
+    report_path = args.report or (f"{stem}.report.json" if out.suffix.lower() == ".json" else f"{stem}.json")
+    targets.append(("--report", report_path))
+    plot_path = None if (args.plot or "").lower() == "none" else (args.plot or f"{stem}.png")
+    if plot_path:
+        targets.append(("--plot", plot_path))
+    from robot_dynamics_ros.robots import resolve
+
+    outputs.check_outputs(targets, [("--urdf", str(resolve(args.urdf).path)), ("--data", args.data)])
     model = _model(args)
     rec = data_mod.read_recording(args.data, args.topic)
     scale = data_mod.parse_effort_scale(args.effort_scale, model.joint_names)
     prepared = data_mod.prepare(rec, model, joint_map=data_mod.parse_joint_map(args.joint_map),
                                 effort_scale=scale, window=args.window, static=args.static)
-    out = Path(args.out)
-    stem = out.with_suffix("")
     files: list[tuple[str, str, str]] = []  # (what, path, text)
     try:
         if args.payload:
@@ -148,12 +167,10 @@ def run(args) -> int:
             urdf_text, notes = outputs.identified_urdf(model, outcome.result)
             outcome.report["notes"] += notes
             files.append(("--out", str(out), urdf_text))
-            files.append(("--friction-yaml", args.friction_yaml or f"{stem}.friction.yaml",
-                          outputs.friction_yaml(model, outcome.result)))
+            files.append((targets[1][0], targets[1][1], outputs.friction_yaml(model, outcome.result)))
     except ValueError as exc:
         raise UserError(f"identify {args.data}: {exc}") from None
     outcome.report["data"] = str(args.data)
-    report_path = args.report or (f"{stem}.report.json" if out.suffix.lower() == ".json" else f"{stem}.json")
     outcome.report["outputs"] = [p for _, p, _ in files] + [report_path]
     files.append(("--report", report_path, outputs.json_text(outcome.report)))
     written = []
@@ -161,8 +178,7 @@ def run(args) -> int:
         for what, path, text in files:
             outputs.write_text(path, text, what)
             written.append(path)
-        if (args.plot or "").lower() != "none" and outcome.t_val.size:
-            plot_path = args.plot or f"{stem}.png"
+        if plot_path and outcome.t_val.size:
             pipeline.plot(plot_path, outcome, model.joint_names)
             written.append(plot_path)
     except UserError as exc:

@@ -78,8 +78,6 @@ def push(urdf="panda", *, link=None, force=30.0, push_duration=0.3, quiet=60.0, 
     Raises:
         UserError: unknown robot or link, a path the retiming cannot time, bad numbers.
     """
-    import mujoco
-
     from robot_dynamics_ros import robots
     from robot_dynamics_ros.control import laws
     from robot_dynamics_ros.control.momentum_observer import CollisionDetector, MomentumObserver
@@ -103,12 +101,11 @@ def push(urdf="panda", *, link=None, force=30.0, push_duration=0.3, quiet=60.0, 
         raise UserError(f"push: link {link!r} is not a link of {model.description.name}")
 
     sim = MujocoSim(model, timestep=_DT)
-    mj, data = sim.mj, sim.data
-    body = mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_BODY, link)
-    if body < 0:
-        raise UserError(f"push: link {link!r} has no body in the simulation (welded to its parent?)")
-    dof = np.array([mj.jnt_dofadr[mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in model.joint_names])
     sim.reset(plan.q[0])
+    try:
+        sim.link_jacobian(link)
+    except ValueError as exc:
+        raise UserError(f"push: {exc}") from None
     obs = MomentumObserver(engine, gain, friction=True)
     thr = (0.05 * model.effort_limit if threshold is None
            else np.full(model.n, float(threshold)))
@@ -120,7 +117,6 @@ def push(urdf="panda", *, link=None, force=30.0, push_duration=0.3, quiet=60.0, 
     k_fast = int(np.argmax(vfrac.max(axis=1)))
     k_on = max(0, min(K - int(push_duration / _DT) - 1, k_fast - int(0.5 * push_duration / _DT)))
     k_off = k_on + int(round(push_duration / _DT))
-    jacp = np.zeros((3, mj.nv))
     t = 0.0
     false_collisions = 0
     quiet_peak = 0.0
@@ -150,15 +146,12 @@ def push(urdf="panda", *, link=None, force=30.0, push_duration=0.3, quiet=60.0, 
                 false_collisions += int(state.onset)
                 if t > settle / gain:
                     quiet_peak = max(quiet_peak, float(np.abs(r).max()))
-            data.xfrc_applied[:] = 0.0
-            ext = np.zeros(model.n)
             if pushing and k_on <= i < k_off:
-                mujoco.mj_forward(mj, data)
-                mujoco.mj_jac(mj, data, jacp, None, data.xipos[body], body)
                 if i == k_on:  # the direction the joints feel most: the first left singular vector of J
-                    push_dir = np.linalg.svd(jacp[:, dof])[0][:, 0]
-                data.xfrc_applied[body, :3] = force * push_dir
-                ext = (jacp.T @ (force * push_dir))[dof]  # felt over the interval that ends at the next sample
+                    push_dir = np.linalg.svd(sim.link_jacobian(link))[0][:, 0]
+                ext = sim.push(link, force * push_dir)  # felt over the interval that ends at the next sample
+            else:
+                ext = sim.push(None)
             sim.step()
             t += _DT
     T, R, E, F = np.array(rec_t), np.array(rec_r), np.array(rec_e), np.array(rec_flag)

@@ -122,24 +122,14 @@ def node_parameters(params_files: list[str], node: str) -> dict[str, Any]:
     """
     import yaml
 
-    from robot_dynamics_ros.commands.run import check_params_file
+    from robot_dynamics_ros.commands.run import check_params_file, flatten_parameters
 
     out: dict[str, Any] = {}
     for path in params_files:
         data = yaml.safe_load(check_params_file(path).read_text()) or {}
         for section in ("/**", node, f"/{node}"):
             body = (data.get(section) or {}).get("ros__parameters") or {}
-            out.update(_flatten(body))
-    return out
-
-
-def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
+            out.update(flatten_parameters(body))
     return out
 
 

@@ -86,12 +86,12 @@ def check_params_file(path: str) -> Path:
     return p.resolve()
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
+def flatten_parameters(d: dict, prefix: str = "") -> dict:
     """Nested ``ros__parameters`` mappings -> dotted names (``gains.j1.kp``), as rcl reads them."""
     out = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten_parameters(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out
@@ -109,7 +109,7 @@ def undeclared_parameters(params_files, nodes) -> list[str]:
     for path in params_files:
         data = yaml.safe_load(Path(path).read_text()) or {}
         for section, body in data.items():
-            keys = _flatten(body.get("ros__parameters") or {})
+            keys = flatten_parameters(body.get("ros__parameters") or {})
             for node in nodes:
                 if section.lstrip("/") not in (node.get_name(), "**"):
                     continue

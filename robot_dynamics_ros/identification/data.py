@@ -20,7 +20,9 @@ smoothing (no derivative) is applied to q and tau for the fit, so the regressor 
 same filter (Gautier 1997's parallel filtering); validation compares predictions with the RAW torque.
 The first and last window/2 samples are dropped (the polynomial fit is one-sided there).
 Samples must be uniformly spaced (jitter ≤ 5 % of the median step), else the recording is resampled
-onto a uniform grid by linear interpolation (and the report says so).
+onto a uniform grid by linear interpolation (and the report says so). A step longer than
+:data:`GAP_FACTOR` × the median step is a gap (dropped messages, a paused recorder): interpolating across
+it would fabricate samples, so the recording is refused, naming the time and length of the first gap.
 """
 from __future__ import annotations
 
@@ -172,19 +174,24 @@ def parse_joint_map(text: str | None) -> dict[str, str]:
     return out
 
 
+def _scale_value(text: str, item: str, form: str) -> float:
+    """One --effort-scale factor; ``item`` (the text the user wrote) and ``form`` name it in the UserError."""
+    try:
+        s = float(text)
+    except ValueError:
+        raise UserError(f"--effort-scale: '{item}' is not {form}") from None
+    if not (math.isfinite(s) and s != 0):
+        raise UserError(f"--effort-scale: {item}: scale must be finite and non-zero")
+    return s
+
+
 def parse_effort_scale(text: str | None, joint_names) -> np.ndarray:
     """``"S"`` (all joints) or ``"J=S,..."`` (model names; others 1) -> (n,) scale. Raises UserError."""
     n = len(joint_names)
     if not text:
         return np.ones(n)
     if "=" not in text:
-        try:
-            s = float(text)
-        except ValueError:
-            raise UserError(f"--effort-scale: '{text}' is not a number or J=S,...") from None
-        if not (math.isfinite(s) and s != 0):
-            raise UserError(f"--effort-scale: {text} must be finite and non-zero")
-        return np.full(n, s)
+        return np.full(n, _scale_value(text, text, "a number or J=S,..."))
     out = np.ones(n)
     index = {j: i for i, j in enumerate(joint_names)}
     for item in text.split(","):
@@ -192,15 +199,12 @@ def parse_effort_scale(text: str | None, joint_names) -> np.ndarray:
         j = j.strip()
         if j not in index:
             raise UserError(f"--effort-scale: joint '{j}' is not in the model (joints: {', '.join(joint_names)})")
-        try:
-            s = float(v)
-        except ValueError:
-            raise UserError(f"--effort-scale: '{item}' is not J=S") from None
-        if not (math.isfinite(s) and s != 0):
-            raise UserError(f"--effort-scale: {item}: scale must be finite and non-zero")
-        out[index[j]] = s
+        out[index[j]] = _scale_value(v, item, "J=S")
     return out
 
+
+#: a time step longer than this multiple of the median step is a gap in the recording (refused)
+GAP_FACTOR = 5.0
 
 #: rad (m): a recording in which no joint's position range exceeds this is one pose
 CONSTANT_POSE = 1e-3
@@ -252,9 +256,11 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
     resampling, every sample kept (window 1); ``t`` only orders the samples.
 
     Raises:
-        UserError: a model joint missing from the data (naming it and the data's names), NaN/inf values
+        UserError: a model joint missing from the data (naming it and the data's names, or the ``--held``
+            options when the catalogue's robots hold every missing joint), NaN/inf values
             (naming the joint and time), non-increasing time, too few samples for the filter window, a
-            constant pose (no joint's position range above :data:`CONSTANT_POSE`).
+            constant pose (no joint's position range above :data:`CONSTANT_POSE`), a gap (a time step
+            above :data:`GAP_FACTOR` × the median step; not checked for ``static``).
     """
     jm = dict(joint_map or {})
     names = [jm.get(n, n) for n in rec.joint_names]
@@ -265,6 +271,16 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
     idx = {n: i for i, n in enumerate(names)}
     missing = [j for j in model.joint_names if j not in idx]
     if missing:
+        from robot_dynamics_ros.robots import ROBOTS
+
+        # a URDF file of a bundled robot (e.g. an identified copy) is loaded with no joint held: the
+        # catalogue says which joints that robot normally holds, and at what value
+        usual = {j: (e.name, v) for e in ROBOTS.values() for j, v in e.held_joints.items()}
+        if all(j in usual for j in missing):
+            hold = " ".join(f"--held {j}={usual[j][1]:g}" for j in missing)
+            raise UserError(f"{rec.source}: model joint '{missing[0]}' not in the data; the catalogue robot "
+                            f"'{usual[missing[0]][0]}' holds it: add {hold} (or --joint-map FROM=TO if the data "
+                            "names it differently)")
         raise UserError(f"{rec.source}: model joint '{missing[0]}' not in the data (data joints: "
                         f"{', '.join(names)}; use --joint-map FROM=TO)")
     cols = [idx[j] for j in model.joint_names]
@@ -305,6 +321,14 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
         k = int(np.argmax(dts <= 0))
         raise UserError(f"{rec.source}: time does not increase at sample {k + 1} (t = {t[k + 1]:.6g} s)")
     dt = float(np.median(dts))
+    gaps = np.flatnonzero(dts > GAP_FACTOR * dt)
+    if gaps.size:
+        k = int(gaps[0])
+        more = f", the first of {gaps.size} gaps" if gaps.size > 1 else ""
+        raise UserError(f"{rec.source}: gap of {dts[k]:.6g} s in the recording at t = {t[k]:.6g} s{more} (median "
+                        f"step {dt * 1e3:.4g} ms; a step above {GAP_FACTOR:g} × the median is a gap, and "
+                        "interpolating across it would fabricate samples): record without gaps or cut the file "
+                        "at the gap")
     if np.max(np.abs(dts - dt)) > 0.05 * dt:
         tu = t[0] + dt * np.arange(int(math.floor((t[-1] - t[0]) / dt)) + 1)
         arrays = {k: np.column_stack([np.interp(tu, t, a[:, j]) for j in range(a.shape[1])])

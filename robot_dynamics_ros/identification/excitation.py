@@ -107,7 +107,7 @@ class ExcitationResult:
 
 def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 200, q0=None,
              qd_max=None, qdd_max=None, seed: int = 0, max_evaluations: int = 400,
-             restarts: int = 16) -> ExcitationResult:
+             restarts: int = 16, lower=None, upper=None) -> ExcitationResult:
     """Minimize cond(W_base) over the Fourier coefficients, within the limits (see the module docstring).
 
     The series is kept at rest at t = 0 and t = T (:meth:`FourierTrajectory.at_rest`), so cycles repeat
@@ -118,6 +118,9 @@ def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 
             limit and give the acceleration limit, default ``model.acceleration_limit`` or 3 rad/s²).
         period: T s; harmonics: L; samples: points of the condition number's regressor per period.
         q0: centre pose (n,), default the middle of the position limits (0 when unlimited).
+        lower, upper: (n,) position bounds, rad (m), that tighten the URDF limits (the trajectory stays
+            within both; ±inf leaves a joint at its URDF limit). Joint limits only: the workspace
+            (mounting surface, obstacles, self-collision) is not checked.
         max_evaluations: cost evaluations in all; restarts: random starts tried first (at most a quarter
             of the evaluations), the best seeds Powell's search. ``start_condition`` is the first start's.
     """
@@ -129,7 +132,11 @@ def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 
     from robot_dynamics_ros.identification.regressor import Regressor
 
     n = model.n
-    lower, upper = np.asarray(model.lower, float), np.asarray(model.upper, float)
+    lower = np.asarray(model.lower, float) if lower is None else np.maximum(model.lower, np.asarray(lower, float))
+    upper = np.asarray(model.upper, float) if upper is None else np.minimum(model.upper, np.asarray(upper, float))
+    if np.any(lower >= upper):
+        j = int(np.argmax(lower >= upper))
+        raise ValueError(f"joint '{model.joint_names[j]}': position bounds [{lower[j]:g}, {upper[j]:g}] are empty")
     if q0 is None:
         q0 = np.where(np.isfinite(lower) & np.isfinite(upper), 0.5 * (lower + upper), 0.0)
     vlim = np.asarray(model.velocity_limit if qd_max is None else qd_max, float)

@@ -21,7 +21,7 @@ from robot_dynamics_ros.identification.estimate import (IDENTIFIED_RATIO, MIN_VE
 from robot_dynamics_ros.identification.pipeline import Outcome
 from robot_dynamics_ros.identification.regressor import (FRICTION_NAMES, PARAMETER_NAMES, Regressor,
                                                          parameters_to_inertial, transform_parameters)
-from robot_dynamics_ros.identification.validate import errors, split
+from robot_dynamics_ros.identification.validate import split, validation_report
 
 __all__ = ["identify_payload", "run_payload"]
 
@@ -114,12 +114,6 @@ def run_payload(model, link: str, data: Prepared, *, holdout: float = 0.25, prio
     f_urdf = reg.friction(qdv) @ np.column_stack([model.friction, model.damping, np.zeros(model.n)]).ravel()
     pu = Yv @ reg.parameters() + f_urdf
     pp = fit.predict(qv, qdv, qddv)
-    moving = np.abs(qdv) >= min_velocity
-    eu, ep = errors(pu, tau_raw, moving), errors(pp, tau_raw, moving)
     report["validation_block_s"] = [float(data.t[sp.validation][0]), float(data.t[sp.validation][-1])]
-    report["validation"] = {
-        jn: {"urdf_rms": eu["rms"][j], "urdf_max": eu["max"][j], "identified_rms": ep["rms"][j],
-             "identified_max": ep["max"][j], "peak": eu["peak"][j], "urdf_rms_moving": eu["rms_moving"][j],
-             "identified_rms_moving": ep["rms_moving"][j], "identified_rms_over_peak": ep["rms_over_peak"][j]}
-        for j, jn in enumerate(model.joint_names)}
+    report["validation"] = validation_report(model.joint_names, pu, pp, tau_raw, np.abs(qdv) >= min_velocity)[0]
     return Outcome(fit, report, data.t[sp.validation], tau_raw, pu, pp)

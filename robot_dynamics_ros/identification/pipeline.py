@@ -3,6 +3,11 @@
 Steps: split into contiguous fit/validation blocks (:mod:`~robot_dynamics_ros.identification.validate`),
 identify on the fit block (:func:`~robot_dynamics_ros.identification.estimate.identify`), predict the
 validation block with the URDF and with the identified model, and collect a JSON-ready report.
+
+The report sorts the parameters in three: excited by the data (posterior std below
+``IDENTIFIED_RATIO`` × prior std), not excited and written within :data:`MOVED_RATIO` prior std of the
+URDF (``not_identified``), and not excited yet written more than that away from it
+(``moved_not_excited``: URDF and written values). Every value is written as fitted, moved ones included.
 """
 from __future__ import annotations
 
@@ -12,9 +17,13 @@ import numpy as np
 
 from robot_dynamics_ros.identification.data import Prepared
 from robot_dynamics_ros.identification.estimate import MIN_VELOCITY, Identification, identify
-from robot_dynamics_ros.identification.validate import errors, split
+from robot_dynamics_ros.identification.validate import split, validation_report
 
-__all__ = ["Outcome", "run", "plot"]
+__all__ = ["Outcome", "run", "plot", "MOVED_RATIO"]
+
+#: a parameter the data did not excite counts as "moved without being excited" when its written value is
+#: more than this many prior standard deviations from the URDF's (else it is reported as near the URDF)
+MOVED_RATIO = 0.5
 
 
 @dataclass
@@ -67,14 +76,8 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         qv, qdv, qddv, _, tau_raw = sp.take(data, "validation")
         pu = res.predict(qv, qdv, qddv, prior=True)
         pi = res.predict(qv, qdv, qddv)
-        moving = np.abs(qdv) >= min_velocity
-        eu, ei = errors(pu, tau_raw, moving), errors(pi, tau_raw, moving)
         report["validation_block_s"] = [float(data.t[sp.validation][0]), float(data.t[sp.validation][-1])]
-        report["validation"] = {
-            jn: {"urdf_rms": eu["rms"][j], "urdf_max": eu["max"][j], "identified_rms": ei["rms"][j],
-                 "identified_max": ei["max"][j], "peak": eu["peak"][j],
-                 "urdf_rms_moving": eu["rms_moving"][j], "identified_rms_moving": ei["rms_moving"][j],
-                 "identified_rms_over_peak": ei["rms_over_peak"][j]} for j, jn in enumerate(names)}
+        report["validation"], eu, ei = validation_report(names, pu, pi, tau_raw, np.abs(qdv) >= min_velocity)
         # "worse" beyond the scatter of an M-sample RMS (σ/sqrt(2M), 3 of them): below it, a draw of the noise
         margin = 1.0 + 3.0 / np.sqrt(2.0 * max(len(qv), 1))
         worse = [jn for j, jn in enumerate(names) if ei["rms"][j] > margin * eu["rms"][j]]
@@ -86,7 +89,10 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         pu = pi = tau_raw = np.zeros((0, model.n))
         t_val = np.zeros(0)
         report["warnings"].append("no held-out block (--holdout 0): the model is not validated")
-    not_ident = [nm for nm, ok in zip(res.names, res.identified) if not ok]
+    # Not excited is not "unchanged": the MAP solve moves an unexcited parameter with the excited ones it
+    # is correlated with, and that moved value is what the URDF and friction YAML receive.
+    moved = (~res.identified) & (np.abs(res.x - res.x_prior) > MOVED_RATIO * res.prior_std)
+    not_ident = [nm for k, nm in enumerate(res.names) if not res.identified[k] and not moved[k]]
     by_cat: dict[str, list[int]] = {}
     for nm, ok in zip(res.names, res.identified):
         c = by_cat.setdefault(_category(nm), [0, 0])
@@ -94,8 +100,11 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         c[1] += 1
     report["identified_counts"] = {k: {"identified": v[0], "total": v[1]} for k, v in by_cat.items()}
     report["not_identified"] = not_ident
+    report["moved_not_excited"] = {nm: {"urdf": res.x_prior[k], "written": res.x[k], "prior_std": res.prior_std[k]}
+                                   for k, nm in enumerate(res.names) if moved[k]}
     report["parameters"] = {nm: {"urdf": res.x_prior[k], "identified": res.x[k], "prior_std": res.prior_std[k],
-                                 "posterior_std": res.posterior_std[k], "excited": bool(res.identified[k])}
+                                 "posterior_std": res.posterior_std[k], "excited": bool(res.identified[k]),
+                                 "moved_not_excited": bool(moved[k])}
                             for k, nm in enumerate(res.names)}
     return Outcome(res, report, t_val, tau_raw, pu, pi)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from robot_dynamics_ros.identification.data import Prepared
 
-__all__ = ["split", "errors", "Split"]
+__all__ = ["split", "errors", "Split", "validation_report"]
 
 
 @dataclass
@@ -61,3 +61,16 @@ def errors(tau_pred: np.ndarray, tau_meas: np.ndarray, moving: np.ndarray | None
         with np.errstate(invalid="ignore", divide="ignore"):
             out["rms_moving"] = np.sqrt(np.where(moving, e ** 2, 0.0).sum(axis=0) / cnt)
     return out
+
+
+def validation_report(joint_names, tau_urdf: np.ndarray, tau_ident: np.ndarray, tau_meas: np.ndarray,
+                      moving: np.ndarray) -> tuple[dict, dict, dict]:
+    """The report's ``validation`` entry: joint -> URDF and identified RMS / max error, peak, RMS over the
+    moving samples and identified RMS / peak (N·m; arrays (M, n), ``moving`` (M, n) bool); also returns
+    the two :func:`errors` dicts (URDF, identified)."""
+    eu, ei = errors(tau_urdf, tau_meas, moving), errors(tau_ident, tau_meas, moving)
+    table = {jn: {"urdf_rms": eu["rms"][j], "urdf_max": eu["max"][j], "identified_rms": ei["rms"][j],
+                  "identified_max": ei["max"][j], "peak": eu["peak"][j], "urdf_rms_moving": eu["rms_moving"][j],
+                  "identified_rms_moving": ei["rms_moving"][j], "identified_rms_over_peak": ei["rms_over_peak"][j]}
+             for j, jn in enumerate(joint_names)}
+    return table, eu, ei

@@ -1266,6 +1266,22 @@ class ControlShell:
         self.diag.count("received")
         return fields, arrival, now_ns
 
+    def handle(self, raw: bytes, act: Callable[[Any, Any, int], None]) -> None:
+        """A node's whole joint_states callback: :meth:`receive`, ``core.step``, ``act(result, fields, now_ns)``
+        (what the node publishes), :meth:`report` of a result that is not plain OK, and the callback's
+        latency in the diagnostics."""
+        t0 = time.perf_counter()
+        got = self.receive(raw)
+        if got is None:
+            return
+        fields, arrival, now_ns = got
+        res = self.node.core.step(now_ns, arrival)
+        act(res, fields, now_ns)
+        diag = self.diag
+        if res.level != Diagnostics.OK or diag.level != Diagnostics.OK:
+            self.report(res)
+        diag.latency.add(time.perf_counter() - t0)
+
     def read(self, reader, raw: bytes):
         """The JointState fields of ``raw``, or None (counted, logged) when it cannot be deserialized."""
         try:

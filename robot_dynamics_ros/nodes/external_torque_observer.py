@@ -34,7 +34,6 @@ from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
 from robot_dynamics_ros.control.cdr import JointStateEffortWriter, JointStateReader
-from robot_dynamics_ros.control.core import OK
 from robot_dynamics_ros.control.external_torque import TORQUE_SOURCES, ExternalTorqueCore, ObserverSettings
 from robot_dynamics_ros.nodes import common
 from robot_dynamics_ros.nodes.common import CONTROL_PARAMS, Diagnostics, ParamSpec, RateLimitedLog
@@ -200,12 +199,9 @@ class ExternalTorqueObserverNode(LifecycleNode):
             self.diag.count("commands_rejected")
 
     def _on_joint_state_raw(self, raw: bytes) -> None:
-        t0 = time.perf_counter()
-        got = self.shell.receive(raw)
-        if got is None:
-            return
-        fields, arrival, now_ns = got
-        res = self.core.step(now_ns, arrival)
+        self.shell.handle(raw, self._publish)
+
+    def _publish(self, res, fields, now_ns: int) -> None:
         if res.tau_ext is not None:
             stamp = fields.stamp_ns or now_ns
             self.pub_tau.publish(self._tau_writer.write(stamp, res.tau_ext))
@@ -214,9 +210,6 @@ class ExternalTorqueObserverNode(LifecycleNode):
                 self._publish_wrench(stamp)
         if res.collision != self._collision:
             self._publish_collision(res.collision)
-        if res.level != OK or self.diag.level != OK:
-            self.shell.report(res)
-        self.diag.latency.add(time.perf_counter() - t0)
 
     def _publish_wrench(self, stamp_ns: int) -> None:
         core = self.core

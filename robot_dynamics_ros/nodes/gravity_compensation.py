@@ -28,7 +28,6 @@ from rclpy.parameter import Parameter
 from std_srvs.srv import SetBool
 
 from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader
-from robot_dynamics_ros.control.core import OK
 from robot_dynamics_ros.control.gravity_compensator import STALE_POLICIES, GravityCompensator, GravitySettings
 from robot_dynamics_ros.nodes import common
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
@@ -185,20 +184,14 @@ class GravityCompensationNode(LifecycleNode):
     # ------------------------------------------------------------------ hot path
     def _on_joint_state_raw(self, raw: bytes) -> None:
         """The joint_states callback: a serialized ``sensor_msgs/JointState`` (``raw=True`` subscription)."""
-        t0 = time.perf_counter()
-        got = self.shell.receive(raw)
-        if got is None:
-            return
-        _, arrival, now_ns = got
-        res = self.core.step(now_ns, arrival)
+        self.shell.handle(raw, self._publish)
+
+    def _publish(self, res, fields, now_ns: int) -> None:
         if res.command is not None:
             self.pub.publish(self._writer.write(res.command))
             self.published += 1
             if res.safe:
                 self.diag.count("safe")
-        if res.level != OK or self.diag.level != OK:
-            self.shell.report(res)
-        self.diag.latency.add(time.perf_counter() - t0)
 
     def _tick(self) -> None:
         """Timer: staleness seen when joint_states stop altogether (the safe command), diagnostics; the

@@ -189,6 +189,42 @@ class MujocoSim:
         """(n,) joint accelerations rad/s² at the current state and effort (after :meth:`forward`)."""
         return self.data.qacc[self._dof_adr].copy()
 
+    # ------------------------------------------------------------------ external forces
+    def link_jacobian(self, link: str) -> np.ndarray:
+        """(3, n) translational Jacobian of ``link``'s centre of mass (world frame, m/rad) at the current
+        state, in model joint order (runs ``mj_forward``).
+
+        Raises:
+            ValueError: ``link`` has no body in the simulation (unknown, or welded into its parent).
+        """
+        mujoco = self._mujoco
+        body = mujoco.mj_name2id(self.mj, mujoco.mjtObj.mjOBJ_BODY, link)
+        if body < 0:
+            raise ValueError(f"link {link!r} has no body in the simulation (unknown, or welded to its parent)")
+        mujoco.mj_forward(self.mj, self.data)
+        jacp = np.zeros((3, self.mj.nv))
+        mujoco.mj_jac(self.mj, self.data, jacp, None, self.data.xipos[body], body)
+        return jacp[:, self._dof_adr]
+
+    def push(self, link: str | None, force=None) -> np.ndarray:
+        """Apply ``force`` (3,) N, world frame, at ``link``'s centre of mass during the following steps (and
+        no other external force); ``link`` None clears every external force. Returns the joint torque the
+        force exerts, Jᵀf (n,) N·m at the current state (zeros when cleared).
+
+        Raises:
+            ValueError: as :meth:`link_jacobian`; ``force`` not 3 finite numbers.
+        """
+        self.data.xfrc_applied[:] = 0.0
+        if link is None:
+            return np.zeros(self.n)
+        f = np.asarray(force, dtype=float)
+        if f.shape != (3,) or not np.isfinite(f).all():
+            raise ValueError(f"force {force!r}: expected 3 finite numbers (N)")
+        jac = self.link_jacobian(link)
+        body = self._mujoco.mj_name2id(self.mj, self._mujoco.mjtObj.mjOBJ_BODY, link)
+        self.data.xfrc_applied[body, :3] = f
+        return jac.T @ f
+
     def bias_force(self) -> np.ndarray:
         """(n,) MuJoCo's bias force c(q, qd) = C(q, qd) qd + g(q), N·m (after :meth:`forward`)."""
         return self.data.qfrc_bias[self._dof_adr].copy()
