@@ -81,6 +81,18 @@ ROBOTS: dict[str, RobotEntry] = {
 DEFAULT_ROBOT = "panda"
 
 
+def bundled_joint_limits(name: str | Path | None) -> str | None:
+    """The package's ``config/<name>_joint_limits.yaml`` for a bundled robot name that has one, else None
+    (a URDF path, an unknown name, or no such file): the default joint limits of ``run``, ``retime`` and
+    ``track``."""
+    if not name or str(name) not in ROBOTS:
+        return None
+    from robot_dynamics_ros.share import data_file
+
+    found = data_file("config", f"{name}_joint_limits.yaml")
+    return str(found) if found is not None else None
+
+
 def resolve(name_or_path: str | Path) -> RobotEntry:
     """Return the :class:`RobotEntry` for a robot name in :data:`ROBOTS` or a URDF file path.
 

@@ -184,14 +184,14 @@ def joint_limits_file(value: str | None, urdf: str | None) -> str | None:
     """The joint_limits.yaml a command applies for ``--joint-limits value`` and ``--urdf urdf``.
 
     None (option not given): the bundled robot's ``config/<robot>_joint_limits.yaml`` if the package has one
-    (:func:`robot_dynamics_ros.commands.run.default_joint_limits`, the same default as ``robot-dynamics run``),
+    (:func:`robot_dynamics_ros.robots.bundled_joint_limits`, the same default as ``robot-dynamics run``),
     else None. ``''``: None (no file). Otherwise a path, or a bare file name found in the package's
     ``config/`` (:func:`robot_dynamics_ros.share.resolve_config_file`, as the nodes' ``joint_limits_path``).
     """
     if value is None:
-        from robot_dynamics_ros.commands.run import default_joint_limits
+        from robot_dynamics_ros import robots
 
-        return default_joint_limits(urdf, None)
+        return robots.bundled_joint_limits(urdf)
     if not str(value).strip():
         return None
     from robot_dynamics_ros.share import resolve_config_file

@@ -137,16 +137,12 @@ def node_class(name: str):
 
 def default_joint_limits(urdf: str | None, params_files) -> str | None:
     """The joint limits file ``run`` applies by default: for ``--urdf`` naming a bundled robot and no params
-    file, the package's ``config/<robot>_joint_limits.yaml`` if it exists; else None (the nodes' own)."""
-    if not urdf or params_files:
+    file, :func:`robot_dynamics_ros.robots.bundled_joint_limits`; else None (the nodes' own)."""
+    if params_files:
         return None
     from robot_dynamics_ros import robots
-    from robot_dynamics_ros.share import data_file
 
-    if str(urdf) not in getattr(robots, "ROBOTS", {}):
-        return None
-    found = data_file("config", f"{urdf}_joint_limits.yaml")
-    return str(found) if found is not None else None
+    return robots.bundled_joint_limits(urdf)
 
 
 def start_nodes(names, *, context, urdf: str | None = None, joint_limits: str | None = None):
