@@ -155,13 +155,13 @@ class _Ordering:
             self.perm_list = perm.tolist()
 
 
-
 def _first_outside(xs, lo, hi) -> int:
     """Index of the first ``xs[i]`` outside ``[lo[i], hi[i]]`` (NaN is never outside), or -1."""
     for i, (x, a, b) in enumerate(zip(xs, lo, hi)):
         if x < a or x > b:
             return i
     return -1
+
 
 class JointStateMapper:
     """Matches ``sensor_msgs/JointState`` messages to a model's joint order, by name; maps commands back.
