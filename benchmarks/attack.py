@@ -540,7 +540,8 @@ def publish_main(plan_path: str) -> int:
         kind = ph.get("kind")
         info = {"name": name, "kind": kind, "t_start": time.monotonic(), "sent_hostile": 0, "sent_good": 0}
         # before the description goes out: the benchmark reads the nodes' log from this time on
-        print(f"START {name} {time.monotonic():.6f}", flush=True)
+        info["t_announce"] = time.monotonic()
+        print(f"START {name} {info['t_announce']:.6f}", flush=True)
         if "description" in ph:
             text = Path(ph["description"]).read_text() if ph.get("description_is_file") else ph["description"]
             desc_pub.publish(String(data=text))

@@ -420,7 +420,9 @@ def _run_descriptions(ctx, args, descs, first) -> dict:
                 row["fifo_opened"] = any(t0 <= t <= t1 + 0.5 for t in seen_reader)
             if "bait" in d:
                 row["file_opened"] = any(v == "loaded" for v in row["handled"].values()) or not row["model_kept"]
-            lines = [ln for ln in log if t0 - 0.05 <= ln[0] <= t1]
+            # from the announcement on, as for ``handled``: a node may log its refusal before every reader has
+            # acknowledged the description, i.e. before t_start
+            lines = [ln for ln in log if r.get("t_announce", t0) - 0.02 <= ln[0] <= t1]
             # the rejection lines (a control node also logs ERROR when its states go stale meanwhile)
             row["error_lines"] = sum(1 for ln in lines if ln[1] in ("ERROR", "FATAL") and "description" in ln[4])
             row["stale_error_lines"] = sum(1 for ln in lines if ln[1] in ("ERROR", "FATAL")

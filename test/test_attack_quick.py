@@ -8,9 +8,9 @@ computed from a hostile message is told apart from one computed from a good stat
 
 Targets the nodes do not meet yet (a gravity node sharing its process with a 100 000-point retiming request,
 a 50 MB description stalling control) are not tests here: the benchmark reports them as NOT MET and
-docs/hardening.md lists them. Gap and recovery-time targets are not judged when the good-states-only
-baseline already shows a gap above half the target: on an oversubscribed machine the scheduler, not the
-node, sets the gaps (:func:`_judge_gaps`).
+docs/hardening.md lists them. Gap and recovery-time targets are judged against 2 × state_timeout plus the
+largest gap of the good-states-only baseline of the same run (:func:`_gap_limit`): on an oversubscribed
+machine the scheduler's stalls show in the baseline too.
 """
 from __future__ import annotations
 
@@ -91,28 +91,27 @@ def test_implausible_states_cause_no_command(doc):
     assert not bad, (bad, {k: v[:3] for k, v in doc.get("other_command_examples", {}).items()})
 
 
-def _judge_gaps(doc):
-    """Skip when the machine is too loaded to judge gaps: the baseline (good states only) already has a gap
-    above half the target."""
+def _gap_limit(doc) -> float:
+    """The command-gap bound of this run, ms: the target (2 × state_timeout) plus the largest gap the same
+    nodes showed with good states only (the baseline row of the same run). On an idle machine the baseline
+    gap is a few ms; on an oversubscribed one the scheduler's stalls show there too, and only what a hostile
+    message adds beyond them is judged."""
     base = next(r for r in _rows(doc) if r["kind"] == "good_only")
-    worst = max(base[n]["max_gap_ms"] for n in ("gravity_compensation", "computed_torque"))
-    if worst > GAP_TARGET_MS / 2:
-        pytest.skip(f"baseline gap {worst} ms with good states only (load average "
-                    f"{doc['loadavg_1min_at_start']:.1f} on {doc['cpus']} cores): gaps not judged")
+    return GAP_TARGET_MS + max(base[n]["max_gap_ms"] for n in ("gravity_compensation", "computed_torque"))
 
 
 def test_command_gap_after_each_burst_within_two_state_timeouts(doc):
-    _judge_gaps(doc)
+    limit = _gap_limit(doc)
     gaps = {(r["kind"], n): r[n]["max_gap_ms"] for r in _rows(doc) if r["kind"] not in ("rss_flood", "names_10000")
             for n in ("gravity_compensation", "computed_torque")}
-    assert all(v <= GAP_TARGET_MS for v in gaps.values()), gaps
+    assert all(v <= limit for v in gaps.values()), (limit, gaps)
 
 
 def test_command_gap_after_10000_name_messages_within_two_state_timeouts(doc):
-    _judge_gaps(doc)
+    limit = _gap_limit(doc)
     row = next(r for r in _rows(doc) if r["kind"] == "names_10000")
     gaps = {n: row[n]["max_gap_ms"] for n in ("gravity_compensation", "computed_torque")}
-    assert all(v <= GAP_TARGET_MS for v in gaps.values()), gaps
+    assert all(v <= limit for v in gaps.values()), (limit, gaps)
 
 
 def test_rss_growth_over_100000_hostile_messages_bounded(doc):
@@ -125,9 +124,9 @@ def test_backward_sim_time_jump_is_followed_within_two_state_timeouts(doc):
     for node in ("gravity_compensation", "computed_torque"):
         assert st[node]["commands_before_jump"] > 0, st
         assert st[node]["recovery_ms"] is not None, st[node]
-    _judge_gaps(doc)   # the recovery time is a command gap: not judged on an oversubscribed machine
+    limit = _gap_limit(doc)   # the recovery time is a command gap
     for node in ("gravity_compensation", "computed_torque"):
-        assert st[node]["recovery_ms"] <= GAP_TARGET_MS, st[node]
+        assert st[node]["recovery_ms"] <= limit, (limit, st[node])
         assert st[node]["diagnostics_ok_without_fresh_state"] == 0, st[node]
         assert st[node]["nonfinite"] == 0
 
@@ -137,8 +136,9 @@ def test_future_stamp_never_blocks_later_correct_states(doc):
     base = next(r for r in _rows(doc) if r["kind"] == "good_only")
     # the gravity node answers each accepted state: as many good states answered as in the baseline
     assert fut["gravity_good_answered_pct"] >= base["gravity_good_answered_pct"] - 5.0, (fut, base)
+    limit = _gap_limit(doc)
     for node in ("gravity_compensation", "computed_torque"):
-        assert fut[node]["max_gap_ms"] <= GAP_TARGET_MS, fut
+        assert fut[node]["max_gap_ms"] <= limit, (limit, fut)
 
 
 def test_every_retiming_request_is_answered(doc):

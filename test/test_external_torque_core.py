@@ -2,6 +2,7 @@
 force, and the input policy branches (stale, missing effort, commanded source, NaN, settings)."""
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -9,7 +10,6 @@ from robot_dynamics_ros.control.cdr import JointStateFields
 from robot_dynamics_ros.control.core import ERROR, OK, WARN
 from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings
 
-mujoco = pytest.importorskip("mujoco")
 
 
 def _panda():

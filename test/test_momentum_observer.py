@@ -72,7 +72,8 @@ def test_collision_detector_hysteresis_and_minimum_duration():
 def _panda_push(gain, force, t_on, t_off, duration):
     """Panda in MuJoCo tracking a sinusoid under PD + gravity; ``force`` (N, world) on link5's centre
     of mass during [t_on, t_off). Returns times, residuals, and Jᵀf of MuJoCo at each sample."""
-    mujoco = pytest.importorskip("mujoco")
+    import mujoco
+
     from robot_dynamics_ros import robots
     from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
     from robot_dynamics_ros.model import RobotModel

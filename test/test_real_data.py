@@ -28,19 +28,18 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pinocchio as pin
 import pytest
 import yaml
 
-pin = pytest.importorskip("pinocchio")
-
-from robot_dynamics_ros.commands import identify as identify_cmd  # noqa: E402
-from robot_dynamics_ros.control.cdr import JointStateFields  # noqa: E402
-from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings  # noqa: E402
-from robot_dynamics_ros.identification import data as data_mod  # noqa: E402
-from robot_dynamics_ros.identification.estimate import identify  # noqa: E402
-from robot_dynamics_ros.identification.validate import errors  # noqa: E402
-from robot_dynamics_ros.model import RobotModel  # noqa: E402
-from robot_dynamics_ros.robots import example_robot_data_dir  # noqa: E402
+from robot_dynamics_ros.commands import identify as identify_cmd
+from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings
+from robot_dynamics_ros.identification import data as data_mod
+from robot_dynamics_ros.identification.estimate import identify
+from robot_dynamics_ros.identification.validate import errors
+from robot_dynamics_ros.model import RobotModel
+from robot_dynamics_ros.robots import example_robot_data_dir
 
 DATA = Path(__file__).parent / "data" / "real"
 MOTION = DATA / "tiago_arm_slow_motion.csv"
@@ -215,7 +214,6 @@ def test_observer_at_rest_equals_model_minus_measured(tmp_path):
     most 2 K max|p|, the tolerance. Friction is off: at rest the joint holds any torque inside its
     stiction band, which fc·sign(q̇) of a noisy zero velocity does not describe.
     """
-    pytest.importorskip("sensor_msgs")
     held = _held(REST)
     model = RobotModel.from_urdf(_urdf(), held_joints=held)
     rec = data_mod.read_bag(_rest_bag(tmp_path))
