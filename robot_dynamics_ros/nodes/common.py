@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from robot_dynamics_ros.nodes.responses import patient_service
+
 __all__ = [
     "ParamSpec", "declare_parameters", "validate_parameters", "robot_source_params", "ModelLoader",
     "shared_model", "shared_engine", "model_from_text", "source_conflict", "excerpt", "MODEL_CACHE_SIZE",
@@ -1074,7 +1076,7 @@ def create_payload_service(node):
                 diag.count("payload_replan_warnings")
         return response
 
-    return node.create_service(SetPayload, "~/set_payload", on_request)
+    return patient_service(node.create_service(SetPayload, "~/set_payload", on_request), node.get_logger().warning)
 
 
 def create_collision_reaction(node):
@@ -1110,7 +1112,7 @@ def create_collision_reaction(node):
     if topic:
         node.create_subscription(Bool, topic, on_flag, QoSProfile(
             depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-    return node.create_service(Trigger, "~/reset_collision", on_reset)
+    return patient_service(node.create_service(Trigger, "~/reset_collision", on_reset), node.get_logger().warning)
 
 
 class ControlShell:

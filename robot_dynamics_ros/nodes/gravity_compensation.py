@@ -30,6 +30,7 @@ from std_srvs.srv import SetBool
 from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader
 from robot_dynamics_ros.control.gravity_compensator import STALE_POLICIES, GravityCompensator, GravitySettings
 from robot_dynamics_ros.nodes import common
+from robot_dynamics_ros.nodes.responses import patient_service
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
 
 NODE_NAME = "gravity_compensation"
@@ -93,7 +94,7 @@ class GravityCompensationNode(LifecycleNode):
         self._kick = False
         self.shell = common.ControlShell(self, self.diag, self.log)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.create_service(SetBool, "~/enable", self._on_enable)
+        patient_service(self.create_service(SetBool, "~/enable", self._on_enable), self.get_logger().warning)
         common.create_payload_service(self)
         self._timer = self.create_timer(common.tick_period(self.p), self._tick)
         self._constructing = True

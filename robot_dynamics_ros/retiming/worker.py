@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from robot_dynamics_ros.nodes.responses import patient_service
 from robot_dynamics_ros.retiming import service as core
 
 #: keep-last depth of the service's request and response queues (the default 10 is shared by every
@@ -94,10 +95,11 @@ class RetimeServer:
         self.solver = core.DeadlineSolver(f"{node.get_name()}_solver")
         self.warm = self.solver.warm
         self.warm.clear()
-        self.srv = node.create_service(RetimeTrajectory, service_name, self.on_request,
-                                       qos_profile=QoSProfile(depth=SERVICE_QOS_DEPTH,
-                                                              reliability=ReliabilityPolicy.RELIABLE),
-                                       callback_group=ReentrantCallbackGroup())
+        self.srv = patient_service(
+            node.create_service(RetimeTrajectory, service_name, self.on_request,
+                                qos_profile=QoSProfile(depth=SERVICE_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE),
+                                callback_group=ReentrantCallbackGroup()),
+            lambda text: log("warning", text))
 
     def set_params(self, params: Mapping) -> None:
         """The node's parameters (``request_deadline`` and what :func:`core.handle_request` reads)."""
