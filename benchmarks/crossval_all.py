@@ -23,10 +23,9 @@ from pathlib import Path
 
 
 def urdf_files() -> list[Path]:
-    from robot_dynamics_ros.robots import example_robot_data_dir
+    from robot_dynamics_ros.robots import example_robot_data_urdfs
 
-    root = example_robot_data_dir()
-    return sorted(root.glob("**/*.urdf"))
+    return example_robot_data_urdfs()
 
 
 def _pinocchio_loads(path: Path) -> str | None:

@@ -38,12 +38,8 @@ def _robot_group(namespace: str, robot: str) -> GroupAction:
 
 
 def generate_launch_description():
-    return LaunchDescription([
-        DeclareLaunchArgument(
-            "controller", default_value="computed_torque",
-            description="Effort node of each robot: computed_torque or gravity_compensation."),
-        DeclareLaunchArgument(
-            "sim", default_value="true",
-            description="Also start a MuJoCo simulator per robot (true/false)."),
-        *(_robot_group(ns, robot) for ns, robot in ROBOTS),
-    ])
+    controller = DeclareLaunchArgument("controller", default_value="computed_torque", description=(
+        "Effort node of each robot: computed_torque or gravity_compensation."))
+    sim = DeclareLaunchArgument("sim", default_value="true", description=(
+        "Also start a MuJoCo simulator per robot (true/false)."))
+    return LaunchDescription([controller, sim, *(_robot_group(ns, robot) for ns, robot in ROBOTS)])

@@ -38,6 +38,11 @@ def example_robot_data_dir() -> Path:
     raise UserError("example-robot-data is not installed (pip install example-robot-data)")
 
 
+def example_robot_data_urdfs() -> list[Path]:
+    """Every ``*.urdf`` of example-robot-data (sorted paths; see :func:`example_robot_data_dir`)."""
+    return sorted(example_robot_data_dir().glob("**/*.urdf"))
+
+
 @dataclass(frozen=True)
 class RobotEntry:
     """A named robot: URDF path relative to example-robot-data (or absolute), joints held fixed, a pose."""

@@ -9,18 +9,12 @@ import pytest
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.model import RobotModel
+from urdf_text import Body, serial_urdf
 
 # a vertical prismatic joint under a revolute one
-PRISMATIC = """<robot name="p"><link name="base"/>
-  <link name="a"><inertial><origin xyz="0.1 0 0"/><mass value="2"/>
-    <inertia ixx="0.02" ixy="0" ixz="0" iyy="0.03" iyz="0" izz="0.04"/></inertial></link>
-  <link name="b"><inertial><origin xyz="0 0 0"/><mass value="1.5"/>
-    <inertia ixx="0.01" ixy="0" ixz="0" iyy="0.01" iyz="0" izz="0.01"/></inertial></link>
-  <joint name="rev" type="revolute"><parent link="base"/><child link="a"/><axis xyz="0 0 1"/>
-    <limit lower="-3" upper="3" effort="10" velocity="2"/></joint>
-  <joint name="slide" type="prismatic"><origin xyz="0 0 0.2"/><parent link="a"/><child link="b"/>
-    <axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="100" velocity="1"/></joint>
-</robot>"""
+PRISMATIC = serial_urdf("p", [
+    Body("rev", "revolute", mass=2.0, com=(0.1, 0, 0), inertia=(0.02, 0.03, 0.04), link="a"),
+    Body("slide", "prismatic", mass=1.5, origin=(0, 0, 0.2), limit=(-1, 1, 100, 1), link="b")])
 
 
 @pytest.fixture(scope="module")

@@ -148,12 +148,7 @@ def run_lockstep(plant_path, controller, q0, duration, bag_path, sim_params=()):
             while time.monotonic() < end:
                 ex.spin_once(timeout_sec=0.01)
     finally:
-        if ex is not None:
-            ex.shutdown()
-        for n in (node, sim, peer):
-            if n is not None:
-                n.destroy_node()
-        rclpy.try_shutdown(context=ctx)
+        common.close_ros(ex, (node, sim, peer), ctx)
     return wall
 
 

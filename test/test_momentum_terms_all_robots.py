@@ -3,26 +3,20 @@ against the in-package Newton–Euler engine, independently: p = M q̇ from its 
 identity Cᵀq̇ = Ṁq̇ − Cq̇ (Ṁ by a central difference of its M along q̇, Cq̇ and g from its RNEA)."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.errors import URDFError, UserError
 from robot_dynamics_ros.model import RobotModel
+from robot_dynamics_ros.robots import example_robot_data_urdfs
 
-_spec = importlib.util.spec_from_file_location(
-    "crossval_all", Path(__file__).resolve().parent.parent / "benchmarks" / "crossval_all.py")
-crossval_all = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(crossval_all)
 
 
 def test_momentum_terms_match_newton_euler_on_every_loadable_robot():
     rng = np.random.default_rng(7)
     checked, worst = 0, 0.0
-    for path in crossval_all.urdf_files():
+    for path in example_robot_data_urdfs():
         try:
             model = RobotModel.from_file(path)
             pin_eng, ne = PinocchioDynamics(model), NewtonEulerDynamics(model)
@@ -69,7 +63,7 @@ def test_fused_momentum_kernel_matches_pinocchio_on_every_loadable_robot():
     """The one-sweep kernel (NewtonEulerDynamics.momentum_terms) against three separate Pinocchio algorithms."""
     rng = np.random.default_rng(11)
     checked, prismatic, worst = 0, 0, 0.0
-    for path in crossval_all.urdf_files():
+    for path in example_robot_data_urdfs():
         try:
             model = RobotModel.from_file(path)
             pe, ne = PinocchioDynamics(model), NewtonEulerDynamics(model)
@@ -99,7 +93,7 @@ def test_fused_momentum_kernel_on_mimic_robots_and_with_armature():
 
     rng = np.random.default_rng(5)
     mimic = 0
-    for path in crossval_all.urdf_files():
+    for path in example_robot_data_urdfs():
         try:
             model = RobotModel.from_file(path)
             ne = NewtonEulerDynamics(model)

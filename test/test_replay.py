@@ -319,19 +319,26 @@ def _records(n):
              bytes(serialize_message(Float64MultiArray(data=[float(k)])))) for k in range(n)]
 
 
+def _on_write(monkeypatch, k: int, action) -> None:
+    """``action()`` before the ``k``-th message the bag writer writes (1-based), then the real write."""
+    real, calls = bags.BagWriter.write_serialized, []
+
+    def write(self, *a, **kw):
+        calls.append(1)
+        if len(calls) == k:
+            action()
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(bags.BagWriter, "write_serialized", write)
+
+
 def test_recording_is_written_atomically(tmp_path, monkeypatch):
     from robot_dynamics_ros.commands.replay import write_recording
 
-    real = bags.BagWriter.write_serialized
-    calls = []
+    def disk_full():
+        raise OSError(28, "No space left on device")
 
-    def failing(self, *a, **k):
-        calls.append(1)
-        if len(calls) == 5:
-            raise OSError(28, "No space left on device")
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(bags.BagWriter, "write_serialized", failing)
+    _on_write(monkeypatch, 5, disk_full)
     with pytest.raises(OSError):
         write_recording(tmp_path / "out", _records(10), "sqlite3")
     assert list(tmp_path.iterdir()) == []  # neither a half bag nor a temporary folder left
@@ -343,16 +350,7 @@ def test_a_ctrl_c_during_the_write_is_held_until_the_bag_is_complete(tmp_path, m
 
     from robot_dynamics_ros.commands.replay import write_recording
 
-    real = bags.BagWriter.write_serialized
-    calls = []
-
-    def interrupting(self, *a, **k):
-        calls.append(1)
-        if len(calls) == 3:
-            os.kill(os.getpid(), signal.SIGINT)
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(bags.BagWriter, "write_serialized", interrupting)
+    _on_write(monkeypatch, 3, lambda: os.kill(os.getpid(), signal.SIGINT))
     n, interrupted = write_recording(tmp_path / "out", _records(10), "sqlite3")
     assert (n, interrupted) == (10, True)
     msgs = bags.read_messages(tmp_path / "out", {"/effort_controller/commands": bags.FLOAT64_MULTI_ARRAY})

@@ -15,6 +15,7 @@ import pytest
 
 from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
 from test_topp_ra import ACC, MARGIN, dense_peaks, load_model, pinocchio_reference, smooth_waypoints
+from urdf_text import Body, serial_urdf
 
 
 @pytest.fixture(scope="module")
@@ -394,17 +395,10 @@ def test_cli_missing_joints_same_file_and_atomic_write(tmp_path, capsys, monkeyp
 # ---------------------------------------------------------------------------------------------------
 # real inputs: short segments between reversals, recorded paths, RRT-like paths, continuous joints
 # ---------------------------------------------------------------------------------------------------
-TWO_AXIS_URDF = """<robot name="two_axis">
-  <link name="base"/>
-  <link name="l1"><inertial><mass value="2"/><origin xyz="0.2 0 0"/>
-    <inertia ixx="0.01" iyy="0.02" izz="0.02" ixy="0" ixz="0" iyz="0"/></inertial></link>
-  <link name="l2"><inertial><mass value="1"/><origin xyz="0.15 0 0"/>
-    <inertia ixx="0.005" iyy="0.01" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial></link>
-  <joint name="a" type="{a_type}"><parent link="base"/><child link="l1"/><axis xyz="0 0 1"/>
-    <limit lower="-3" upper="3" effort="50" velocity="1.5"/></joint>
-  <joint name="b" type="revolute"><parent link="l1"/><child link="l2"/><origin xyz="0.4 0 0"/>
-    <axis xyz="0 0 1"/><limit lower="-3" upper="3" effort="20" velocity="1.5"/></joint>
-</robot>"""
+TWO_AXIS_URDF = serial_urdf("two_axis", [
+    Body("a", "{a_type}", mass=2.0, com=(0.2, 0, 0), inertia=(0.01, 0.02, 0.02), limit=(-3, 3, 50, 1.5), link="l1"),
+    Body("b", "revolute", mass=1.0, com=(0.15, 0, 0), inertia=(0.005, 0.01, 0.01), limit=(-3, 3, 20, 1.5),
+         origin=(0.4, 0, 0), link="l2")])
 
 
 def _two_axis(a_type="revolute"):

@@ -224,11 +224,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary), flush=True)
         return 0
     finally:
-        for n in nodes:
-            try:
-                n.destroy_node()
-            except Exception:  # noqa: BLE001
-                pass
-        if executor is not None:
-            executor.shutdown()
-        rclpy.try_shutdown(context=ctx)
+        common.close_ros(executor, nodes, ctx)

@@ -410,12 +410,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         # the last desired_state may still be in flight
         spin_until(lambda: last_ns in recorder.desired, 2.0, "the last desired state")
     finally:
-        if executor is not None:
-            executor.shutdown()
-        for n in (node, sim, recorder):
-            if n is not None:
-                n.destroy_node()
-        rclpy.try_shutdown(context=ctx)
+        common.close_ros(executor, (node, sim, recorder), ctx)
     # state k's command is the effort applied while stepping to state k + 1 (reported with state k + 1)
     t_ns = [epoch_ns + int(round(t * 1e9)) for t, *_ in states]
     applied = [eff for *_, eff in states[1:]] + [np.full(model.n, np.nan)]

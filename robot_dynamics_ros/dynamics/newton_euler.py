@@ -738,6 +738,137 @@ def momentum_terms_buffers(model: RobotModel) -> tuple[np.ndarray, np.ndarray, n
     armature = np.asarray(model.armature, dtype=float).reshape(model.n)
     return np.ascontiguousarray(tab), np.ascontiguousarray(itab), np.ascontiguousarray(armature)
 
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _rot(R, i, x, y, z):
+    """R_i v for R (nb, 3, 3)."""
+    return (R[i, 0, 0] * x + R[i, 0, 1] * y + R[i, 0, 2] * z, R[i, 1, 0] * x + R[i, 1, 1] * y + R[i, 1, 2] * z,
+            R[i, 2, 0] * x + R[i, 2, 1] * y + R[i, 2, 2] * z)
+
+
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _rot_t(R, i, x, y, z):
+    """R_iᵀ v for R (nb, 3, 3)."""
+    return (R[i, 0, 0] * x + R[i, 1, 0] * y + R[i, 2, 0] * z, R[i, 0, 1] * x + R[i, 1, 1] * y + R[i, 2, 1] * z,
+            R[i, 0, 2] * x + R[i, 1, 2] * y + R[i, 2, 2] * z)
+
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+def _ac_one(parent, axis, jtype, mass, com, I_c, R, p, qdd_b, g0, g1, g2, wa, va, vc, fa, na, fc, nc, ta,
+            tc):  # pragma: no cover - compiled
+    """The two zero-velocity RNEAs of one state at once, sharing the body transforms R (nb, 3, 3), p (nb, 3):
+    ta = RNEA(q, 0, qdd_b) without gravity (= M q'' when qdd_b = q': the coefficient a) and
+    tc = RNEA(q, 0, 0) with base acceleration (g0, g1, g2) = −g (= g(q): the coefficient c).
+
+    The recursion of Featherstone 2008 Table 5.1 / Craig 2005 eqs. 6.45–6.53 with ω = 0 on every body, so
+    every velocity-product term vanishes: outward ω̇_i = Rᵀ ω̇_λ + q̈_i z, v̇_i = Rᵀ (ω̇_λ × p + v̇_λ),
+    F_i = m (ω̇_i × c + v̇_i), N_i = I_c ω̇_i; the gravity channel only carries v̇_i = Rᵀ v̇_λ, F_i = m v̇_i.
+    Inward as usual. Work arrays (nb, 3): wa, va (ω̇, v̇ of the a channel), vc, fa, na, fc, nc.
+    """
+    nb = parent.shape[0]
+    for i in range(nb):
+        lam = parent[i]
+        zx, zy, zz = axis[i, 0], axis[i, 1], axis[i, 2]
+        if lam < 0:
+            dlx = dly = dlz = 0.0
+            ax = ay = az = 0.0
+            gx, gy, gz = g0, g1, g2
+        else:
+            dlx, dly, dlz = wa[lam, 0], wa[lam, 1], wa[lam, 2]
+            ex, ey, ez = _cross(dlx, dly, dlz, p[i, 0], p[i, 1], p[i, 2])
+            ax, ay, az = ex + va[lam, 0], ey + va[lam, 1], ez + va[lam, 2]
+            gx, gy, gz = vc[lam, 0], vc[lam, 1], vc[lam, 2]
+        dx, dy, dz = _rot_t(R, i, dlx, dly, dlz)
+        vx, vy, vz = _rot_t(R, i, ax, ay, az)
+        cx, cy, cz = _rot_t(R, i, gx, gy, gz)
+        qdd_i = qdd_b[i]
+        if jtype[i] == 0:
+            dx += zx * qdd_i
+            dy += zy * qdd_i
+            dz += zz * qdd_i
+        else:
+            vx += zx * qdd_i
+            vy += zy * qdd_i
+            vz += zz * qdd_i
+        wa[i, 0], wa[i, 1], wa[i, 2] = dx, dy, dz
+        va[i, 0], va[i, 1], va[i, 2] = vx, vy, vz
+        vc[i, 0], vc[i, 1], vc[i, 2] = cx, cy, cz
+        ccx, ccy, ccz = com[i, 0], com[i, 1], com[i, 2]
+        m = mass[i]
+        sx, sy, sz = _cross(dx, dy, dz, ccx, ccy, ccz)
+        Fx, Fy, Fz = m * (sx + vx), m * (sy + vy), m * (sz + vz)
+        fa[i, 0], fa[i, 1], fa[i, 2] = Fx, Fy, Fz
+        hx, hy, hz = _cross(ccx, ccy, ccz, Fx, Fy, Fz)
+        na[i, 0] = I_c[i, 0, 0] * dx + I_c[i, 0, 1] * dy + I_c[i, 0, 2] * dz + hx
+        na[i, 1] = I_c[i, 1, 0] * dx + I_c[i, 1, 1] * dy + I_c[i, 1, 2] * dz + hy
+        na[i, 2] = I_c[i, 2, 0] * dx + I_c[i, 2, 1] * dy + I_c[i, 2, 2] * dz + hz
+        Gx, Gy, Gz = m * cx, m * cy, m * cz
+        fc[i, 0], fc[i, 1], fc[i, 2] = Gx, Gy, Gz
+        hx, hy, hz = _cross(ccx, ccy, ccz, Gx, Gy, Gz)
+        nc[i, 0], nc[i, 1], nc[i, 2] = hx, hy, hz
+    for i in range(nb - 1, -1, -1):
+        lam = parent[i]
+        for ch in range(2):
+            f = fa if ch == 0 else fc
+            nt = na if ch == 0 else nc
+            tb = ta if ch == 0 else tc
+            fx, fy, fz = f[i, 0], f[i, 1], f[i, 2]
+            nx, ny, nz = nt[i, 0], nt[i, 1], nt[i, 2]
+            if jtype[i] == 0:
+                tb[i] = nx * axis[i, 0] + ny * axis[i, 1] + nz * axis[i, 2]
+            else:
+                tb[i] = fx * axis[i, 0] + fy * axis[i, 1] + fz * axis[i, 2]
+            if lam >= 0:
+                Rfx, Rfy, Rfz = _rot(R, i, fx, fy, fz)
+                Rnx, Rny, Rnz = _rot(R, i, nx, ny, nz)
+                cx, cy, cz = _cross(p[i, 0], p[i, 1], p[i, 2], Rfx, Rfy, Rfz)
+                f[lam, 0] += Rfx
+                f[lam, 1] += Rfy
+                f[lam, 2] += Rfz
+                nt[lam, 0] += Rnx + cx
+                nt[lam, 1] += Rny + cy
+                nt[lam, 2] += Rnz + cz
+
+@njit(cache=True, nogil=True, fastmath=_FASTMATH)
+def _path_terms_batch(fbuf, ibuf, a0, q, dq, ddq, idx, tau):  # pragma: no cover - compiled
+    """tau (3E, n) = [c; a; b] at the rows idx (E,) of q, dq, ddq (P, n): c = g(q), a = M(q) q',
+    b = M(q) q'' + C(q, q') q' (eq. 1), with one set of body transforms per state (fbuf, ibuf: the packed
+    :class:`~robot_dynamics_ros.dynamics.newton_euler.JointTable`; a0 = −g). Mimic bodies: q_b = k q + b,
+    torques back to the master by virtual work, as in ``_rnea_batch``."""
+    parent, R_T, p_T, axis, jtype, mass, com, I_c, src, mult, offset = _unpack(fbuf, ibuf)
+    nb = parent.shape[0]; n = q.shape[1]; e = idx.shape[0]
+    R = np.empty((nb, 3, 3)); p = np.empty((nb, 3))
+    w = np.empty((nb, 3)); wd = np.empty((nb, 3)); vd = np.empty((nb, 3)); f = np.empty((nb, 3)); nt = np.empty((nb, 3))
+    wa = np.empty((nb, 3)); va = np.empty((nb, 3)); vc = np.empty((nb, 3)); fa = np.empty((nb, 3)); na = np.empty((nb, 3)); fc = np.empty((nb, 3)); nc = np.empty((nb, 3))
+    d1 = np.empty(nb); d2 = np.empty(nb); tb = np.empty(nb); ta = np.empty(nb); tc = np.empty(nb)
+    qs = np.empty((e, n))
+    for k in range(e):
+        for j in range(n):
+            qs[k, j] = q[idx[k], j]
+    qb, S, C = _body_positions(qs, src, mult, offset)
+    for k in range(e):
+        pt = idx[k]
+        for i in range(nb):
+            _joint_transform(R_T, p_T, axis, jtype, i, qb[k, i], S[k, i], C[k, i], R, p)
+            d1[i] = mult[i] * dq[pt, src[i]]
+            d2[i] = mult[i] * ddq[pt, src[i]]
+        _ac_one(parent, axis, jtype, mass, com, I_c, R, p, d1, a0[0], a0[1], a0[2], wa, va, vc, fa, na, fc, nc, ta, tc)
+        _rnea_one(parent, axis, jtype, mass, com, I_c, R, p, d1, d2, 0.0, 0.0, 0.0, w, wd, vd, f, nt, tb)
+        for j in range(n):
+            tau[k, j] = 0.0
+            tau[e + k, j] = 0.0
+            tau[2 * e + k, j] = 0.0
+        for i in range(nb):
+            tau[k, src[i]] += mult[i] * tc[i]
+            tau[e + k, src[i]] += mult[i] * ta[i]
+            tau[2 * e + k, src[i]] += mult[i] * tb[i]
+    finite = True
+    for r in range(3 * e):
+        for j in range(n):
+            if not np.isfinite(tau[r, j]):
+                finite = False
+    return finite
+
+
 # --------------------------------------------------------------------------------------------------
 # the engine
 # --------------------------------------------------------------------------------------------------
@@ -799,6 +930,35 @@ class NewtonEulerDynamics:
             tau += self._armature * qdd2
         self._check_finite(tau)
         return tau[0] if single else tau
+
+    def path_torque_terms(self, q, dq, ddq, idx=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """a, b, c of τ = a s̈ + b ṡ² + c along a path q(s) (Pham 2014 / Pham & Pham 2018, eq. 1 of
+        TOPP-RA): a = M(q) q', b = M(q) q'' + C(q, q') q', c = g(q), with M including ``model.armature``.
+
+        One compiled pass per state: the body transforms once, the two zero-velocity recursions for a and c
+        sharing them, the full recursion for b.
+
+        Args:
+            q, dq, ddq: (P, n) path points q(s), q'(s), q''(s) (rad, rad per unit s, rad per unit s²); not
+                checked (the retimer builds them from a checked path).
+            idx: (E,) int rows of q to evaluate; None: all P.
+        Returns:
+            a, b, c: (E, n) each (N·m per unit s̈, N·m per unit ṡ², N·m).
+        Raises:
+            ValueError: a non-finite term (NaN or inf in the path, or an overflow).
+        """
+        if self._version != self.model.version:
+            self._sync()
+        idx = np.arange(q.shape[0]) if idx is None else np.ascontiguousarray(idx, dtype=np.int64)
+        tau = np.empty((3 * idx.shape[0], q.shape[1]))
+        if not _path_terms_batch(self._fbuf, self._ibuf, self._a0, q, dq, ddq, idx, tau):
+            raise ValueError("path torque terms: non-finite (NaN or inf in the path?)")
+        e = idx.shape[0]
+        c, a, b = tau[:e], tau[e:2 * e], tau[2 * e:]
+        if self._armature is not None:
+            a += self._armature * dq[idx]
+            b += self._armature * ddq[idx]
+        return a, b, c
 
     def rnea(self, q, qd, qdd) -> np.ndarray:
         """Inverse dynamics tau = M(q) qdd + C(q, qd) qd + g(q), (N, n) N·m (Craig 6.45–6.53; Featherstone Table 5.1);

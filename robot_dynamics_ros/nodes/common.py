@@ -633,6 +633,25 @@ def make_executor(kind: str = "events", context=None):
     raise ValueError(f"executor '{kind}': must be one of {list(EXECUTORS)}")
 
 
+def close_ros(executor, nodes, context) -> None:
+    """Shut ``executor`` down, destroy ``nodes`` (None entries skipped; a node already destroyed or whose
+    context is gone is passed over), then shut ``context`` down: the end of a process-local rclpy session,
+    in the order that leaves no entity of a destroyed node in a running executor.
+    """
+    import rclpy
+
+    if executor is not None:
+        executor.shutdown()
+    for n in nodes:
+        if n is None:
+            continue
+        try:
+            n.destroy_node()
+        except Exception:  # noqa: BLE001 - a node destroyed twice or after its context
+            pass
+    rclpy.try_shutdown(context=context)
+
+
 def freeze_gc() -> int:
     """Collect garbage once, then move every object alive now into the garbage collector's permanent
     generation (``gc.freeze()``), which later collections do not scan. Returns the number of objects frozen.
