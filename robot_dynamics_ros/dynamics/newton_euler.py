@@ -226,6 +226,44 @@ def _cross(ax, ay, az, bx, by, bz):
 
 
 @njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _rot(R, i, x, y, z):
+    """R_i v for R (nb, 3, 3)."""
+    return (R[i, 0, 0] * x + R[i, 0, 1] * y + R[i, 0, 2] * z, R[i, 1, 0] * x + R[i, 1, 1] * y + R[i, 1, 2] * z,
+            R[i, 2, 0] * x + R[i, 2, 1] * y + R[i, 2, 2] * z)
+
+
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _rot_t(R, i, x, y, z):
+    """R_iᵀ v for R (nb, 3, 3)."""
+    return (R[i, 0, 0] * x + R[i, 1, 0] * y + R[i, 2, 0] * z, R[i, 0, 1] * x + R[i, 1, 1] * y + R[i, 2, 1] * z,
+            R[i, 0, 2] * x + R[i, 1, 2] * y + R[i, 2, 2] * z)
+
+
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _to_parent(R, p, i, lam, fx, fy, fz, nx, ny, nz, f, nt):
+    """The inward step of body i's force f_i and moment n_i (its axes) onto its parent λ: f_λ += R f_i,
+    n_λ += R n_i + p × (R f_i) (Craig 2005 eqs. 6.51–6.52)."""
+    Rfx, Rfy, Rfz = _rot(R, i, fx, fy, fz)
+    Rnx, Rny, Rnz = _rot(R, i, nx, ny, nz)
+    cx, cy, cz = _cross(p[i, 0], p[i, 1], p[i, 2], Rfx, Rfy, Rfz)
+    f[lam, 0] += Rfx
+    f[lam, 1] += Rfy
+    f[lam, 2] += Rfz
+    nt[lam, 0] += Rnx + cx
+    nt[lam, 1] += Rny + cy
+    nt[lam, 2] += Rnz + cz
+
+
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
+def _along_axis(revolute, zx, zy, zz, r, wx, wy, wz, vx, vy, vz):
+    """A joint's rate r along its axis z added to a body's (angular, linear) pair: to the angular part for a
+    revolute joint, to the linear part for a prismatic one."""
+    if revolute:
+        return wx + zx * r, wy + zy * r, wz + zz * r, vx, vy, vz
+    return wx, wy, wz, vx + zx * r, vy + zy * r, vz + zz * r
+
+
+@njit(cache=True, inline="always", fastmath=_FASTMATH)
 def _joint_transform(R_T, p_T, axis, jtype, i, qi, s, c, R, p):
     """Write R[i] = ⁱ⁻¹Rᵢ and p[i] = ⁱ⁻¹Pᵢ of body i at joint position qi (rad or m), s, c = sin qi, cos qi.
 
@@ -328,20 +366,8 @@ def _rnea_one(parent, axis, jtype, mass, com, I_c, R, p, qd_b, qdd_b, a0x, a0y, 
         else:
             tau_b[i] = fx * axis[i, 0] + fy * axis[i, 1] + fz * axis[i, 2]
         lam = parent[i]
-        if lam >= 0:  # f_λ += R f_i ;  n_λ += R n_i + p × (R f_i)
-            Rfx = R[i, 0, 0] * fx + R[i, 0, 1] * fy + R[i, 0, 2] * fz
-            Rfy = R[i, 1, 0] * fx + R[i, 1, 1] * fy + R[i, 1, 2] * fz
-            Rfz = R[i, 2, 0] * fx + R[i, 2, 1] * fy + R[i, 2, 2] * fz
-            Rnx = R[i, 0, 0] * nx + R[i, 0, 1] * ny + R[i, 0, 2] * nz
-            Rny = R[i, 1, 0] * nx + R[i, 1, 1] * ny + R[i, 1, 2] * nz
-            Rnz = R[i, 2, 0] * nx + R[i, 2, 1] * ny + R[i, 2, 2] * nz
-            cx, cy, cz = _cross(p[i, 0], p[i, 1], p[i, 2], Rfx, Rfy, Rfz)
-            f[lam, 0] += Rfx
-            f[lam, 1] += Rfy
-            f[lam, 2] += Rfz
-            nt[lam, 0] += Rnx + cx
-            nt[lam, 1] += Rny + cy
-            nt[lam, 2] += Rnz + cz
+        if lam >= 0:
+            _to_parent(R, p, i, lam, fx, fy, fz, nx, ny, nz, f, nt)
 
 
 @njit(cache=True, inline="always")
@@ -652,15 +678,7 @@ def momentum_terms_one(tab, itab, q, qd, armature, work, out):
         work[_W_A, i] = R00 * gx + R10 * gy + R20 * gz
         work[_W_A + 1, i] = R01 * gx + R11 * gy + R21 * gz
         work[_W_A + 2, i] = R02 * gx + R12 * gy + R22 * gz
-        r = work[_W_QD, i]
-        if itab[i, 1] == 0:
-            wx += x * r
-            wy += y * r
-            wz += w * r
-        else:
-            vx += x * r
-            vy += y * r
-            vz += w * r
+        wx, wy, wz, vx, vy, vz = _along_axis(itab[i, 1] == 0, x, y, w, work[_W_QD, i], wx, wy, wz, vx, vy, vz)
         work[_W_W, i], work[_W_W + 1, i], work[_W_W + 2, i] = wx, wy, wz
         work[_W_V, i], work[_W_V + 1, i], work[_W_V + 2, i] = vx, vy, vz
         m = tab[i, _T_M]
@@ -738,20 +756,6 @@ def momentum_terms_buffers(model: RobotModel) -> tuple[np.ndarray, np.ndarray, n
     armature = np.asarray(model.armature, dtype=float).reshape(model.n)
     return np.ascontiguousarray(tab), np.ascontiguousarray(itab), np.ascontiguousarray(armature)
 
-@njit(cache=True, inline="always", fastmath=_FASTMATH)
-def _rot(R, i, x, y, z):
-    """R_i v for R (nb, 3, 3)."""
-    return (R[i, 0, 0] * x + R[i, 0, 1] * y + R[i, 0, 2] * z, R[i, 1, 0] * x + R[i, 1, 1] * y + R[i, 1, 2] * z,
-            R[i, 2, 0] * x + R[i, 2, 1] * y + R[i, 2, 2] * z)
-
-
-@njit(cache=True, inline="always", fastmath=_FASTMATH)
-def _rot_t(R, i, x, y, z):
-    """R_iᵀ v for R (nb, 3, 3)."""
-    return (R[i, 0, 0] * x + R[i, 1, 0] * y + R[i, 2, 0] * z, R[i, 0, 1] * x + R[i, 1, 1] * y + R[i, 2, 1] * z,
-            R[i, 0, 2] * x + R[i, 1, 2] * y + R[i, 2, 2] * z)
-
-
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _ac_one(parent, axis, jtype, mass, com, I_c, R, p, qdd_b, g0, g1, g2, wa, va, vc, fa, na, fc, nc, ta,
             tc):  # pragma: no cover - compiled
@@ -780,15 +784,7 @@ def _ac_one(parent, axis, jtype, mass, com, I_c, R, p, qdd_b, g0, g1, g2, wa, va
         dx, dy, dz = _rot_t(R, i, dlx, dly, dlz)
         vx, vy, vz = _rot_t(R, i, ax, ay, az)
         cx, cy, cz = _rot_t(R, i, gx, gy, gz)
-        qdd_i = qdd_b[i]
-        if jtype[i] == 0:
-            dx += zx * qdd_i
-            dy += zy * qdd_i
-            dz += zz * qdd_i
-        else:
-            vx += zx * qdd_i
-            vy += zy * qdd_i
-            vz += zz * qdd_i
+        dx, dy, dz, vx, vy, vz = _along_axis(jtype[i] == 0, zx, zy, zz, qdd_b[i], dx, dy, dz, vx, vy, vz)
         wa[i, 0], wa[i, 1], wa[i, 2] = dx, dy, dz
         va[i, 0], va[i, 1], va[i, 2] = vx, vy, vz
         vc[i, 0], vc[i, 1], vc[i, 2] = cx, cy, cz
@@ -818,15 +814,7 @@ def _ac_one(parent, axis, jtype, mass, com, I_c, R, p, qdd_b, g0, g1, g2, wa, va
             else:
                 tb[i] = fx * axis[i, 0] + fy * axis[i, 1] + fz * axis[i, 2]
             if lam >= 0:
-                Rfx, Rfy, Rfz = _rot(R, i, fx, fy, fz)
-                Rnx, Rny, Rnz = _rot(R, i, nx, ny, nz)
-                cx, cy, cz = _cross(p[i, 0], p[i, 1], p[i, 2], Rfx, Rfy, Rfz)
-                f[lam, 0] += Rfx
-                f[lam, 1] += Rfy
-                f[lam, 2] += Rfz
-                nt[lam, 0] += Rnx + cx
-                nt[lam, 1] += Rny + cy
-                nt[lam, 2] += Rnz + cz
+                _to_parent(R, p, i, lam, fx, fy, fz, nx, ny, nz, f, nt)
 
 @njit(cache=True, nogil=True, fastmath=_FASTMATH)
 def _path_terms_batch(fbuf, ibuf, a0, q, dq, ddq, idx, tau):  # pragma: no cover - compiled
