@@ -11,8 +11,9 @@ Processes (every one on the private ROS domain of the benchmark, localhost disco
   descriptions on the target's description topic; prints one JSON line per phase (times, counts).
 * a *client* (``python -m benchmarks.attack clients ...``): retiming requests from N concurrent clients
   (threads with one service client each), every request waited for up to a grace period; prints one JSON line.
-* this process: records the target's commands (``Float64MultiArray``) and diagnostics with their arrival
-  time (``time.monotonic``: CLOCK_MONOTONIC, the same clock as the publisher's phase times), and samples the
+* this process: records the target's commands (``Float64MultiArray``) with the time the node published
+  them (their DDS source timestamp on CLOCK_MONOTONIC, the clock of the publisher's phase times), the same
+  for diagnostics, and samples the
   target's resident memory (``/proc/<pid>/status``, also of its child processes).
 
 Every command is classified against g(q) from Pinocchio called directly on the URDF
@@ -375,8 +376,9 @@ def classify(data: np.ndarray, ref: dict[str, np.ndarray]) -> int:
 class Recorder:
     """Records commands of the targets' control nodes and their diagnostics (own rclpy context).
 
-    Each command is stored as (arrival time, class): 0 = g(Q_GOOD), 1 = g(Q_GOOD2), 2 = all zero,
-    -1 = any other finite command, -2 = non-finite.
+    Each command is stored as (publication time, class): 0 = g(Q_GOOD), 1 = g(Q_GOOD2), 2 = all zero,
+    -1 = any other finite command, -2 = non-finite. The publication time is the DDS source timestamp on
+    this process's monotonic clock (the node and this recorder run on one machine).
     """
 
     def __init__(self):
@@ -396,6 +398,7 @@ class Recorder:
         self.other_examples: dict[str, list[tuple[float, list[float]]]] = {}
         self.diagnostics: dict[str, list[tuple[float, int, str, dict]]] = {}
         self._subs = []
+        self._realtime_minus_monotonic = time.time() - time.monotonic()
         self._spinner = SpinThread(self.executor, self.ctx)
 
     def classify(self, data: np.ndarray) -> int:
@@ -410,12 +413,16 @@ class Recorder:
         others = self.other_examples.setdefault(key, [])
         self.topics[key] = tuple(topics)
 
-        def cb(msg, store=store, others=others):
+        def cb(msg, info, store=store, others=others):
+            # the time the node published it (DDS source timestamp, CLOCK_REALTIME, mapped to this machine's
+            # monotonic clock of the phase times): a stall of this recorder delays arrivals, not this time, so
+            # a late command is still judged in the phase whose messages caused it
+            t = info["source_timestamp"] * 1e-9 - self._realtime_minus_monotonic
             data = np.asarray(msg.data, dtype=float)
             c = self.classify(data)
-            store.append((time.monotonic(), c))
+            store.append((t, c))
             if c == -1 and len(others) < 2000:
-                others.append((time.monotonic(), data.round(4).tolist()))
+                others.append((t, data.round(4).tolist()))
 
         qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
         for topic in topics:
@@ -426,8 +433,8 @@ class Recorder:
 
         store = self.diagnostics.setdefault(topic, [])
 
-        def cb(msg, store=store):
-            t = time.monotonic()
+        def cb(msg, info, store=store):
+            t = info["source_timestamp"] * 1e-9 - self._realtime_minus_monotonic  # publication time, as commands
             for s in msg.status:
                 store.append((t, s.level[0] if isinstance(s.level, bytes) else int(s.level), s.name,
                               {kv.key: kv.value for kv in s.values}))
@@ -444,7 +451,8 @@ class Recorder:
         return False
 
     def window(self, topic: str, t0: float, t1: float) -> list[tuple[float, int]]:
-        return [c for c in self.commands.get(topic, []) if t0 <= c[0] < t1]
+        # in publication order (one key may gather several writers, e.g. a node and its restart)
+        return sorted(c for c in self.commands.get(topic, []) if t0 <= c[0] < t1)
 
     def close(self):
         self._spinner.stop()

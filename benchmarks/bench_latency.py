@@ -141,6 +141,13 @@ def block_lines(doc: dict) -> list[str]:
                      f"{', '.join(_ratio_text(x) for x in ratios)} "
                      f"(median {_ratio_text(r.get('p99_ratio_median_of_blocks'))}, "
                      f"pooled {_ratio_text(r.get('p99_ratio_vs_relay'))})")
+        ref = next((x for x in doc["scenarios"] if x.get("name") == r["relay_reference"]), None)
+        if ref is not None and ref.get("blocks") and r.get("blocks"):
+            # CPU per message block by block: one slow block (a machine stall) shows here, not only in the sum
+            def cpu(blocks):
+                return ", ".join(str(b.get("cpu_ms_per_1000_msgs")) for b in blocks)
+            lines.append(f"{r['name']} CPU ms / 1000 msgs per block: {cpu(r['blocks'])}; "
+                         f"{ref['name']}: {cpu(ref['blocks'])}")
     return lines
 
 

@@ -535,7 +535,7 @@ def pool_blocks(blocks: list[ScenarioResult]) -> ScenarioResult:
     ``duplicates``/``unmatched`` summed; ``max_output_error`` the largest; ``sent_rate_hz`` = Σ(sent - 1) /
     Σ send span, ``sustained_rate_hz`` = sent rate × answered / sent; ``cpu_percent`` and
     ``cpu_ms_per_1000_msgs`` from the summed CPU time and wall time; ``duration_s`` = the total measured
-    window (s). Adds ``blocks``: per block ``p50_us``, ``p99_us``, ``dropped``, ``sent``. A single block
+    window (s). Adds ``blocks``: per block ``p50_us``, ``p99_us``, ``dropped``, ``sent``, ``max_us``, ``cpu_ms_per_1000_msgs``. A single block
     gives the same statistics as the block itself.
 
     Raises:
@@ -573,7 +573,9 @@ def pool_blocks(blocks: list[ScenarioResult]) -> ScenarioResult:
     if loads:
         extra["load_stats"] = _pool_load_stats(loads)
     extra["blocks"] = [{"p50_us": b.stats["p50_us"], "p99_us": b.stats["p99_us"], "dropped": b.stats["dropped"],
-                        "sent": b.stats["sent"]} for b in blocks]
+                        "sent": b.stats["sent"], "max_us": b.stats.get("max_us"),
+                        "cpu_ms_per_1000_msgs": round(b.raw.cpu_s * 1e6 / max(int(b.stats["received"]), 1), 1)}
+                       for b in blocks]
     result = ScenarioResult(blocks[0].name, scenario, stats, extra=extra,
                             raw=RawWindow(lat, cpu, wall, span))
     result.cpu_percent = round(100.0 * cpu / wall, 1) if wall > 0 else None
@@ -958,7 +960,8 @@ def block_ratios(result: dict, ref: dict | None) -> tuple[list | None, float | N
 
 
 def evaluate_targets(results: list[dict], best: str, cfg: SuiteConfig) -> dict:
-    """The issue-7 done-when checks on the main scenarios (recommended executor, cfg.rate_hz)."""
+    """The control-path targets on the main scenarios (recommended executor, cfg.rate_hz): in-process p99 and
+    CPU per message against the bare relay of the same run, drops, the two-process and loaded p99s."""
     def find(node, topology, load=None):
         c = [r for r in results if r.get("node") == node and r.get("topology") == topology
              and r.get("executor") == best and r.get("load") == load and r.get("rate_hz") == cfg.rate_hz
@@ -969,6 +972,10 @@ def evaluate_targets(results: list[dict], best: str, cfg: SuiteConfig) -> dict:
     g_in, relay_in = find("gravity", "inproc"), find("relay", "inproc")
     if g_in and relay_in:
         out["inproc_p99_ratio_le_1.2"] = bool(g_in["p99_us"] <= 1.2 * relay_in["p99_us"])
+        g_cpu, r_cpu = g_in.get("cpu_ms_per_1000_msgs"), relay_in.get("cpu_ms_per_1000_msgs")
+        if g_cpu and r_cpu:
+            out["inproc_cpu_ratio"] = round(g_cpu / r_cpu, 3)
+            out["inproc_cpu_ratio_le_1.1"] = bool(g_cpu <= 1.1 * r_cpu)
         out["inproc_zero_dropped"] = bool(g_in["dropped"] == 0)
         out["inproc_duration_s"] = g_in["duration_s"]
     g_two = find("gravity", "twoproc")
