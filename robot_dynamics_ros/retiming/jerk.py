@@ -45,7 +45,10 @@ LPs: HiGHS's dual simplex with Devex pricing (the HiGHS scipy ships). Of the ~15
 gridpoints, 6 joints) a few hundred are active, so each LP is solved on a working set — the rows with
 little slack at the current profile — and then every row is evaluated at the answer (one sparse
 product); violated rows (and near neighbours) are added to the solved model and the dual simplex goes on
-from its basis, until none is violated: the answer is then the full LP's optimum.
+from its basis, until none is violated: the answer is then the full LP's optimum. Each SLP iteration's LP
+starts from the previous LP's final basis and rows (its inactive rows with much slack dropped, the rows
+with little slack at the new profile added as basic): between iterations the active set changes little, so
+the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis.
 """
 from __future__ import annotations
 
@@ -216,16 +219,18 @@ def _time_gradient(s, x, u) -> np.ndarray:
 
 
 class _LP:
-    """min cost·z s.t. A_ub z ≤ b_ub, A_eq z = 0, bounds — HiGHS's dual simplex (the HiGHS that scipy ships,
-    through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` cannot add rows to a solved
-    model and continue from its basis).
+    """min cost·z s.t. A_eq z = 0, A_ub z ≤ b_ub, lo ≤ z ≤ hi — HiGHS's dual simplex (the HiGHS that scipy
+    ships, through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` can neither add rows to a
+    solved model and continue from its basis nor start from a given basis).
 
-    Args: cost (nv,); A_ub (m, nv) and A_eq (me, nv) scipy.sparse; b_ub (m,); bounds: nv (lo, hi) pairs,
-    None for unbounded. ``solve()`` / ``add_rows_and_solve(A, b)`` return an object with ``status`` (0:
-    optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
+    Args: cost (nv,); A_eq (me, nv) and A_ub (m, nv) scipy.sparse (rows in that order in the model); b_ub
+    (m,); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status, row_status) as returned by
+    :meth:`basis` for a model with the same columns and rows (statuses of HiGHS's ``HighsBasisStatus``).
+    ``solve()`` / ``add_rows_and_solve(A, b)`` return an object with ``status`` (0: optimal, 2: infeasible,
+    3: unbounded, 4: other), ``x`` (nv,) and ``message``.
     """
 
-    def __init__(self, cost, A_ub, b_ub, A_eq, bounds):
+    def __init__(self, cost, A_eq, A_ub, b_ub, lo, hi, basis=None):
         try:
             from scipy.optimize._highspy import _core as hs
         except ImportError as exc:  # a private module: say which one when a scipy upgrade moves it
@@ -233,7 +238,7 @@ class _LP:
                               "(scipy.optimize._highspy._core, present in scipy 1.17)") from exc
 
         self._hs = hs
-        M = sp.vstack([A_ub, A_eq]).tocsc()
+        M = sp.vstack([A_eq, A_ub]).tocsc()
         nr, nc = M.shape
         lp = hs.HighsLp()
         lp.num_col_ = nc
@@ -242,11 +247,11 @@ class _LP:
         lp.a_matrix_.num_row_ = nr
         lp.a_matrix_.format_ = hs.MatrixFormat.kColwise
         lp.col_cost_ = np.asarray(cost, float)
-        lp.col_lower_ = np.array([-np.inf if lo is None else lo for lo, _ in bounds], float)
-        lp.col_upper_ = np.array([np.inf if hi is None else hi for _, hi in bounds], float)
+        lp.col_lower_ = np.asarray(lo, float)
+        lp.col_upper_ = np.asarray(hi, float)
         me = A_eq.shape[0]
-        lp.row_lower_ = np.concatenate((np.full(A_ub.shape[0], -np.inf), np.zeros(me)))
-        lp.row_upper_ = np.concatenate((np.asarray(b_ub, float), np.zeros(me)))
+        lp.row_lower_ = np.concatenate((np.zeros(me), np.full(A_ub.shape[0], -np.inf)))
+        lp.row_upper_ = np.concatenate((np.zeros(me), np.asarray(b_ub, float)))
         lp.a_matrix_.start_ = M.indptr
         lp.a_matrix_.index_ = M.indices
         lp.a_matrix_.value_ = M.data
@@ -258,8 +263,15 @@ class _LP:
         # than the few iterations a warm start then needs
         h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
         h.passModel(lp)
+        if basis is not None:
+            # a basis from a neighbouring LP: presolve would discard it
+            h.setOptionValue("presolve", "off")
+            b = hs.HighsBasis()
+            b.col_status = basis[0]
+            b.row_status = basis[1]
+            b.valid = True
+            h.setBasis(b)
         self._h = h
-        self._nc = nc
 
     def solve(self):
         h, hs = self._h, self._hs
@@ -278,6 +290,11 @@ class _LP:
         self._h.addRows(A.shape[0], np.full(A.shape[0], -np.inf), np.asarray(b, float), A.nnz,
                         A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data)
         return self.solve()
+
+    def basis(self):
+        """(col_status, row_status): the current basis, lists of ``HighsBasisStatus``, rows in model order."""
+        b = self._h.getBasis()
+        return list(b.col_status), list(b.row_status)
 
 
 def _check_points(s):
@@ -549,16 +566,17 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     # |u| ≤ u_box keeps a working-set LP bounded before the rows that bound u are in it; it is 10³ × the
     # TOPP-RA profile's largest |sdd|, which bounds every feasible u, and never active (checked below)
     u_box = 1e3 * max(float(np.abs(np.diff(x_ref) / (2.0 * d)).max()), 1e-3)
-    bounds = [(0.0, None)] * N + [(-u_box, u_box)] * N
-    bounds[0] = bounds[N - 1] = (0.0, 0.0)
-    bounds[N] = bounds[2 * N - 1] = (0.0, 0.0)
+    lo = np.concatenate((np.zeros(N), np.full(N, -u_box)))
+    hi = np.concatenate((np.full(N, np.inf), np.full(N, u_box)))
+    hi[[0, N - 1, N, 2 * N - 1]] = 0.0
+    lo[[N, 2 * N - 1]] = 0.0
     for stage, xi in ((0, 1), (N - 2, N - 2)):
         pts = [2 * stage, 2 * stage + 1, 2 * stage + 2]
         coef = (np.abs(dddq[stage]) + 2 * np.abs(ddq[pts]).max(0) / d[stage]
                 + (2 / 9) * np.abs(dq[pts]).max(0) / d[stage] ** 2) * 1.02
         with np.errstate(divide="ignore"):
             cap = np.where(np.isfinite(jlim), (jlim / coef) ** (2 / 3), np.inf).min()
-        bounds[xi] = (0.0, None if not np.isfinite(cap) else float(cap))
+        hi[xi] = min(hi[xi], cap)
     jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
     Jm = np.where(np.isfinite(jlim), jlim, 1.0)
     L = forms(dddq[st], 3 * ddqp, dqp)  # (K, n, 3): q''' x + 3 q'' u + q' v
@@ -570,7 +588,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     # neighbouring stages' sdd)
     u_stage = np.diff(x_ref) / (2.0 * d)
     z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]))
-    ws = {"lps": 0, "rows": []}
+    ws = {"lps": 0, "rows": [], "order": None, "basis": None}
 
     def lp(xbar_pts, xbar_grid, zfull=None):
         A_parts = [fixed_A]
@@ -597,19 +615,38 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         cost /= np.abs(cost).max()
         t0 = time.perf_counter()
         # working set: the LP is solved on the rows with little slack at the last answer (at first the
-        # TOPP-RA profile), then every row is checked at the solution and the violated ones added until none
-        # is (a subset's optimum that meets every row is the full LP's optimum)
+        # TOPP-RA profile) and the rows of the previous LP, then every row is checked at the solution and
+        # the violated ones added until none is (a subset's optimum that meets every row is the full LP's
+        # optimum)
         z0 = zfull if zfull is not None else z_ref
-        bnd = bounds
+        lo_t, hi_t = lo, hi
         if zfull is not None:
             # trust region on x at the gridpoints: the answer stays near z, where the working set was chosen
-            bnd = list(bounds)
-            for i in range(1, N - 1):
-                lo, hi = bounds[i]
-                hi_t = _TRUST * zfull[i]
-                bnd[i] = (max(lo, zfull[i] / _TRUST), hi_t if hi is None else min(hi, hi_t))
+            lo_t, hi_t = lo.copy(), hi.copy()
+            lo_t[1:N - 1] = np.maximum(lo[1:N - 1], zfull[1:N - 1] / _TRUST)
+            hi_t[1:N - 1] = np.minimum(hi[1:N - 1], _TRUST * zfull[1:N - 1])
         keep = (b_ub - A_ub @ z0) < _WS_SLACK
-        lpk = _LP(cost, A_ub[keep], b_ub[keep], A_eq, bnd)
+        order, basis = ws["order"], None
+        if order is not None:
+            # the previous LP's rows first, in its order, with its final basis (the new rows' slacks basic):
+            # the dual simplex starts where the last LP ended instead of from the slack basis
+            keep[order] = False
+            new = np.flatnonzero(keep)
+            col_status, row_status = ws["basis"]
+            me = A_eq.shape[0]
+            # rows basic in the last basis (inactive) with much slack at z leave: removing a basic row keeps
+            # the basis valid, and the model small
+            basic = np.array([st == ws["basic"] for st in row_status[me:]], bool)
+            stay = ~basic | ((b_ub[order] - A_ub[order] @ z0) < _WS_SLACK)
+            keep[:] = False
+            keep[order[stay]] = True
+            keep[new] = True
+            order = np.concatenate((order[stay], new))
+            basis = (col_status, row_status[:me] + [st for st, k in zip(row_status[me:], stay) if k]
+                     + [ws["basic"]] * new.shape[0])
+        else:
+            order = np.flatnonzero(keep)
+        lpk = _LP(cost, A_eq, A_ub[order], b_ub[order], lo_t, hi_t, basis)
         res = lpk.solve()
         rounds = 1
         while res.status == 0:
@@ -618,8 +655,12 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
                 break
             add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
             keep[add] = True
+            order = np.concatenate((order, add))
             res = lpk.add_rows_and_solve(A_ub[add], b_ub[add])  # from the last basis (dual simplex)
             rounds += 1
+        if res.status == 0:
+            ws["order"], ws["basis"] = order, lpk.basis()
+            ws["basic"] = lpk._hs.HighsBasisStatus.kBasic
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
