@@ -314,17 +314,21 @@ def _check_points(s):
     for r, p in ((1.0, 2 * e), (0.5, 2 * e + 1)):  # end stage, r = (L - s) / Δ
         P.append(p); ST.append(e); VAR.append((e, e, e)); INT.append(False)
         X.append((r ** (4 / 3), 0, 0)); U.append((-2 / 3 * r ** (1 / 3) / d[e], 0, 0)); V.append((0, 0, 0))
-    for i in range(1, N - 2):
-        dd = d[i]
-        var = (i, N + i, N + i + 1)
-        vv = (0.0, -1.0 / dd, 1.0 / dd)
-        for k, (xc, uc) in enumerate((((1, 0, 0), (0, 1, 0)),
-                                      ((1, 0.75 * dd, 0.25 * dd), (0, 0.5, 0.5)),
-                                      ((1, dd, dd), (0, 0, 1)))):
-            P.append(2 * i + k); ST.append(i); VAR.append(var); INT.append(True)
-            X.append(xc); U.append(uc); V.append(vv)
-    return (np.array(P), np.array(ST), np.array(VAR), np.array(X, float), np.array(U, float),
-            np.array(V, float), np.array(INT))
+    i = np.arange(1, N - 2)
+    m = i.shape[0]
+    dd = d[i]
+    one, zero = np.ones(m), np.zeros(m)
+    # interior stage i, check points k = 0, 1, 2 at σ = 0, Δ/2, Δ: x = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ,
+    # u = u_i + (u_{i+1} − u_i) σ/Δ, v = (u_{i+1} − u_i)/Δ
+    Xi = np.stack([np.stack([one, zero, zero], 1), np.stack([one, 0.75 * dd, 0.25 * dd], 1),
+                   np.stack([one, dd, dd], 1)], 1).reshape(-1, 3)
+    Ui = np.tile(np.array([[0, 1, 0], [0, 0.5, 0.5], [0, 0, 1]], float), (m, 1))
+    Vi = np.repeat(np.stack([zero, -1.0 / dd, 1.0 / dd], 1), 3, axis=0)
+    vari = np.repeat(np.stack([i, N + i, N + i + 1], 1), 3, axis=0)
+    return (np.concatenate((P, (2 * i[:, None] + np.arange(3)[None, :]).ravel())),
+            np.concatenate((ST, np.repeat(i, 3))), np.concatenate((np.array(VAR), vari)),
+            np.concatenate((np.array(X, float), Xi)), np.concatenate((np.array(U, float), Ui)),
+            np.concatenate((np.array(V, float), Vi)), np.concatenate((INT, np.ones(3 * m, bool))))
 
 
 def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
@@ -550,19 +554,18 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
                                 [var] * len(rows_fixed) + [pos_var])
     # equalities: interior stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0; u_1 = 2 x_1 / (3 Δ_0);
     # u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})
-    er, ec, ev = [], [], []
-    row = 0
-    for i in range(1, N - 2):
-        er += [row] * 4
-        ec += [i + 1, i, N + i, N + i + 1]
-        ev += [1.0, -1.0, -d[i], -d[i]]
-        row += 1
-    er += [row, row]; ec += [N + 1, 1]; ev += [1.0, -2.0 / (3.0 * d[0])]; row += 1
-    er += [row, row]; ec += [N + N - 2, N - 2]; ev += [1.0, 2.0 / (3.0 * d[N - 2])]; row += 1
+    i = np.arange(1, N - 2)
+    m = i.shape[0]
+    er = np.concatenate((np.repeat(np.arange(m), 4), [m, m, m + 1, m + 1]))
+    ec = np.concatenate((np.stack([i + 1, i, N + i, N + i + 1], 1).ravel(), [N + 1, 1, 2 * N - 2, N - 2]))
+    ev = np.concatenate((np.stack([np.ones(m), -np.ones(m), -d[i], -d[i]], 1).ravel(),
+                         [1.0, -2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2])]))
+    row = m + 2
     A_eq = sp.csr_matrix((ev, (er, ec)), shape=(row, nv))
     b_eq = np.zeros(row)
-    # bounds: x_0 = u_0 = x_{N-1} = u_{N-1} = 0; on the end stages the jerk is x^{3/2} times
-    # q''' r² + 2 q'' r / Δ + (2/9) q' / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ): a bound on x_1 and x_{N-2}
+    # bounds: x_0 = u_0 = x_{N-1} = u_{N-1} = 0; on the end stages the jerk is exactly x^{3/2} g(r),
+    # g = p''' r² + 2 p''(Δ r) r / Δ + (2/9) p'(Δ r) / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ, p below): a bound
+    # on x_1 and x_{N-2}
     # |u| ≤ u_box keeps a working-set LP bounded before the rows that bound u are in it; it is 10³ × the
     # TOPP-RA profile's largest |sdd|, which bounds every feasible u, and never active (checked below)
     u_box = 1e3 * max(float(np.abs(np.diff(x_ref) / (2.0 * d)).max()), 1e-3)
@@ -570,12 +573,22 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     hi = np.concatenate((np.full(N, np.inf), np.full(N, u_box)))
     hi[[0, N - 1, N, 2 * N - 1]] = 0.0
     lo[[N, 2 * N - 1]] = 0.0
-    for stage, xi in ((0, 1), (N - 2, N - 2)):
-        pts = [2 * stage, 2 * stage + 1, 2 * stage + 2]
-        coef = (np.abs(dddq[stage]) + 2 * np.abs(ddq[pts]).max(0) / d[stage]
-                + (2 / 9) * np.abs(dq[pts]).max(0) / d[stage] ** 2) * 1.02
+    for stage, xi, sgn in ((0, 1, 1), (N - 2, N - 2, -1)):
+        # the path walked away from the end at rest: p(Δ r) = q(s_0 + Δ r) resp. q(L − Δ r), so p' = sgn q',
+        # p'' = q'', p''' = sgn q'''; g at r = 0, 1/2, 1 (check points in that order)
+        pts = [2 * stage, 2 * stage + 1, 2 * stage + 2][::sgn]
+        g = (sgn * dddq[stage] * np.array([0.0, 0.25, 1.0])[:, None]
+             + 2 * ddq[pts] * np.array([0.0, 0.5, 1.0])[:, None] / d[stage]
+             + sgn * (2 / 9) * dq[pts] / d[stage] ** 2)  # (3, n)
+        # q' is quadratic, q'' linear and q''' constant on a stage, so g is a quadratic in r: its largest
+        # |g| on [0, 1] is at an end or at the vertex
+        a2 = 2 * g[2] - 4 * g[1] + 2 * g[0]
+        a1 = 4 * g[1] - 3 * g[0] - g[2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rv = np.clip(np.where(a2 != 0, -a1 / (2 * a2), 0.0), 0.0, 1.0)
+        gmax = np.maximum(np.abs(g).max(0), np.abs(a2 * rv ** 2 + a1 * rv + g[0]))
         with np.errstate(divide="ignore"):
-            cap = np.where(np.isfinite(jlim), (jlim / coef) ** (2 / 3), np.inf).min()
+            cap = np.where(np.isfinite(jlim), (jlim / gmax) ** (2 / 3), np.inf).min()
         hi[xi] = min(hi[xi], cap)
     jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
     Jm = np.where(np.isfinite(jlim), jlim, 1.0)
