@@ -367,12 +367,16 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
                                                   np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
     work = [v.copy() for v in lims]
-    x0 = np.asarray(x_ref, float)
+    x0, u0 = np.asarray(x_ref, float), None
+    # the LP rows (their order) and basis the last round ended with: the next round, on the same gridpoints
+    # and rows with rescaled limits, starts from them
+    warm = {}
     lp_ms, sol = 0.0, None
     for round_ in range(max_rounds + 1):
         sol = _solve_once(path, s, x0, dynamics, velocity_limit=work[0], acceleration_limit=work[1],
                           torque_limit=work[2], jerk_limit=work[3], max_iterations=max_iterations, rtol=rtol,
-                          margin=margin, tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]))
+                          margin=margin, tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]),
+                          u_ref=u0, warm=warm)
         lp_ms += sol.lp_ms
         if verify_period is None or round_ == max_rounds:
             break
@@ -396,6 +400,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
             break
         x0 = np.maximum(sol.x, 0.0)
         x0[1:-1] = np.maximum(x0[1:-1], 1e-6 * x0.max())
+        u0 = sol.u
     sol.rounds = round_ + 1
     sol.lp_ms = lp_ms
     sol.solve_ms = (time.perf_counter() - t_start) * 1e3
@@ -442,7 +447,7 @@ def _through_stops(path, s, x_ref, stops, t_start, dynamics, **kw) -> JerkSoluti
 
 def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
                 jerk_limit, max_iterations: int = 15, rtol: float = 1e-3,
-                margin: float = 1e-4, tool_speed=None) -> JerkSolution:
+                margin: float = 1e-4, tool_speed=None, u_ref=None, warm=None) -> JerkSolution:
     """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits.
 
     Args:
@@ -456,6 +461,10 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         margin: fraction the velocity, torque and jerk limits are tightened by inside the solver, so that
             the rows' curvature between check points (half a stage) cannot take the output above the limit.
         tool_speed: None or (speed, limit) as in :func:`solve_jerk_limited`.
+        u_ref: None or (N,) sdd at the gridpoints belonging to ``x_ref`` (rad/s²; None: from the differences
+            of ``x_ref``), used with it to choose the first LP's rows.
+        warm: None or a dict, filled with the last LP's rows and basis; given again (same ``s``, the same
+            limits finite), the first LP starts from them.
 
     Returns:
         :class:`JerkSolution`.
@@ -600,8 +609,11 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     # the reference point of the first working set: the TOPP-RA profile (u at the gridpoints from the
     # neighbouring stages' sdd)
     u_stage = np.diff(x_ref) / (2.0 * d)
-    z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]))
-    ws = {"lps": 0, "rows": [], "order": None, "basis": None}
+    z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]) if u_ref is None
+                           else (x_ref, np.asarray(u_ref, float)))
+    ws = warm if warm is not None else {}
+    ws.update(lps=0, rows=[])
+    ws.setdefault("order", None)
 
     def lp(xbar_pts, xbar_grid, zfull=None):
         A_parts = [fixed_A]
@@ -640,6 +652,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             hi_t[1:N - 1] = np.minimum(hi[1:N - 1], _TRUST * zfull[1:N - 1])
         keep = (b_ub - A_ub @ z0) < _WS_SLACK
         order, basis = ws["order"], None
+        if order is not None and ws["shape"] != A_ub.shape:
+            order = None
         if order is not None:
             # the previous LP's rows first, in its order, with its final basis (the new rows' slacks basic):
             # the dual simplex starts where the last LP ended instead of from the slack basis
@@ -672,7 +686,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             res = lpk.add_rows_and_solve(A_ub[add], b_ub[add])  # from the last basis (dual simplex)
             rounds += 1
         if res.status == 0:
-            ws["order"], ws["basis"] = order, lpk.basis()
+            ws["order"], ws["basis"], ws["shape"] = order, lpk.basis(), A_ub.shape
             ws["basic"] = lpk._hs.HighsBasisStatus.kBasic
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
