@@ -74,6 +74,11 @@ _WS_SLACK = 0.3
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
+#: the first linearization point comes from the problem on every _COARSE-th gridpoint (paths of at least
+#: _COARSE_MIN gridpoints), solved with at most _COARSE_ITERATIONS SLP iterations
+_COARSE = 4
+_COARSE_MIN = 40
+_COARSE_ITERATIONS = 4
 
 
 def third_derivative(path, s) -> np.ndarray:
@@ -111,6 +116,29 @@ class JerkSolution:
     lp_rows: list = field(default_factory=list)
     #: parts timed rest to rest: more than 1 where the torque-only profile stops inside the path
     parts: int = 1
+
+    def _profile(self, s_query) -> tuple[np.ndarray, np.ndarray]:
+        """x = sd² (rad²/s²) and u = sdd (rad/s²) (K,) at path positions ``s_query`` (K,) in [0, s[-1]], as
+        the trajectory has them (x quadratic and u linear on interior stages, constant path jerk on a
+        stage that starts or ends at rest)."""
+        sq = np.clip(np.asarray(s_query, dtype=float), self.s[0], self.s[-1])
+        x, u, s_g = self.x, self.u, self.s
+        d = np.diff(s_g)
+        i = np.clip(np.searchsorted(s_g, sq, side="right") - 1, 0, s_g.shape[0] - 2)
+        dd = d[i]
+        sig = sq - s_g[i]
+        v = (u[i + 1] - u[i]) / dd
+        xo = x[i] + 2 * u[i] * sig + v * sig ** 2
+        uo = u[i] + v * sig
+        first = x[i] <= 0.0
+        r = np.clip(sig / dd, 0.0, 1.0)
+        xo = np.where(first, x[i + 1] * r ** (4 / 3), xo)
+        uo = np.where(first, 2 / 3 * x[i + 1] * np.cbrt(r) / dd, uo)
+        last = (x[i + 1] <= 0.0) & ~first
+        r = 1.0 - r
+        xo = np.where(last, x[i] * r ** (4 / 3), xo)
+        uo = np.where(last, -2 / 3 * x[i] * np.cbrt(r) / dd, uo)
+        return np.maximum(xo, 0.0), uo
 
     def sample(self, times) -> tuple[np.ndarray, ...]:
         """Path and joint trajectory at ``times`` (K,) s in [0, duration].
@@ -262,10 +290,11 @@ class _LP:
         # Devex pricing: steepest-edge weights cost a factorization solve per row at every (re)start, more
         # than the few iterations a warm start then needs
         h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
+        # no presolve: the rows are already scaled and without redundancy, presolve costs more than it saves
+        # on these LPs and would discard a given basis
+        h.setOptionValue("presolve", "off")
         h.passModel(lp)
         if basis is not None:
-            # a basis from a neighbouring LP: presolve would discard it
-            h.setOptionValue("presolve", "off")
             b = hs.HighsBasis()
             b.col_status = basis[0]
             b.row_status = basis[1]
@@ -286,7 +315,6 @@ class _LP:
 
     def add_rows_and_solve(self, A, b):
         A = sp.csr_matrix(A)
-        self._h.setOptionValue("presolve", "off")  # keep the basis: continue from it
         self._h.addRows(A.shape[0], np.full(A.shape[0], -np.inf), np.asarray(b, float), A.nnz,
                         A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data)
         return self.solve()
@@ -367,7 +395,20 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
                                                   np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
     work = [v.copy() for v in lims]
-    x0, u0 = np.asarray(x_ref, float), None
+    x0, start = np.asarray(x_ref, float), None
+    N = s.shape[0]
+    if N >= _COARSE_MIN:
+        # the first linearization point: the same problem solved on every _COARSE-th gridpoint (a few times
+        # cheaper), its profile read at the gridpoints; tangents there are near the answer, so the first LP
+        # of the full problem starts with nearly its final rows instead of those tight at the TOPP-RA profile
+        idx = np.unique(np.r_[np.arange(0, N, _COARSE), N - 1])
+        try:
+            start = _solve_once(path, s[idx], x0[idx], dynamics, velocity_limit=work[0],
+                                acceleration_limit=work[1], torque_limit=work[2], jerk_limit=work[3],
+                                max_iterations=_COARSE_ITERATIONS, rtol=rtol, margin=margin,
+                                tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]))
+        except ValueError:  # the coarse grid stops somewhere: start from the TOPP-RA profile
+            start = None
     # the LP rows (their order) and basis the last round ended with: the next round, on the same gridpoints
     # and rows with rescaled limits, starts from them
     warm = {}
@@ -376,7 +417,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
         sol = _solve_once(path, s, x0, dynamics, velocity_limit=work[0], acceleration_limit=work[1],
                           torque_limit=work[2], jerk_limit=work[3], max_iterations=max_iterations, rtol=rtol,
                           margin=margin, tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]),
-                          u_ref=u0, warm=warm)
+                          start=start, warm=warm)
         lp_ms += sol.lp_ms
         if verify_period is None or round_ == max_rounds:
             break
@@ -398,9 +439,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
                 work[k] = np.where(bad, work[k] / ratio * (1.0 - margin), work[k])
         if not over:
             break
-        x0 = np.maximum(sol.x, 0.0)
-        x0[1:-1] = np.maximum(x0[1:-1], 1e-6 * x0.max())
-        u0 = sol.u
+        start = sol
     sol.rounds = round_ + 1
     sol.lp_ms = lp_ms
     sol.solve_ms = (time.perf_counter() - t_start) * 1e3
@@ -447,7 +486,7 @@ def _through_stops(path, s, x_ref, stops, t_start, dynamics, **kw) -> JerkSoluti
 
 def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
                 jerk_limit, max_iterations: int = 15, rtol: float = 1e-3,
-                margin: float = 1e-4, tool_speed=None, u_ref=None, warm=None) -> JerkSolution:
+                margin: float = 1e-4, tool_speed=None, start=None, warm=None) -> JerkSolution:
     """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits.
 
     Args:
@@ -461,8 +500,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         margin: fraction the velocity, torque and jerk limits are tightened by inside the solver, so that
             the rows' curvature between check points (half a stage) cannot take the output above the limit.
         tool_speed: None or (speed, limit) as in :func:`solve_jerk_limited`.
-        u_ref: None or (N,) sdd at the gridpoints belonging to ``x_ref`` (rad/s²; None: from the differences
-            of ``x_ref``), used with it to choose the first LP's rows.
+        start: None or a :class:`JerkSolution` of the same path (any gridpoints): the first LP's tangents and
+            rows are taken at its profile instead of at ``x_ref``.
         warm: None or a dict, filled with the last LP's rows and basis; given again (same ``s``, the same
             limits finite), the first LP starts from them.
 
@@ -532,6 +571,10 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         fin = np.isfinite(tlim)[None, :]
         rows_fixed += [f, -f]
         rhs_fixed += [np.where(fin, 1.0 - c[p] / T, np.inf), np.where(fin, 1.0 + c[p] / T, np.inf)]
+    # x and u are continuous at a gridpoint, so a row without v (all but the jerk rows) at the end of a stage
+    # is, under the equalities, the same row as at the start of the next stage: imposed once
+    dup = (interior & (p == 2 * st + 2)) | (~interior & (st == 0) & (p == 2))
+    rhs_fixed = [np.where(dup[:, None], np.inf, r) for r in rhs_fixed]
     # x ≥ 0 at the interior stages' midpoints (x is quadratic there)
     mids = interior & (p % 2 == 1)
     pos_rows = -X[mids][:, None, :]
@@ -609,13 +652,17 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     # the reference point of the first working set: the TOPP-RA profile (u at the gridpoints from the
     # neighbouring stages' sdd)
     u_stage = np.diff(x_ref) / (2.0 * d)
-    z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]) if u_ref is None
-                           else (x_ref, np.asarray(u_ref, float)))
+    if start is None:
+        z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]))
+        xbar_pts = np.interp(s_eval[p], s, x_ref)
+    else:
+        z_ref = np.concatenate(start._profile(s))
+        xbar_pts = start._profile(s_eval[p])[0]
     ws = warm if warm is not None else {}
     ws.update(lps=0, rows=[])
     ws.setdefault("order", None)
 
-    def lp(xbar_pts, xbar_grid, zfull=None):
+    def lp(xbar_pts, xbar_grid, zfull=None, trust=True):
         A_parts = [fixed_A]
         b_parts = [fixed_b]
         if jerk_on:
@@ -645,11 +692,11 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         # optimum)
         z0 = zfull if zfull is not None else z_ref
         lo_t, hi_t = lo, hi
-        if zfull is not None:
+        if zfull is not None and trust:
             # trust region on x at the gridpoints: the answer stays near z, where the working set was chosen
             lo_t, hi_t = lo.copy(), hi.copy()
-            lo_t[1:N - 1] = np.maximum(lo[1:N - 1], zfull[1:N - 1] / _TRUST)
             hi_t[1:N - 1] = np.minimum(hi[1:N - 1], _TRUST * zfull[1:N - 1])
+            lo_t[1:N - 1] = np.minimum(np.maximum(lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         keep = (b_ub - A_ub @ z0) < _WS_SLACK
         order, basis = ws["order"], None
         if order is not None and ws["shape"] != A_ub.shape:
@@ -698,10 +745,21 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     # first LP: tangents at the reference profile (an upper bound of every feasible x, where the tangent is
     # conservative; any x̄ > 0 gives a feasible answer). If that answer stops somewhere (x = 0 inside a
     # stage), the linearization point moves towards it (geometric mean, at most 8× down) and again
-    xbar = np.asarray(x_ref, float).copy()
-    xbar_pts = np.interp(s_eval[p], s, xbar)
+    xbar = z_ref[:N].copy()
     lp_ms, it, T, best = 0.0, 0, np.inf, None
-    while it < max(1, max_iterations // 2):
+    if start is not None:
+        # the start profile is near the answer but need not meet every row on these gridpoints: the first LP
+        # is an SLP step from it (its time gradient, the trust region around it) and without the trust region
+        # if that has no feasible point
+        res, ms = lp(xbar_pts, xbar, z_ref)
+        if res.status != 0:
+            res, ms2 = lp(xbar_pts, xbar, z_ref, trust=False)
+            ms += ms2
+        lp_ms += ms
+        it += 1
+        if res.status == 0:
+            best, T = res.x, _stage_times(s, res.x[:N], res.x[N:]).sum()
+    while not np.isfinite(T) and it < max(1, max_iterations // 2):
         res, ms = lp(xbar_pts, xbar)
         lp_ms += ms
         it += 1
