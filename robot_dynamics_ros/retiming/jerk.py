@@ -75,7 +75,7 @@ _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
 #: the first linearization point comes from the problem on every _COARSE-th gridpoint (paths of at least
-#: _COARSE_MIN gridpoints), solved with at most _COARSE_ITERATIONS SLP iterations
+#: _COARSE_MIN gridpoints, recursively), solved with at most _COARSE_ITERATIONS SLP iterations
 _COARSE = 4
 _COARSE_MIN = 40
 _COARSE_ITERATIONS = 4
@@ -396,19 +396,6 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
                                                   np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
     work = [v.copy() for v in lims]
     x0, start = np.asarray(x_ref, float), None
-    N = s.shape[0]
-    if N >= _COARSE_MIN:
-        # the first linearization point: the same problem solved on every _COARSE-th gridpoint (a few times
-        # cheaper), its profile read at the gridpoints; tangents there are near the answer, so the first LP
-        # of the full problem starts with nearly its final rows instead of those tight at the TOPP-RA profile
-        idx = np.unique(np.r_[np.arange(0, N, _COARSE), N - 1])
-        try:
-            start = _solve_once(path, s[idx], x0[idx], dynamics, velocity_limit=work[0],
-                                acceleration_limit=work[1], torque_limit=work[2], jerk_limit=work[3],
-                                max_iterations=_COARSE_ITERATIONS, rtol=rtol, margin=margin,
-                                tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]))
-        except ValueError:  # the coarse grid stops somewhere: start from the TOPP-RA profile
-            start = None
     # the LP rows (their order) and basis the last round ended with: the next round, on the same gridpoints
     # and rows with rescaled limits, starts from them
     warm = {}
@@ -501,7 +488,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             the rows' curvature between check points (half a stage) cannot take the output above the limit.
         tool_speed: None or (speed, limit) as in :func:`solve_jerk_limited`.
         start: None or a :class:`JerkSolution` of the same path (any gridpoints): the first LP's tangents and
-            rows are taken at its profile instead of at ``x_ref``.
+            rows are taken at its profile; None: at the solution on every ``_COARSE``-th gridpoint (at least
+            ``_COARSE_MIN`` gridpoints), else at ``x_ref``.
         warm: None or a dict, filled with the last LP's rows and basis; given again (same ``s``, the same
             limits finite), the first LP starts from them.
 
@@ -522,6 +510,18 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     if stops.size:
         raise ValueError(f"jerk-limited timing: the torque-only solution stops at s = {s[stops[0]]:.6g} inside the "
                          "path (a cusp or turn); split the path there and time each part")
+    if start is None and N >= _COARSE_MIN:
+        # the first linearization point: the same problem on every _COARSE-th gridpoint (a few times cheaper,
+        # itself started from a coarser grid), its profile read here; tangents there are near the answer, so
+        # the first LP starts with nearly its final rows instead of those tight at the TOPP-RA profile
+        idx = np.unique(np.r_[np.arange(0, N, _COARSE), N - 1])
+        try:
+            start = _solve_once(path, s[idx], x_ref[idx], dynamics, velocity_limit=velocity_limit,
+                                acceleration_limit=acceleration_limit, torque_limit=torque_limit,
+                                jerk_limit=jerk_limit, max_iterations=_COARSE_ITERATIONS, rtol=rtol,
+                                margin=margin, tool_speed=tool_speed)
+        except ValueError:  # the coarse grid stops somewhere: start from the TOPP-RA profile
+            start = None
     n = path.n
     vlim = np.asarray(velocity_limit, float) * (1.0 - margin)
     alim = np.asarray(acceleration_limit, float)
