@@ -59,10 +59,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from robot_dynamics_ros.retiming.constraints import torque_coefficients
+from robot_dynamics_ros.retiming.jerk_time import position_at, time_to
 
 __all__ = ["JerkSolution", "solve_jerk_limited", "third_derivative"]
 
-#: Gauss–Legendre nodes/weights on [0, 1] for the stage times ∫ dσ / √x(σ)
+#: Gauss–Legendre nodes/weights on [0, 1] for the gradient of the stage times ∫ dσ / √x(σ) (the times
+#: themselves in closed form, :mod:`.jerk_time`)
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
 _GL_X = 0.5 * (_GL_X + 1.0)
 _GL_W = 0.5 * _GL_W
@@ -181,16 +183,7 @@ class JerkSolution:
             tau = t[mid] - tg[im]
             xi, ui, dd = x[im], u[im], d[im]
             v = (u[im + 1] - ui) / dd
-            sig = np.clip(tau * np.sqrt(xi), 0.0, dd)  # Newton on F(σ) = ∫0^σ dσ'/√x(σ') = τ
-            for _ in range(30):
-                nodes = sig[:, None] * _GL_X[None, :]
-                xs = np.maximum(xi[:, None] + 2 * ui[:, None] * nodes + v[:, None] * nodes ** 2, 1e-300)
-                F = sig * (_GL_W[None, :] / np.sqrt(xs)).sum(axis=1)
-                xe = np.maximum(xi + 2 * ui * sig + v * sig ** 2, 1e-300)
-                step = (F - tau) * np.sqrt(xe)
-                sig = np.clip(sig - step, 0.0, dd)
-                if np.all(np.abs(step) <= 1e-15 * (1.0 + dd)):
-                    break
+            sig = position_at(xi, ui, v, dd, tau)  # ∫0^σ dσ'/√x(σ') = τ
             xe = np.maximum(xi + 2 * ui * sig + v * sig ** 2, 0.0)
             s[mid] = s_g[im] + sig
             sd[mid] = np.sqrt(xe)
@@ -214,13 +207,7 @@ def _stage_times(s, x, u) -> np.ndarray:
         out[N - 2] = 3.0 * d[N - 2] / np.sqrt(x[N - 2]) if x[N - 2] > 0 else np.inf
         if N > 3:
             xi, ui, dd = x[1:N - 2], u[1:N - 2], d[1:N - 2]
-            v = (u[2:N - 1] - ui) / dd
-            nodes = dd[:, None] * _GL_X[None, :]
-            xs = xi[:, None] + 2 * ui[:, None] * nodes + v[:, None] * nodes ** 2
-            bad = (xs <= 0).any(axis=1)
-            tt = dd * (_GL_W[None, :] / np.sqrt(np.maximum(xs, 1e-300))).sum(axis=1)
-            tt[bad] = np.inf
-            out[1:N - 2] = tt
+            out[1:N - 2] = time_to(xi, ui, (u[2:N - 1] - ui) / dd, dd)
     return out
 
 
@@ -258,22 +245,30 @@ class _LP:
     3: unbounded, 4: other), ``x`` (nv,) and ``message``.
     """
 
-    def __init__(self, cost, A_eq, A_ub, b_ub, lo, hi, basis=None):
+    @staticmethod
+    def _core():
         try:
             from scipy.optimize._highspy import _core as hs
         except ImportError as exc:  # a private module: say which one when a scipy upgrade moves it
             raise ImportError("jerk-limited timing needs the HiGHS bindings scipy ships "
                               "(scipy.optimize._highspy._core, present in scipy 1.17)") from exc
+        return hs
 
-        self._hs = hs
-        M = sp.vstack([A_eq, A_ub]).tocsc()
+    @staticmethod
+    def status():
+        """HiGHS's ``HighsBasisStatus`` enum (kBasic, kLower, kUpper, ...)."""
+        return _LP._core().HighsBasisStatus
+
+    def __init__(self, cost, A_eq, A_ub, b_ub, lo, hi, basis=None):
+        hs = self._hs = self._core()
+        M = sp.vstack([A_eq, A_ub], format="csr")
         nr, nc = M.shape
         lp = hs.HighsLp()
         lp.num_col_ = nc
         lp.num_row_ = nr
         lp.a_matrix_.num_col_ = nc
         lp.a_matrix_.num_row_ = nr
-        lp.a_matrix_.format_ = hs.MatrixFormat.kColwise
+        lp.a_matrix_.format_ = hs.MatrixFormat.kRowwise
         lp.col_cost_ = np.asarray(cost, float)
         lp.col_lower_ = np.asarray(lo, float)
         lp.col_upper_ = np.asarray(hi, float)
@@ -662,22 +657,59 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     ws.update(lps=0, rows=[])
     ws.setdefault("order", None)
 
-    def lp(xbar_pts, xbar_grid, zfull=None, trust=True):
-        A_parts = [fixed_A]
-        b_parts = [fixed_b]
-        if jerk_on:
-            sel = interior
-            xb = np.maximum(xbar_pts[sel], 1e-9 * max(float(xbar_pts.max()), 1e-12))[:, None]  # (k, 1)
-            sc = np.sqrt(xb) / (1.5 * Jm[None, :])  # normalize by the tangent's value at x = 0
-            tx = (1.0 / (3.0 * xb))[:, :, None] * X[sel][:, None, :]
-            Ls = L[sel] * sc[:, :, None]
-            fin = np.isfinite(jlim)[None, :].repeat(sel.sum(), 0)
-            r = np.where(fin, 1.0, np.inf)
-            Aj, bj = assemble([Ls + tx, -Ls + tx], [r, r], [var[sel], var[sel]])
-            A_parts.append(Aj)
-            b_parts.append(bj)
-        A_ub = sp.vstack(A_parts).tocsr()
-        b_ub = np.concatenate(b_parts)
+    # all inequality rows in one CSR matrix, built once: the fixed rows, then the jerk rows (interior check
+    # points (kj) × joints with a jerk limit (jj), + then −), 3 entries each, whose values every LP rewrites
+    kj, jj = np.nonzero(np.broadcast_to(np.isfinite(jlim)[None, :], (int(interior.sum()), n)))
+    Lj = L[interior][kj, jj, :]  # (mj, 3)
+    Xj = X[interior][kj]
+    mj = kj.shape[0] if jerk_on else 0
+    fn = fixed_A.nnz
+    A_ub = sp.csr_matrix((np.concatenate((fixed_A.data, np.zeros(6 * mj))),
+                          np.concatenate((fixed_A.indices, np.tile(var[interior][kj].ravel(), 2)[:6 * mj])),
+                          np.concatenate((fixed_A.indptr, fn + 3 * np.arange(1, 2 * mj + 1)))),
+                         shape=(fixed_A.shape[0] + 2 * mj, nv))
+    b_ub = np.concatenate((fixed_b, np.zeros(2 * mj)))
+
+    def set_jerk_rows(xbar_pts):
+        """The jerk rows' tangents at x̄ (the check points' x) into A_ub and b_ub."""
+        if not mj:
+            return
+        xb = np.maximum(xbar_pts[interior], 1e-9 * max(float(xbar_pts.max()), 1e-12))[kj]  # (mj,)
+        # L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) scaled by √x̄ / (1.5 J) (the tangent's value at x = 0 becomes 1)
+        Ls = Lj * (np.sqrt(xb) / (1.5 * Jm[jj]))[:, None]
+        tx = Xj / (3.0 * xb)[:, None]
+        coef = np.concatenate((tx + Ls, tx - Ls))
+        # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
+        scale = np.abs(coef).max(axis=1)
+        scale = np.where(scale > 0, scale, 1.0)
+        A_ub.data[fn:] = (coef / scale[:, None]).ravel()
+        b_ub[fixed_b.shape[0]:] = 1.0 / scale
+
+    # the stage of every inequality row: the smallest gridpoint index among its variables
+    col_grid = np.where(A_ub.indices < N, A_ub.indices, A_ub.indices - N)
+    row_stage = np.minimum.reduceat(col_grid, A_ub.indptr[:-1])
+
+    def guessed_basis(order, z0):
+        """A starting basis for the LP on rows ``order`` from a profile z0 near its answer: a vertex has as
+        many active rows as degrees of freedom (N − 3: 2N variables, N − 1 equalities, 4 fixed), about one
+        per stage, so in each stage the row with the least slack at z0 is taken active (nonbasic at its
+        bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
+        singular guess is repaired by HiGHS (slack columns swapped in)."""
+        BS = _LP.status()
+        slack = b_ub[order] - A_ub[order] @ z0
+        stage = row_stage[order]
+        by = np.lexsort((slack, stage))  # by stage, least slack first
+        least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
+        active = np.zeros(order.shape[0], bool)
+        active[least[np.argsort(slack[least])][:N - 3]] = True
+        col_status = [BS.kBasic] * nv
+        for c_ in (0, N - 1, N, 2 * N - 1):
+            col_status[c_] = BS.kLower
+        row_status = [BS.kLower] * A_eq.shape[0] + [BS.kUpper if a_ else BS.kBasic for a_ in active]
+        return col_status, row_status
+
+    def lp(xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
+        set_jerk_rows(xbar_pts)
         xg = np.maximum(xbar_grid, 1e-6 * max(float(xbar_grid.max()), 1e-12))
         if zfull is None:  # d/dx of Σ w_i x_i^{-1/2} (the gridpoint x̄ only: the first LP, no u yet)
             cost = np.zeros(nv)
@@ -699,7 +731,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             lo_t[1:N - 1] = np.minimum(np.maximum(lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         keep = (b_ub - A_ub @ z0) < _WS_SLACK
         order, basis = ws["order"], None
-        if order is not None and ws["shape"] != A_ub.shape:
+        if order is not None and ws["shape"] != A_ub.shape:  # a different row set: a cold start
             order = None
         if order is not None:
             # the previous LP's rows first, in its order, with its final basis (the new rows' slacks basic):
@@ -720,6 +752,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
                      + [ws["basic"]] * new.shape[0])
         else:
             order = np.flatnonzero(keep)
+            if guess:
+                basis = guessed_basis(order, z0)
         lpk = _LP(cost, A_eq, A_ub[order], b_ub[order], lo_t, hi_t, basis)
         res = lpk.solve()
         rounds = 1
@@ -734,7 +768,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             rounds += 1
         if res.status == 0:
             ws["order"], ws["basis"], ws["shape"] = order, lpk.basis(), A_ub.shape
-            ws["basic"] = lpk._hs.HighsBasisStatus.kBasic
+            ws["basic"] = _LP.status().kBasic
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
@@ -751,7 +785,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         # the start profile is near the answer but need not meet every row on these gridpoints: the first LP
         # is an SLP step from it (its time gradient, the trust region around it) and without the trust region
         # if that has no feasible point
-        res, ms = lp(xbar_pts, xbar, z_ref)
+        res, ms = lp(xbar_pts, xbar, z_ref, guess=True)
         if res.status != 0:
             res, ms2 = lp(xbar_pts, xbar, z_ref, trust=False)
             ms += ms2
