@@ -263,21 +263,16 @@ class _LP:
         hs = self._hs = self._core()
         M = sp.vstack([A_eq, A_ub], format="csr")
         nr, nc = M.shape
+        # the columns through a HighsLp, the rows through addRows: its numpy arguments go in as buffers, while
+        # HighsLp's matrix fields convert element by element
         lp = hs.HighsLp()
         lp.num_col_ = nc
-        lp.num_row_ = nr
-        lp.a_matrix_.num_col_ = nc
-        lp.a_matrix_.num_row_ = nr
-        lp.a_matrix_.format_ = hs.MatrixFormat.kRowwise
         lp.col_cost_ = np.asarray(cost, float)
         lp.col_lower_ = np.asarray(lo, float)
         lp.col_upper_ = np.asarray(hi, float)
         me = A_eq.shape[0]
-        lp.row_lower_ = np.concatenate((np.zeros(me), np.full(A_ub.shape[0], -np.inf)))
-        lp.row_upper_ = np.concatenate((np.zeros(me), np.asarray(b_ub, float)))
-        lp.a_matrix_.start_ = M.indptr
-        lp.a_matrix_.index_ = M.indices
-        lp.a_matrix_.value_ = M.data
+        row_lower = np.concatenate((np.zeros(me), np.full(A_ub.shape[0], -np.inf)))
+        row_upper = np.concatenate((np.zeros(me), np.asarray(b_ub, float)))
         h = hs._Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
@@ -289,6 +284,8 @@ class _LP:
         # on these LPs and would discard a given basis
         h.setOptionValue("presolve", "off")
         h.passModel(lp)
+        h.addRows(nr, row_lower, row_upper, M.nnz, M.indptr[:-1].astype(np.int32), M.indices.astype(np.int32),
+                  M.data)
         if basis is not None:
             b = hs.HighsBasis()
             b.col_status = basis[0]
