@@ -26,14 +26,18 @@ The trajectory starts and ends at rest with zero acceleration: a rest-to-rest st
 x ∝ s^{4/3} (s = j t³/6), which no polynomial x(s) has, so the first stage is the exact constant-path-
 jerk start s(t) = x_1^{3/2} t³ / (27 Δ_0²) (then x = x_1 (s/Δ_0)^{4/3}, u_1 = 2 x_1 / (3 Δ_0), a linear
 equality), and the last stage its mirror. On those two stages the joint jerk is x_1^{3/2} times a known
-function of s, so the jerk limit there is a plain upper bound on x_1 (resp. x_{N-2}).
+function of s (a quadratic in s − s_0, whose largest value is taken exactly), so the jerk limit there is a
+plain upper bound on x_1 (resp. x_{N-2}). Stage times ∫ dσ/√x(σ) and their inversion for sampling are in
+closed form (:mod:`.jerk_time`), exact also where x nearly vanishes inside a stage.
 
 Every row is imposed at both ends and the midpoint of every stage (the output uses the same x(s), u(s),
 so the row values between check points differ only by the rows' curvature over half a stage).
 
-Iteration (sequential linear programming). The first LP takes its tangents at the torque-only TOPP-RA
-profile (an upper bound of every feasible x; its answer is feasible, if slow). Then, at the current
-profile z: tangents at z, objective the gradient of the traversal time T = Σ ∫ ds/√x(s) at z (x and u,
+Iteration (sequential linear programming). The first LP takes its tangents at a starting profile: the
+solution of the same problem on every 4th gridpoint (recursively, down to fewer than 40 gridpoints, where
+the torque-only TOPP-RA profile is the start; on those coarse grids a stage may hold several knots and
+the third derivative is taken at its midpoint, which only moves the start). Any x̄ > 0 gives a feasible
+answer (inner approximation); near the answer it is also a good one. Then, at the current profile z: tangents at z, objective the gradient of the traversal time T = Σ ∫ ds/√x(s) at z (x and u,
 the stage-time quadrature differentiated), x at every gridpoint within a trust region [z/2, 2z]. z is
 feasible for that LP (the tangent is exact at z) and T is convex, so a backtracking line search on the
 segment from z to the LP's answer keeps every iterate feasible and T monotone; stop when an iteration
@@ -48,7 +52,9 @@ product); violated rows (and near neighbours) are added to the solved model and 
 from its basis, until none is violated: the answer is then the full LP's optimum. Each SLP iteration's LP
 starts from the previous LP's final basis and rows (its inactive rows with much slack dropped, the rows
 with little slack at the new profile added as basic): between iterations the active set changes little, so
-the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis.
+the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis. The first
+LP after a coarse start begins from a guessed basis: the least-slack row of each stage at the start profile
+active (a vertex has about one active row per stage), which HiGHS repairs where it is singular.
 """
 from __future__ import annotations
 
@@ -471,7 +477,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     Args:
         path: :class:`~.path.JointPath`; s: (N,) gridpoints (N ≥ 4) with every knot among them (e.g. a
             TOPP-RA segment's ``s``); x_ref: (N,) sd² of the torque-only TOPP-RA solution on ``s`` (the first
-            linearization point; any positive profile works).
+            linearization point where there is no start; any positive profile works).
         dynamics: engine with batched ``rnea`` (N·m), the model (payload included) the torque limit is for.
         velocity_limit, acceleration_limit, torque_limit, jerk_limit: (n,) rad/s, rad/s², N·m, rad/s³
             (inf: none). Limits as applied (scales and margins already in).
