@@ -114,6 +114,20 @@ def test_ur10_line_jerk_binds_and_every_limit_holds_in_a_dense_pinocchio_check()
     # the SLP iterates get shorter and the result is bounded below by the torque-only time
     assert all(b <= a for a, b in zip(sol.durations, sol.durations[1:]))
     assert res.duration < sol.duration < 2.0 * res.duration
+    # the elbow goes out and comes back along the line; at its turn q' = 0, so it is at rest there. From
+    # rest, jerk ≤ J reaches at most c J T³ at zero velocity in time T (bang-bang, one switch at
+    # T(1 − 1/√2): c integrated here piece by piece), so each leg takes ≥ (D / (c J))^{1/3}: any timing
+    # within the jerk limit is at least that long, and this one within 5 % of it
+    t1 = 1.0 - 1.0 / np.sqrt(2.0)
+    x1, v1, a1 = t1 ** 3 / 6, t1 ** 2 / 2, t1
+    t2 = 1.0 - t1
+    c = x1 + v1 * t2 + a1 * t2 ** 2 / 2 - t2 ** 3 / 6
+    elbow = sol.path(np.linspace(0.0, sol.path.length, 4001))[:, 2]
+    turn = int(np.argmax(np.abs(elbow - elbow[0])))
+    legs = abs(elbow[turn] - elbow[0]), abs(elbow[-1] - elbow[turn])
+    bound = sum((d / (c * 50.0)) ** (1.0 / 3.0) for d in legs)
+    assert 0.0 < turn < elbow.shape[0] - 1 and min(legs) > 0.4
+    assert bound <= sol.duration <= 1.05 * bound
 
 
 def random_panda_waypoints(seed):
