@@ -82,6 +82,8 @@ _WS_SLACK = 0.3
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
+#: every row is imposed at σ = kΔ/_SUBDIVISIONS, k = 0.._SUBDIVISIONS, on every stage
+_SUBDIVISIONS = 2
 #: the first linearization point comes from the problem on every _COARSE-th gridpoint (paths of at least
 #: _COARSE_MIN gridpoints, recursively), solved with at most _COARSE_ITERATIONS SLP iterations
 _COARSE = 4
@@ -323,38 +325,47 @@ class _LP:
         return list(b.col_status), list(b.row_status)
 
 
-def _check_points(s):
+def _check_points(s, M=None):
     """The check points of every stage and x, u, v at each as linear forms in the variables.
 
+    Args: s (N,) gridpoints; M: sub-intervals per stage (even; None: ``_SUBDIVISIONS``), the check points
+        are at σ = kΔ/M, k = 0..M (k ≥ 1 on the two end stages: x = 0 at rest).
     Returns (p, stage, var (K, 3), X (K, 3), U (K, 3), V (K, 3), interior (K,) bool) where p indexes the
-    2N-1 collocation points (gridpoints even, stage midpoints odd) and the variables are ordered
+    M(N-1)+1 collocation points s_i + kΔ_i/M (index M i + k) and the variables are ordered
     (x_0..x_{N-1}, u_0..u_{N-1}).
     """
+    M = _SUBDIVISIONS if M is None else M
     N = s.shape[0]
     d = np.diff(s)
-    P, ST, VAR, X, U, V, INT = [], [], [], [], [], [], []
-    for r, p in ((0.5, 1), (1.0, 2)):  # start stage: x = x1 r^{4/3}, u = (2/3) x1 r^{1/3} / Δ
-        P.append(p); ST.append(0); VAR.append((1, 1, 1)); INT.append(False)
-        X.append((r ** (4 / 3), 0, 0)); U.append((2 / 3 * r ** (1 / 3) / d[0], 0, 0)); V.append((0, 0, 0))
     e = N - 2
-    for r, p in ((1.0, 2 * e), (0.5, 2 * e + 1)):  # end stage, r = (L - s) / Δ
-        P.append(p); ST.append(e); VAR.append((e, e, e)); INT.append(False)
-        X.append((r ** (4 / 3), 0, 0)); U.append((-2 / 3 * r ** (1 / 3) / d[e], 0, 0)); V.append((0, 0, 0))
+    r = np.arange(1, M + 1) / M
+    # start stage: x = x1 r^{4/3}, u = (2/3) x1 r^{1/3} / Δ; end stage its mirror, r = (L - s) / Δ
+    P = np.concatenate((np.arange(1, M + 1), M * e + M - np.arange(M, 0, -1)))
+    rr = np.concatenate((r, r[::-1]))
+    ST = np.concatenate((np.zeros(M, int), np.full(M, e)))
+    VAR = np.concatenate((np.full((M, 3), 1), np.full((M, 3), e)))
+    sgn = np.concatenate((np.ones(M), -np.ones(M)))
+    dd0 = np.concatenate((np.full(M, d[0]), np.full(M, d[e])))
+    zero2 = np.zeros(2 * M)
+    X = np.stack([rr ** (4 / 3), zero2, zero2], 1)
+    U = np.stack([sgn * 2 / 3 * np.cbrt(rr) / dd0, zero2, zero2], 1)
+    V = np.zeros((2 * M, 3))
     i = np.arange(1, N - 2)
     m = i.shape[0]
-    dd = d[i]
-    one, zero = np.ones(m), np.zeros(m)
-    # interior stage i, check points k = 0, 1, 2 at σ = 0, Δ/2, Δ: x = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ,
-    # u = u_i + (u_{i+1} − u_i) σ/Δ, v = (u_{i+1} − u_i)/Δ
-    Xi = np.stack([np.stack([one, zero, zero], 1), np.stack([one, 0.75 * dd, 0.25 * dd], 1),
-                   np.stack([one, dd, dd], 1)], 1).reshape(-1, 3)
-    Ui = np.tile(np.array([[0, 1, 0], [0, 0.5, 0.5], [0, 0, 1]], float), (m, 1))
-    Vi = np.repeat(np.stack([zero, -1.0 / dd, 1.0 / dd], 1), 3, axis=0)
-    vari = np.repeat(np.stack([i, N + i, N + i + 1], 1), 3, axis=0)
-    return (np.concatenate((P, (2 * i[:, None] + np.arange(3)[None, :]).ravel())),
-            np.concatenate((ST, np.repeat(i, 3))), np.concatenate((np.array(VAR), vari)),
-            np.concatenate((np.array(X, float), Xi)), np.concatenate((np.array(U, float), Ui)),
-            np.concatenate((np.array(V, float), Vi)), np.concatenate((INT, np.ones(3 * m, bool))))
+    # interior stage i at σ = kΔ/M: x = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ, u = u_i + (u_{i+1} − u_i) σ/Δ,
+    # v = (u_{i+1} − u_i)/Δ
+    f = np.arange(M + 1) / M  # σ/Δ
+    dd = np.repeat(d[i], M + 1)
+    ff = np.tile(f, m)
+    one = np.ones(m * (M + 1))
+    Xi = np.stack([one, dd * (2 * ff - ff ** 2), dd * ff ** 2], 1)
+    Ui = np.stack([0 * one, 1 - ff, ff], 1)
+    Vi = np.stack([0 * one, -1.0 / dd, 1.0 / dd], 1)
+    vari = np.repeat(np.stack([i, N + i, N + i + 1], 1), M + 1, axis=0)
+    return (np.concatenate((P, (M * i[:, None] + np.arange(M + 1)[None, :]).ravel())),
+            np.concatenate((ST, np.repeat(i, M + 1))), np.concatenate((VAR, vari)),
+            np.concatenate((X, Xi)), np.concatenate((U, Ui)), np.concatenate((V, Vi)),
+            np.concatenate((np.zeros(2 * M, bool), np.ones((M + 1) * m, bool))))
 
 
 def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
@@ -526,9 +537,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     tlim = np.asarray(torque_limit, float) * (1.0 - margin)
     jlim = np.asarray(jerk_limit, float) * (1.0 - margin)
     d = np.diff(s)
-    s_eval = np.empty(2 * N - 1)
-    s_eval[0::2] = s
-    s_eval[1::2] = 0.5 * (s[:-1] + s[1:])
+    M = _SUBDIVISIONS
+    s_eval = np.append((s[:-1, None] + d[:, None] * (np.arange(M) / M)[None, :]).ravel(), s[-1])
     q, dq, ddq = path.evaluate(s_eval)
     dddq = third_derivative(path, 0.5 * (s[:-1] + s[1:]))  # (N-1, n) per stage
     use_torque = bool(np.isfinite(tlim).any())
@@ -571,10 +581,10 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         rhs_fixed += [np.where(fin, 1.0 - c[p] / T, np.inf), np.where(fin, 1.0 + c[p] / T, np.inf)]
     # x and u are continuous at a gridpoint, so a row without v (all but the jerk rows) at the end of a stage
     # is, under the equalities, the same row as at the start of the next stage: imposed once
-    dup = (interior & (p == 2 * st + 2)) | (~interior & (st == 0) & (p == 2))
+    dup = (interior & (p == M * st + M)) | (~interior & (st == 0) & (p == M))
     rhs_fixed = [np.where(dup[:, None], np.inf, r) for r in rhs_fixed]
-    # x ≥ 0 at the interior stages' midpoints (x is quadratic there)
-    mids = interior & (p % 2 == 1)
+    # x ≥ 0 at the check points inside the interior stages (x is quadratic there)
+    mids = interior & (p % M != 0)
     pos_rows = -X[mids][:, None, :]
     pos_var = var[mids]
 
@@ -626,7 +636,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     for stage, xi, sgn in ((0, 1, 1), (N - 2, N - 2, -1)):
         # the path walked away from the end at rest: p(Δ r) = q(s_0 + Δ r) resp. q(L − Δ r), so p' = sgn q',
         # p'' = q'', p''' = sgn q'''; g at r = 0, 1/2, 1 (check points in that order)
-        pts = [2 * stage, 2 * stage + 1, 2 * stage + 2][::sgn]
+        pts = [M * stage, M * stage + M // 2, M * stage + M][::sgn]
         g = (sgn * dddq[stage] * np.array([0.0, 0.25, 1.0])[:, None]
              + 2 * ddq[pts] * np.array([0.0, 0.5, 1.0])[:, None] / d[stage]
              + sgn * (2 / 9) * dq[pts] / d[stage] ** 2)  # (3, n)
