@@ -34,10 +34,12 @@ Every row is imposed at both ends and the midpoint of every stage (the output us
 so the row values between check points differ only by the rows' curvature over half a stage).
 
 Iteration (sequential linear programming). The first LP takes its tangents at a starting profile: the
-solution of the same problem on every 4th gridpoint (recursively, down to fewer than 40 gridpoints, where
-the torque-only TOPP-RA profile is the start; on those coarse grids a stage may hold several knots and
-the third derivative is taken at its midpoint, which only moves the start). Any x̄ > 0 gives a feasible
-answer (inner approximation); near the answer it is also a good one. Then, at the current profile z: tangents at z, objective the gradient of the traversal time T = Σ ∫ ds/√x(s) at z (x and u,
+solution of the same problem on a coarser grid — the knots where they are at most half the gridpoints
+(each coarse stage one knot interval), else every 4th gridpoint (a stage may then hold several knots and
+the third derivative is taken at its midpoint, which only moves the start) — recursively, down to fewer
+than 40 gridpoints, where the torque-only TOPP-RA profile is the start. Any x̄ > 0 gives a feasible
+answer (inner approximation); near the answer it is also a good one. Then, at the current profile z:
+tangents at z, objective the gradient of the traversal time T = Σ ∫ ds/√x(s) at z (x and u,
 the stage-time quadrature differentiated), x at every gridpoint within a trust region [z/2, 2z]. z is
 feasible for that LP (the tangent is exact at z) and T is convex, so a backtracking line search on the
 segment from z to the LP's answer keeps every iterate feasible and T monotone; stop when an iteration
@@ -84,8 +86,9 @@ _WS_ADD = 0.02
 _TRUST = 2.0
 #: every row is imposed at σ = kΔ/_SUBDIVISIONS, k = 0.._SUBDIVISIONS, on every stage
 _SUBDIVISIONS = 2
-#: the first linearization point comes from the problem on every _COARSE-th gridpoint (paths of at least
-#: _COARSE_MIN gridpoints, recursively), solved with at most _COARSE_ITERATIONS SLP iterations
+#: the first linearization point comes from the problem on the knots (where at most half the gridpoints)
+#: or every _COARSE-th gridpoint (paths of at least _COARSE_MIN gridpoints, recursively), solved with at
+#: most _COARSE_ITERATIONS SLP iterations
 _COARSE = 4
 _COARSE_MIN = 40
 _COARSE_ITERATIONS = 4
@@ -497,8 +500,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             the rows' curvature between check points (half a stage) cannot take the output above the limit.
         tool_speed: None or (speed, limit) as in :func:`solve_jerk_limited`.
         start: None or a :class:`JerkSolution` of the same path (any gridpoints): the first LP's tangents and
-            rows are taken at its profile; None: at the solution on every ``_COARSE``-th gridpoint (at least
-            ``_COARSE_MIN`` gridpoints), else at ``x_ref``.
+            rows are taken at its profile; None: at the solution on a coarser grid (the knots or every
+            ``_COARSE``-th gridpoint; at least ``_COARSE_MIN`` gridpoints), else at ``x_ref``.
         warm: None or a dict, filled with the last LP's rows and basis; given again (same ``s``, the same
             limits finite), the first LP starts from them.
 
@@ -520,10 +523,17 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         raise ValueError(f"jerk-limited timing: the torque-only solution stops at s = {s[stops[0]]:.6g} inside the "
                          "path (a cusp or turn); split the path there and time each part")
     if start is None and N >= _COARSE_MIN:
-        # the first linearization point: the same problem on every _COARSE-th gridpoint (a few times cheaper,
-        # itself started from a coarser grid), its profile read here; tangents there are near the answer, so
+        # the first linearization point: the same problem on a coarser grid (a few times cheaper, itself
+        # started from a coarser one), its profile read here; tangents there are near the answer, so
         # the first LP starts with nearly its final rows instead of those tight at the TOPP-RA profile
         idx = np.unique(np.r_[np.arange(0, N, _COARSE), N - 1])
+        # the knots alone where they are few: each coarse stage is then one knot interval (its third
+        # derivative exact)
+        kn = path.knots
+        k = np.clip(np.searchsorted(kn, s), 1, kn.shape[0] - 1)
+        on_knot = np.flatnonzero(np.minimum(np.abs(s - kn[k - 1]), np.abs(s - kn[k])) <= 1e-12 * s[-1])
+        if 4 <= on_knot.shape[0] <= N // 2:
+            idx = np.unique(np.r_[0, on_knot, N - 1])
         try:
             start = _solve_once(path, s[idx], x_ref[idx], dynamics, velocity_limit=velocity_limit,
                                 acceleration_limit=acceleration_limit, torque_limit=torque_limit,
