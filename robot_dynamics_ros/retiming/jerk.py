@@ -381,10 +381,10 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     The LPs hold the rows at three points per stage; in between a row can exceed its limit by its curvature
     over half a stage. So the output is sampled every ``verify_period`` s (joint velocity, acceleration and
     jerk by eq. (1), torque by ``dynamics``); where a limit is exceeded by a ratio r > 1 + ``verify_tol``
-    it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile, at
-    most ``max_rounds`` times (None: no verification). Where ``x_ref`` is 0 inside the path (the
-    torque-only timing stops there, so every timing must), the parts between the stops are timed rest to
-    rest and joined (:func:`_through_stops`).
+    it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile and
+    LP basis, at most ``max_rounds`` times (None: no verification). Where ``x_ref`` is 0 inside the path
+    (the torque-only timing stops there, so every timing must), the parts between the stops are timed rest
+    to rest and joined (:func:`_through_stops`).
 
     Args: as :func:`_solve_once`, plus verify_period (s), max_rounds and verify_tol (relative), and
         tool_speed: None or (speed, limit): ``speed(q, v)`` (P, n) × (P, n) → (P,) the norm of a frame's
