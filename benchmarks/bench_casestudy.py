@@ -8,8 +8,10 @@ Per path, in one run:
 * ``scurve``  — :func:`robot_dynamics_ros.commands.casestudy.scurve_baseline`, a path-exact double-S on
   s(t) from the TOPP-RA limits, stretched until every limit holds (the post-smoothing baseline).
 Reported: durations, whether full is closer to topp_ra than to scurve, a lower bound of every jerk-limited
-timing (per joint, the 1-D time-optimal double-S over its net displacement: where it is past the midpoint
-of topp_ra and scurve no timing can be closer to topp_ra), wall time of each solve (the
+timing (per joint, the 1-D time-optimal double-S over its net displacement, and for a joint that turns
+back along the path the two legs from rest to its first turn and from its last turn to rest, at zero
+velocity at the turns, :func:`joint_bound`: where it is past the midpoint of topp_ra and scurve no timing can
+be closer to topp_ra), wall time of each solve (the
 TOPP-RA time is the median of ``--repeat`` warm calls) and their ratio, and an independent dense check of
 the full output at 1 kHz (Pinocchio RNEA with the payload, jerk from finite differences of the returned
 accelerations): the largest |value| / limit over velocity, torque and jerk (≤ 1 + 1e-3 passes).
@@ -54,17 +56,41 @@ def _dense(pm, sol, model, tlim, jerk):
                float(np.abs(jfd).max() / jerk))
 
 
-def joint_bound(model, path, jerk):
+#: x(T) / (J T³) of the farthest 1-D motion from rest (zero velocity and acceleration) to a point with zero
+#: velocity in time T under |jerk| ≤ J alone: jerk +J until T (1 − 1/√2), then −J (Pontryagin: bang-bang
+#: with one switch, placed where the velocity returns to zero at T)
+_T1 = 1.0 - 1.0 / np.sqrt(2.0)
+_REACH = _T1 ** 3 / 6 + _T1 ** 2 / 2 * (1 - _T1) + _T1 * (1 - _T1) ** 2 / 2 - (1 - _T1) ** 3 / 6
+
+
+def joint_bound(model, path, jerk, samples=4001):
     """A lower bound of every rest-to-rest timing of the path under the velocity, acceleration and jerk
-    limits, s: the largest over the joints of the minimum time of a 1-D rest-to-rest motion over the joint's
-    net displacement (the double-S with the joint's own limits, which is time-optimal in 1-D)."""
-    q = path(np.array([0.0, path.length]))
+    limits, s: the largest over the joints of two 1-D bounds on the joint's own motion q_j(t) = q_j(s(t)):
+
+    * the time-optimal double-S over the joint's net displacement (with the joint's own limits);
+    * where q_j(s) has interior extrema (the joint goes out and comes back), q_j' = 0 there, so the joint is
+      at zero velocity when it reaches the first extremum (distance D₁ from its start) and when it leaves the
+      last one (distance D₂ from its end): the two legs take at least (D / (c J))^{1/3} each (the closed form
+      above, c = ``_REACH``; velocity and acceleration limits dropped, so still a bound), and they do not
+      overlap in time.
+
+    Args: model (velocity_limit, acceleration_limit (n,)), path (``path(s)`` → (P, n), ``path.length``),
+    jerk: rad/s³ (every joint); samples: points of q(s) searched for extrema (sign changes of Δq)."""
+    q = path(np.linspace(0.0, path.length, samples))
     bound = 0.0
     for j in range(model.n):
-        d = abs(float(q[1, j] - q[0, j]))
+        d = abs(float(q[-1, j] - q[0, j]))
         if d > 0.0:
             tb, _ = cs._double_s(d, float(model.velocity_limit[j]), float(model.acceleration_limit[j]), jerk)
             bound = max(bound, float(tb[-1]))
+        step = np.diff(q[:, j])
+        moving = np.flatnonzero(np.abs(step) > 1e-12 * max(float(np.abs(step).max()), 1e-300))
+        sign = np.sign(step[moving])
+        turn = moving[np.flatnonzero(sign[1:] != sign[:-1])] + 1  # samples where the direction changes
+        if turn.size:
+            # sampled extrema lie no farther from the start and end than the true ones: still a bound
+            legs = (abs(float(q[turn[0], j] - q[0, j])), abs(float(q[-1, j] - q[turn[-1], j])))
+            bound = max(bound, sum((D / (_REACH * jerk)) ** (1.0 / 3.0) for D in legs))
     return bound
 
 

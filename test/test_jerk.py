@@ -114,6 +114,20 @@ def test_ur10_line_jerk_binds_and_every_limit_holds_in_a_dense_pinocchio_check()
     # the SLP iterates get shorter and the result is bounded below by the torque-only time
     assert all(b <= a for a, b in zip(sol.durations, sol.durations[1:]))
     assert res.duration < sol.duration < 2.0 * res.duration
+    # the elbow goes out and comes back along the line; at its turn q' = 0, so it is at rest there. From
+    # rest, jerk ≤ J reaches at most c J T³ at zero velocity in time T (bang-bang, one switch at
+    # T(1 − 1/√2): c integrated here piece by piece), so each leg takes ≥ (D / (c J))^{1/3}: any timing
+    # within the jerk limit is at least that long, and this one within 5 % of it
+    t1 = 1.0 - 1.0 / np.sqrt(2.0)
+    x1, v1, a1 = t1 ** 3 / 6, t1 ** 2 / 2, t1
+    t2 = 1.0 - t1
+    c = x1 + v1 * t2 + a1 * t2 ** 2 / 2 - t2 ** 3 / 6
+    elbow = sol.path(np.linspace(0.0, sol.path.length, 4001))[:, 2]
+    turn = int(np.argmax(np.abs(elbow - elbow[0])))
+    legs = abs(elbow[turn] - elbow[0]), abs(elbow[-1] - elbow[turn])
+    bound = sum((d / (c * 50.0)) ** (1.0 / 3.0) for d in legs)
+    assert 0.0 < turn < elbow.shape[0] - 1 and min(legs) > 0.4
+    assert bound <= sol.duration <= 1.05 * bound
 
 
 def random_panda_waypoints(seed):
@@ -169,3 +183,35 @@ def test_jerk_limits_from_joint_limits_yaml():
     assert np.isinf(off.jerk_limit).all()  # the flag decides, as for MoveIt's other limits
     with pytest.raises(UserError, match="elbow_joint.*max_jerk=-1.0 must be a positive"):
         RobotModel.from_urdf(UR10, joint_limits={"elbow_joint": {"has_jerk_limits": True, "max_jerk": -1}})
+
+
+def test_stage_time_closed_form_against_quadrature_and_its_inverse():
+    """jerk_time.time_to = ∫ dσ/√x(σ) for x quadratic, against scipy's adaptive quadrature (split at the
+    minimum of x), on rising, falling, concave, nearly linear stages and stages whose x nearly vanishes at an
+    interior minimum (where a fixed Gauss–Legendre rule is off by percent); position_at inverts it."""
+    from scipy.integrate import quad
+
+    from robot_dynamics_ros.retiming.jerk_time import position_at, time_to
+
+    rng = np.random.default_rng(5)
+    cases = [(2.0, 0.0, 0.0, 0.3), (1e-2, 3.0, -4.0, 0.2), (4.0, -5.0, 3.0, 0.25), (1.0, 2.0, 1e-11, 0.5)]
+    for _ in range(40):  # interior minimum x_m = x_i · 10^-k at σ* inside the stage
+        dd, xi, k = rng.uniform(0.005, 0.05), rng.uniform(1e-3, 10.0), rng.uniform(0, 5)
+        ss = rng.uniform(0.2, 0.8) * dd
+        v = xi * (1 - 10.0 ** -k) / ss ** 2
+        cases.append((xi, -v * ss, v, dd))
+    for _ in range(40):
+        xi, ui, v, dd = rng.uniform(0.01, 5.0), rng.normal() * 5, rng.normal() * 50, rng.uniform(0.005, 0.05)
+        if min(xi + 2 * ui * s + v * s * s for s in np.linspace(0, dd, 201)) > 1e-3 * xi:
+            cases.append((xi, ui, v, dd))
+    for xi, ui, v, dd in cases:
+        pts = [-ui / v] if v > 0 and 0 < -ui / v < dd else None
+        ref, _ = quad(lambda s: (xi + 2 * ui * s + v * s * s) ** -0.5, 0.0, dd, points=pts, epsabs=0.0,
+                      epsrel=1e-12, limit=200)
+        assert time_to(xi, ui, v, dd) == pytest.approx(ref, rel=1e-9)
+        tau = rng.uniform(0.0, ref)
+        sig = position_at(xi, ui, v, dd, tau)
+        assert time_to(xi, ui, v, sig) == pytest.approx(tau, rel=1e-9, abs=1e-12)
+    # x reaches zero inside the stage: it cannot be traversed
+    assert time_to(1.0, -1.0, 0.5, 2.0) == np.inf
+    assert time_to(1.0, -1.0, 0.0, 0.6) == np.inf

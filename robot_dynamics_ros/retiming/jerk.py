@@ -26,14 +26,20 @@ The trajectory starts and ends at rest with zero acceleration: a rest-to-rest st
 x ∝ s^{4/3} (s = j t³/6), which no polynomial x(s) has, so the first stage is the exact constant-path-
 jerk start s(t) = x_1^{3/2} t³ / (27 Δ_0²) (then x = x_1 (s/Δ_0)^{4/3}, u_1 = 2 x_1 / (3 Δ_0), a linear
 equality), and the last stage its mirror. On those two stages the joint jerk is x_1^{3/2} times a known
-function of s, so the jerk limit there is a plain upper bound on x_1 (resp. x_{N-2}).
+function of s (a quadratic in s − s_0, whose largest value is taken exactly), so the jerk limit there is a
+plain upper bound on x_1 (resp. x_{N-2}). Stage times ∫ dσ/√x(σ) and their inversion for sampling are in
+closed form (:mod:`.jerk_time`), exact also where x nearly vanishes inside a stage.
 
 Every row is imposed at both ends and the midpoint of every stage (the output uses the same x(s), u(s),
 so the row values between check points differ only by the rows' curvature over half a stage).
 
-Iteration (sequential linear programming). The first LP takes its tangents at the torque-only TOPP-RA
-profile (an upper bound of every feasible x; its answer is feasible, if slow). Then, at the current
-profile z: tangents at z, objective the gradient of the traversal time T = Σ ∫ ds/√x(s) at z (x and u,
+Iteration (sequential linear programming). The first LP takes its tangents at a starting profile: the
+solution of the same problem on a coarser grid — the knots where they are at most half the gridpoints
+(each coarse stage one knot interval), else every 4th gridpoint (a stage may then hold several knots and
+the third derivative is taken at its midpoint, which only moves the start) — recursively, down to fewer
+than 40 gridpoints, where the torque-only TOPP-RA profile is the start. Any x̄ > 0 gives a feasible
+answer (inner approximation); near the answer it is also a good one. Then, at the current profile z:
+tangents at z, objective the gradient of the traversal time T = Σ ∫ ds/√x(s) at z (x and u,
 the stage-time quadrature differentiated), x at every gridpoint within a trust region [z/2, 2z]. z is
 feasible for that LP (the tangent is exact at z) and T is convex, so a backtracking line search on the
 segment from z to the LP's answer keeps every iterate feasible and T monotone; stop when an iteration
@@ -45,7 +51,12 @@ LPs: HiGHS's dual simplex with Devex pricing (the HiGHS scipy ships). Of the ~15
 gridpoints, 6 joints) a few hundred are active, so each LP is solved on a working set — the rows with
 little slack at the current profile — and then every row is evaluated at the answer (one sparse
 product); violated rows (and near neighbours) are added to the solved model and the dual simplex goes on
-from its basis, until none is violated: the answer is then the full LP's optimum.
+from its basis, until none is violated: the answer is then the full LP's optimum. Each SLP iteration's LP
+starts from the previous LP's final basis and rows (its inactive rows with much slack dropped, the rows
+with little slack at the new profile added as basic): between iterations the active set changes little, so
+the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis. The first
+LP after a coarse start begins from a guessed basis: the least-slack row of each stage at the start profile
+active (a vertex has about one active row per stage), which HiGHS repairs where it is singular.
 """
 from __future__ import annotations
 
@@ -56,10 +67,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from robot_dynamics_ros.retiming.constraints import torque_coefficients
+from robot_dynamics_ros.retiming.jerk_time import position_at, time_to
 
 __all__ = ["JerkSolution", "solve_jerk_limited", "third_derivative"]
 
-#: Gauss–Legendre nodes/weights on [0, 1] for the stage times ∫ dσ / √x(σ)
+#: Gauss–Legendre nodes/weights on [0, 1] for the gradient of the stage times ∫ dσ / √x(σ) (the times
+#: themselves in closed form, :mod:`.jerk_time`)
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
 _GL_X = 0.5 * (_GL_X + 1.0)
 _GL_W = 0.5 * _GL_W
@@ -71,6 +84,14 @@ _WS_SLACK = 0.3
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
+#: every row is imposed at σ = kΔ/_SUBDIVISIONS, k = 0.._SUBDIVISIONS, on every stage
+_SUBDIVISIONS = 2
+#: the first linearization point comes from the problem on the knots (where at most half the gridpoints)
+#: or every _COARSE-th gridpoint (paths of at least _COARSE_MIN gridpoints, recursively), solved with at
+#: most _COARSE_ITERATIONS SLP iterations
+_COARSE = 4
+_COARSE_MIN = 40
+_COARSE_ITERATIONS = 4
 
 
 def third_derivative(path, s) -> np.ndarray:
@@ -108,6 +129,29 @@ class JerkSolution:
     lp_rows: list = field(default_factory=list)
     #: parts timed rest to rest: more than 1 where the torque-only profile stops inside the path
     parts: int = 1
+
+    def _profile(self, s_query) -> tuple[np.ndarray, np.ndarray]:
+        """x = sd² (rad²/s²) and u = sdd (rad/s²) (K,) at path positions ``s_query`` (K,) in [0, s[-1]], as
+        the trajectory has them (x quadratic and u linear on interior stages, constant path jerk on a
+        stage that starts or ends at rest)."""
+        sq = np.clip(np.asarray(s_query, dtype=float), self.s[0], self.s[-1])
+        x, u, s_g = self.x, self.u, self.s
+        d = np.diff(s_g)
+        i = np.clip(np.searchsorted(s_g, sq, side="right") - 1, 0, s_g.shape[0] - 2)
+        dd = d[i]
+        sig = sq - s_g[i]
+        v = (u[i + 1] - u[i]) / dd
+        xo = x[i] + 2 * u[i] * sig + v * sig ** 2
+        uo = u[i] + v * sig
+        first = x[i] <= 0.0
+        r = np.clip(sig / dd, 0.0, 1.0)
+        xo = np.where(first, x[i + 1] * r ** (4 / 3), xo)
+        uo = np.where(first, 2 / 3 * x[i + 1] * np.cbrt(r) / dd, uo)
+        last = (x[i + 1] <= 0.0) & ~first
+        r = 1.0 - r
+        xo = np.where(last, x[i] * r ** (4 / 3), xo)
+        uo = np.where(last, -2 / 3 * x[i] * np.cbrt(r) / dd, uo)
+        return np.maximum(xo, 0.0), uo
 
     def sample(self, times) -> tuple[np.ndarray, ...]:
         """Path and joint trajectory at ``times`` (K,) s in [0, duration].
@@ -150,16 +194,7 @@ class JerkSolution:
             tau = t[mid] - tg[im]
             xi, ui, dd = x[im], u[im], d[im]
             v = (u[im + 1] - ui) / dd
-            sig = np.clip(tau * np.sqrt(xi), 0.0, dd)  # Newton on F(σ) = ∫0^σ dσ'/√x(σ') = τ
-            for _ in range(30):
-                nodes = sig[:, None] * _GL_X[None, :]
-                xs = np.maximum(xi[:, None] + 2 * ui[:, None] * nodes + v[:, None] * nodes ** 2, 1e-300)
-                F = sig * (_GL_W[None, :] / np.sqrt(xs)).sum(axis=1)
-                xe = np.maximum(xi + 2 * ui * sig + v * sig ** 2, 1e-300)
-                step = (F - tau) * np.sqrt(xe)
-                sig = np.clip(sig - step, 0.0, dd)
-                if np.all(np.abs(step) <= 1e-15 * (1.0 + dd)):
-                    break
+            sig = position_at(xi, ui, v, dd, tau)  # ∫0^σ dσ'/√x(σ') = τ
             xe = np.maximum(xi + 2 * ui * sig + v * sig ** 2, 0.0)
             s[mid] = s_g[im] + sig
             sd[mid] = np.sqrt(xe)
@@ -183,13 +218,7 @@ def _stage_times(s, x, u) -> np.ndarray:
         out[N - 2] = 3.0 * d[N - 2] / np.sqrt(x[N - 2]) if x[N - 2] > 0 else np.inf
         if N > 3:
             xi, ui, dd = x[1:N - 2], u[1:N - 2], d[1:N - 2]
-            v = (u[2:N - 1] - ui) / dd
-            nodes = dd[:, None] * _GL_X[None, :]
-            xs = xi[:, None] + 2 * ui[:, None] * nodes + v[:, None] * nodes ** 2
-            bad = (xs <= 0).any(axis=1)
-            tt = dd * (_GL_W[None, :] / np.sqrt(np.maximum(xs, 1e-300))).sum(axis=1)
-            tt[bad] = np.inf
-            out[1:N - 2] = tt
+            out[1:N - 2] = time_to(xi, ui, (u[2:N - 1] - ui) / dd, dd)
     return out
 
 
@@ -216,40 +245,45 @@ def _time_gradient(s, x, u) -> np.ndarray:
 
 
 class _LP:
-    """min cost·z s.t. A_ub z ≤ b_ub, A_eq z = 0, bounds — HiGHS's dual simplex (the HiGHS that scipy ships,
-    through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` cannot add rows to a solved
-    model and continue from its basis).
+    """min cost·z s.t. A_eq z = 0, A_ub z ≤ b_ub, lo ≤ z ≤ hi — HiGHS's dual simplex (the HiGHS that scipy
+    ships, through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` can neither add rows to a
+    solved model and continue from its basis nor start from a given basis).
 
-    Args: cost (nv,); A_ub (m, nv) and A_eq (me, nv) scipy.sparse; b_ub (m,); bounds: nv (lo, hi) pairs,
-    None for unbounded. ``solve()`` / ``add_rows_and_solve(A, b)`` return an object with ``status`` (0:
-    optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
+    Args: cost (nv,); A_eq (me, nv) and A_ub (m, nv) scipy.sparse (rows in that order in the model); b_ub
+    (m,); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status, row_status) as returned by
+    :meth:`basis` for a model with the same columns and rows (statuses of HiGHS's ``HighsBasisStatus``).
+    ``solve()`` / ``add_rows_and_solve(A, b)`` return an object with ``status`` (0: optimal, 2: infeasible,
+    3: unbounded, 4: other), ``x`` (nv,) and ``message``.
     """
 
-    def __init__(self, cost, A_ub, b_ub, A_eq, bounds):
+    @staticmethod
+    def _core():
         try:
             from scipy.optimize._highspy import _core as hs
         except ImportError as exc:  # a private module: say which one when a scipy upgrade moves it
             raise ImportError("jerk-limited timing needs the HiGHS bindings scipy ships "
                               "(scipy.optimize._highspy._core, present in scipy 1.17)") from exc
+        return hs
 
-        self._hs = hs
-        M = sp.vstack([A_ub, A_eq]).tocsc()
+    @staticmethod
+    def status():
+        """HiGHS's ``HighsBasisStatus`` enum (kBasic, kLower, kUpper, ...)."""
+        return _LP._core().HighsBasisStatus
+
+    def __init__(self, cost, A_eq, A_ub, b_ub, lo, hi, basis=None):
+        hs = self._hs = self._core()
+        M = sp.vstack([A_eq, A_ub], format="csr")
         nr, nc = M.shape
+        # the columns through a HighsLp, the rows through addRows: its numpy arguments go in as buffers, while
+        # HighsLp's matrix fields convert element by element
         lp = hs.HighsLp()
         lp.num_col_ = nc
-        lp.num_row_ = nr
-        lp.a_matrix_.num_col_ = nc
-        lp.a_matrix_.num_row_ = nr
-        lp.a_matrix_.format_ = hs.MatrixFormat.kColwise
         lp.col_cost_ = np.asarray(cost, float)
-        lp.col_lower_ = np.array([-np.inf if lo is None else lo for lo, _ in bounds], float)
-        lp.col_upper_ = np.array([np.inf if hi is None else hi for _, hi in bounds], float)
+        lp.col_lower_ = np.asarray(lo, float)
+        lp.col_upper_ = np.asarray(hi, float)
         me = A_eq.shape[0]
-        lp.row_lower_ = np.concatenate((np.full(A_ub.shape[0], -np.inf), np.zeros(me)))
-        lp.row_upper_ = np.concatenate((np.asarray(b_ub, float), np.zeros(me)))
-        lp.a_matrix_.start_ = M.indptr
-        lp.a_matrix_.index_ = M.indices
-        lp.a_matrix_.value_ = M.data
+        row_lower = np.concatenate((np.zeros(me), np.full(A_ub.shape[0], -np.inf)))
+        row_upper = np.concatenate((np.zeros(me), np.asarray(b_ub, float)))
         h = hs._Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
@@ -257,9 +291,19 @@ class _LP:
         # Devex pricing: steepest-edge weights cost a factorization solve per row at every (re)start, more
         # than the few iterations a warm start then needs
         h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
+        # no presolve: the rows are already scaled and without redundancy, presolve costs more than it saves
+        # on these LPs and would discard a given basis
+        h.setOptionValue("presolve", "off")
         h.passModel(lp)
+        h.addRows(nr, row_lower, row_upper, M.nnz, M.indptr[:-1].astype(np.int32), M.indices.astype(np.int32),
+                  M.data)
+        if basis is not None:
+            b = hs.HighsBasis()
+            b.col_status = basis[0]
+            b.row_status = basis[1]
+            b.valid = True
+            h.setBasis(b)
         self._h = h
-        self._nc = nc
 
     def solve(self):
         h, hs = self._h, self._hs
@@ -274,40 +318,57 @@ class _LP:
 
     def add_rows_and_solve(self, A, b):
         A = sp.csr_matrix(A)
-        self._h.setOptionValue("presolve", "off")  # keep the basis: continue from it
         self._h.addRows(A.shape[0], np.full(A.shape[0], -np.inf), np.asarray(b, float), A.nnz,
                         A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data)
         return self.solve()
 
+    def basis(self):
+        """(col_status, row_status): the current basis, lists of ``HighsBasisStatus``, rows in model order."""
+        b = self._h.getBasis()
+        return list(b.col_status), list(b.row_status)
 
-def _check_points(s):
+
+def _check_points(s, M=None):
     """The check points of every stage and x, u, v at each as linear forms in the variables.
 
+    Args: s (N,) gridpoints; M: sub-intervals per stage (even; None: ``_SUBDIVISIONS``), the check points
+        are at σ = kΔ/M, k = 0..M (k ≥ 1 on the two end stages: x = 0 at rest).
     Returns (p, stage, var (K, 3), X (K, 3), U (K, 3), V (K, 3), interior (K,) bool) where p indexes the
-    2N-1 collocation points (gridpoints even, stage midpoints odd) and the variables are ordered
+    M(N-1)+1 collocation points s_i + kΔ_i/M (index M i + k) and the variables are ordered
     (x_0..x_{N-1}, u_0..u_{N-1}).
     """
+    M = _SUBDIVISIONS if M is None else M
     N = s.shape[0]
     d = np.diff(s)
-    P, ST, VAR, X, U, V, INT = [], [], [], [], [], [], []
-    for r, p in ((0.5, 1), (1.0, 2)):  # start stage: x = x1 r^{4/3}, u = (2/3) x1 r^{1/3} / Δ
-        P.append(p); ST.append(0); VAR.append((1, 1, 1)); INT.append(False)
-        X.append((r ** (4 / 3), 0, 0)); U.append((2 / 3 * r ** (1 / 3) / d[0], 0, 0)); V.append((0, 0, 0))
     e = N - 2
-    for r, p in ((1.0, 2 * e), (0.5, 2 * e + 1)):  # end stage, r = (L - s) / Δ
-        P.append(p); ST.append(e); VAR.append((e, e, e)); INT.append(False)
-        X.append((r ** (4 / 3), 0, 0)); U.append((-2 / 3 * r ** (1 / 3) / d[e], 0, 0)); V.append((0, 0, 0))
-    for i in range(1, N - 2):
-        dd = d[i]
-        var = (i, N + i, N + i + 1)
-        vv = (0.0, -1.0 / dd, 1.0 / dd)
-        for k, (xc, uc) in enumerate((((1, 0, 0), (0, 1, 0)),
-                                      ((1, 0.75 * dd, 0.25 * dd), (0, 0.5, 0.5)),
-                                      ((1, dd, dd), (0, 0, 1)))):
-            P.append(2 * i + k); ST.append(i); VAR.append(var); INT.append(True)
-            X.append(xc); U.append(uc); V.append(vv)
-    return (np.array(P), np.array(ST), np.array(VAR), np.array(X, float), np.array(U, float),
-            np.array(V, float), np.array(INT))
+    r = np.arange(1, M + 1) / M
+    # start stage: x = x1 r^{4/3}, u = (2/3) x1 r^{1/3} / Δ; end stage its mirror, r = (L - s) / Δ
+    P = np.concatenate((np.arange(1, M + 1), M * e + M - np.arange(M, 0, -1)))
+    rr = np.concatenate((r, r[::-1]))
+    ST = np.concatenate((np.zeros(M, int), np.full(M, e)))
+    VAR = np.concatenate((np.full((M, 3), 1), np.full((M, 3), e)))
+    sgn = np.concatenate((np.ones(M), -np.ones(M)))
+    dd0 = np.concatenate((np.full(M, d[0]), np.full(M, d[e])))
+    zero2 = np.zeros(2 * M)
+    X = np.stack([rr ** (4 / 3), zero2, zero2], 1)
+    U = np.stack([sgn * 2 / 3 * np.cbrt(rr) / dd0, zero2, zero2], 1)
+    V = np.zeros((2 * M, 3))
+    i = np.arange(1, N - 2)
+    m = i.shape[0]
+    # interior stage i at σ = kΔ/M: x = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ, u = u_i + (u_{i+1} − u_i) σ/Δ,
+    # v = (u_{i+1} − u_i)/Δ
+    f = np.arange(M + 1) / M  # σ/Δ
+    dd = np.repeat(d[i], M + 1)
+    ff = np.tile(f, m)
+    one = np.ones(m * (M + 1))
+    Xi = np.stack([one, dd * (2 * ff - ff ** 2), dd * ff ** 2], 1)
+    Ui = np.stack([0 * one, 1 - ff, ff], 1)
+    Vi = np.stack([0 * one, -1.0 / dd, 1.0 / dd], 1)
+    vari = np.repeat(np.stack([i, N + i, N + i + 1], 1), M + 1, axis=0)
+    return (np.concatenate((P, (M * i[:, None] + np.arange(M + 1)[None, :]).ravel())),
+            np.concatenate((ST, np.repeat(i, M + 1))), np.concatenate((VAR, vari)),
+            np.concatenate((X, Xi)), np.concatenate((U, Ui)), np.concatenate((V, Vi)),
+            np.concatenate((np.zeros(2 * M, bool), np.ones((M + 1) * m, bool))))
 
 
 def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
@@ -320,10 +381,10 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     The LPs hold the rows at three points per stage; in between a row can exceed its limit by its curvature
     over half a stage. So the output is sampled every ``verify_period`` s (joint velocity, acceleration and
     jerk by eq. (1), torque by ``dynamics``); where a limit is exceeded by a ratio r > 1 + ``verify_tol``
-    it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile, at
-    most ``max_rounds`` times (None: no verification). Where ``x_ref`` is 0 inside the path (the
-    torque-only timing stops there, so every timing must), the parts between the stops are timed rest to
-    rest and joined (:func:`_through_stops`).
+    it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile and
+    LP basis, at most ``max_rounds`` times (None: no verification). Where ``x_ref`` is 0 inside the path
+    (the torque-only timing stops there, so every timing must), the parts between the stops are timed rest
+    to rest and joined (:func:`_through_stops`).
 
     Args: as :func:`_solve_once`, plus verify_period (s), max_rounds and verify_tol (relative), and
         tool_speed: None or (speed, limit): ``speed(q, v)`` (P, n) × (P, n) → (P,) the norm of a frame's
@@ -346,12 +407,16 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
                                                   np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
     work = [v.copy() for v in lims]
-    x0 = np.asarray(x_ref, float)
+    x0, start = np.asarray(x_ref, float), None
+    # the LP rows (their order) and basis the last round ended with: the next round, on the same gridpoints
+    # and rows with rescaled limits, starts from them
+    warm = {}
     lp_ms, sol = 0.0, None
     for round_ in range(max_rounds + 1):
         sol = _solve_once(path, s, x0, dynamics, velocity_limit=work[0], acceleration_limit=work[1],
                           torque_limit=work[2], jerk_limit=work[3], max_iterations=max_iterations, rtol=rtol,
-                          margin=margin, tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]))
+                          margin=margin, tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]),
+                          start=start, warm=warm)
         lp_ms += sol.lp_ms
         if verify_period is None or round_ == max_rounds:
             break
@@ -373,8 +438,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
                 work[k] = np.where(bad, work[k] / ratio * (1.0 - margin), work[k])
         if not over:
             break
-        x0 = np.maximum(sol.x, 0.0)
-        x0[1:-1] = np.maximum(x0[1:-1], 1e-6 * x0.max())
+        start = sol
     sol.rounds = round_ + 1
     sol.lp_ms = lp_ms
     sol.solve_ms = (time.perf_counter() - t_start) * 1e3
@@ -421,13 +485,13 @@ def _through_stops(path, s, x_ref, stops, t_start, dynamics, **kw) -> JerkSoluti
 
 def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
                 jerk_limit, max_iterations: int = 15, rtol: float = 1e-3,
-                margin: float = 1e-4, tool_speed=None) -> JerkSolution:
+                margin: float = 1e-4, tool_speed=None, start=None, warm=None) -> JerkSolution:
     """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits.
 
     Args:
         path: :class:`~.path.JointPath`; s: (N,) gridpoints (N ≥ 4) with every knot among them (e.g. a
             TOPP-RA segment's ``s``); x_ref: (N,) sd² of the torque-only TOPP-RA solution on ``s`` (the first
-            linearization point; any positive profile works).
+            linearization point where there is no start; any positive profile works).
         dynamics: engine with batched ``rnea`` (N·m), the model (payload included) the torque limit is for.
         velocity_limit, acceleration_limit, torque_limit, jerk_limit: (n,) rad/s, rad/s², N·m, rad/s³
             (inf: none). Limits as applied (scales and margins already in).
@@ -435,6 +499,11 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         margin: fraction the velocity, torque and jerk limits are tightened by inside the solver, so that
             the rows' curvature between check points (half a stage) cannot take the output above the limit.
         tool_speed: None or (speed, limit) as in :func:`solve_jerk_limited`.
+        start: None or a :class:`JerkSolution` of the same path (any gridpoints): the first LP's tangents and
+            rows are taken at its profile; None: at the solution on a coarser grid (the knots or every
+            ``_COARSE``-th gridpoint; at least ``_COARSE_MIN`` gridpoints), else at ``x_ref``.
+        warm: None or a dict, filled with the last LP's rows and basis; given again (same ``s``, the same
+            limits finite), the first LP starts from them.
 
     Returns:
         :class:`JerkSolution`.
@@ -453,15 +522,33 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     if stops.size:
         raise ValueError(f"jerk-limited timing: the torque-only solution stops at s = {s[stops[0]]:.6g} inside the "
                          "path (a cusp or turn); split the path there and time each part")
+    if start is None and N >= _COARSE_MIN:
+        # the first linearization point: the same problem on a coarser grid (a few times cheaper, itself
+        # started from a coarser one), its profile read here; tangents there are near the answer, so
+        # the first LP starts with nearly its final rows instead of those tight at the TOPP-RA profile
+        idx = np.unique(np.r_[np.arange(0, N, _COARSE), N - 1])
+        # the knots alone where they are few: each coarse stage is then one knot interval (its third
+        # derivative exact)
+        kn = path.knots
+        k = np.clip(np.searchsorted(kn, s), 1, kn.shape[0] - 1)
+        on_knot = np.flatnonzero(np.minimum(np.abs(s - kn[k - 1]), np.abs(s - kn[k])) <= 1e-12 * s[-1])
+        if 4 <= on_knot.shape[0] <= N // 2:
+            idx = np.unique(np.r_[0, on_knot, N - 1])
+        try:
+            start = _solve_once(path, s[idx], x_ref[idx], dynamics, velocity_limit=velocity_limit,
+                                acceleration_limit=acceleration_limit, torque_limit=torque_limit,
+                                jerk_limit=jerk_limit, max_iterations=_COARSE_ITERATIONS, rtol=rtol,
+                                margin=margin, tool_speed=tool_speed)
+        except ValueError:  # the coarse grid stops somewhere: start from the TOPP-RA profile
+            start = None
     n = path.n
     vlim = np.asarray(velocity_limit, float) * (1.0 - margin)
     alim = np.asarray(acceleration_limit, float)
     tlim = np.asarray(torque_limit, float) * (1.0 - margin)
     jlim = np.asarray(jerk_limit, float) * (1.0 - margin)
     d = np.diff(s)
-    s_eval = np.empty(2 * N - 1)
-    s_eval[0::2] = s
-    s_eval[1::2] = 0.5 * (s[:-1] + s[1:])
+    M = _SUBDIVISIONS
+    s_eval = np.append((s[:-1, None] + d[:, None] * (np.arange(M) / M)[None, :]).ravel(), s[-1])
     q, dq, ddq = path.evaluate(s_eval)
     dddq = third_derivative(path, 0.5 * (s[:-1] + s[1:]))  # (N-1, n) per stage
     use_torque = bool(np.isfinite(tlim).any())
@@ -502,8 +589,12 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         fin = np.isfinite(tlim)[None, :]
         rows_fixed += [f, -f]
         rhs_fixed += [np.where(fin, 1.0 - c[p] / T, np.inf), np.where(fin, 1.0 + c[p] / T, np.inf)]
-    # x ≥ 0 at the interior stages' midpoints (x is quadratic there)
-    mids = interior & (p % 2 == 1)
+    # x and u are continuous at a gridpoint, so a row without v (all but the jerk rows) at the end of a stage
+    # is, under the equalities, the same row as at the start of the next stage: imposed once
+    dup = (interior & (p == M * st + M)) | (~interior & (st == 0) & (p == M))
+    rhs_fixed = [np.where(dup[:, None], np.inf, r) for r in rhs_fixed]
+    # x ≥ 0 at the check points inside the interior stages (x is quadratic there)
+    mids = interior & (p % M != 0)
     pos_rows = -X[mids][:, None, :]
     pos_var = var[mids]
 
@@ -533,32 +624,42 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
                                 [var] * len(rows_fixed) + [pos_var])
     # equalities: interior stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0; u_1 = 2 x_1 / (3 Δ_0);
     # u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})
-    er, ec, ev = [], [], []
-    row = 0
-    for i in range(1, N - 2):
-        er += [row] * 4
-        ec += [i + 1, i, N + i, N + i + 1]
-        ev += [1.0, -1.0, -d[i], -d[i]]
-        row += 1
-    er += [row, row]; ec += [N + 1, 1]; ev += [1.0, -2.0 / (3.0 * d[0])]; row += 1
-    er += [row, row]; ec += [N + N - 2, N - 2]; ev += [1.0, 2.0 / (3.0 * d[N - 2])]; row += 1
+    i = np.arange(1, N - 2)
+    m = i.shape[0]
+    er = np.concatenate((np.repeat(np.arange(m), 4), [m, m, m + 1, m + 1]))
+    ec = np.concatenate((np.stack([i + 1, i, N + i, N + i + 1], 1).ravel(), [N + 1, 1, 2 * N - 2, N - 2]))
+    ev = np.concatenate((np.stack([np.ones(m), -np.ones(m), -d[i], -d[i]], 1).ravel(),
+                         [1.0, -2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2])]))
+    row = m + 2
     A_eq = sp.csr_matrix((ev, (er, ec)), shape=(row, nv))
     b_eq = np.zeros(row)
-    # bounds: x_0 = u_0 = x_{N-1} = u_{N-1} = 0; on the end stages the jerk is x^{3/2} times
-    # q''' r² + 2 q'' r / Δ + (2/9) q' / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ): a bound on x_1 and x_{N-2}
+    # bounds: x_0 = u_0 = x_{N-1} = u_{N-1} = 0; on the end stages the jerk is exactly x^{3/2} g(r),
+    # g = p''' r² + 2 p''(Δ r) r / Δ + (2/9) p'(Δ r) / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ, p below): a bound
+    # on x_1 and x_{N-2}
     # |u| ≤ u_box keeps a working-set LP bounded before the rows that bound u are in it; it is 10³ × the
     # TOPP-RA profile's largest |sdd|, which bounds every feasible u, and never active (checked below)
     u_box = 1e3 * max(float(np.abs(np.diff(x_ref) / (2.0 * d)).max()), 1e-3)
-    bounds = [(0.0, None)] * N + [(-u_box, u_box)] * N
-    bounds[0] = bounds[N - 1] = (0.0, 0.0)
-    bounds[N] = bounds[2 * N - 1] = (0.0, 0.0)
-    for stage, xi in ((0, 1), (N - 2, N - 2)):
-        pts = [2 * stage, 2 * stage + 1, 2 * stage + 2]
-        coef = (np.abs(dddq[stage]) + 2 * np.abs(ddq[pts]).max(0) / d[stage]
-                + (2 / 9) * np.abs(dq[pts]).max(0) / d[stage] ** 2) * 1.02
+    lo = np.concatenate((np.zeros(N), np.full(N, -u_box)))
+    hi = np.concatenate((np.full(N, np.inf), np.full(N, u_box)))
+    hi[[0, N - 1, N, 2 * N - 1]] = 0.0
+    lo[[N, 2 * N - 1]] = 0.0
+    for stage, xi, sgn in ((0, 1, 1), (N - 2, N - 2, -1)):
+        # the path walked away from the end at rest: p(Δ r) = q(s_0 + Δ r) resp. q(L − Δ r), so p' = sgn q',
+        # p'' = q'', p''' = sgn q'''; g at r = 0, 1/2, 1 (check points in that order)
+        pts = [M * stage, M * stage + M // 2, M * stage + M][::sgn]
+        g = (sgn * dddq[stage] * np.array([0.0, 0.25, 1.0])[:, None]
+             + 2 * ddq[pts] * np.array([0.0, 0.5, 1.0])[:, None] / d[stage]
+             + sgn * (2 / 9) * dq[pts] / d[stage] ** 2)  # (3, n)
+        # q' is quadratic, q'' linear and q''' constant on a stage, so g is a quadratic in r: its largest
+        # |g| on [0, 1] is at an end or at the vertex
+        a2 = 2 * g[2] - 4 * g[1] + 2 * g[0]
+        a1 = 4 * g[1] - 3 * g[0] - g[2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rv = np.clip(np.where(a2 != 0, -a1 / (2 * a2), 0.0), 0.0, 1.0)
+        gmax = np.maximum(np.abs(g).max(0), np.abs(a2 * rv ** 2 + a1 * rv + g[0]))
         with np.errstate(divide="ignore"):
-            cap = np.where(np.isfinite(jlim), (jlim / coef) ** (2 / 3), np.inf).min()
-        bounds[xi] = (0.0, None if not np.isfinite(cap) else float(cap))
+            cap = np.where(np.isfinite(jlim), (jlim / gmax) ** (2 / 3), np.inf).min()
+        hi[xi] = min(hi[xi], cap)
     jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
     Jm = np.where(np.isfinite(jlim), jlim, 1.0)
     L = forms(dddq[st], 3 * ddqp, dqp)  # (K, n, 3): q''' x + 3 q'' u + q' v
@@ -569,25 +670,69 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     # the reference point of the first working set: the TOPP-RA profile (u at the gridpoints from the
     # neighbouring stages' sdd)
     u_stage = np.diff(x_ref) / (2.0 * d)
-    z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]))
-    ws = {"lps": 0, "rows": []}
+    if start is None:
+        z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]))
+        xbar_pts = np.interp(s_eval[p], s, x_ref)
+    else:
+        z_ref = np.concatenate(start._profile(s))
+        xbar_pts = start._profile(s_eval[p])[0]
+    ws = warm if warm is not None else {}
+    ws.update(lps=0, rows=[])
+    ws.setdefault("order", None)
 
-    def lp(xbar_pts, xbar_grid, zfull=None):
-        A_parts = [fixed_A]
-        b_parts = [fixed_b]
-        if jerk_on:
-            sel = interior
-            xb = np.maximum(xbar_pts[sel], 1e-9 * max(float(xbar_pts.max()), 1e-12))[:, None]  # (k, 1)
-            sc = np.sqrt(xb) / (1.5 * Jm[None, :])  # normalize by the tangent's value at x = 0
-            tx = (1.0 / (3.0 * xb))[:, :, None] * X[sel][:, None, :]
-            Ls = L[sel] * sc[:, :, None]
-            fin = np.isfinite(jlim)[None, :].repeat(sel.sum(), 0)
-            r = np.where(fin, 1.0, np.inf)
-            Aj, bj = assemble([Ls + tx, -Ls + tx], [r, r], [var[sel], var[sel]])
-            A_parts.append(Aj)
-            b_parts.append(bj)
-        A_ub = sp.vstack(A_parts).tocsr()
-        b_ub = np.concatenate(b_parts)
+    # all inequality rows in one CSR matrix, built once: the fixed rows, then the jerk rows (interior check
+    # points (kj) × joints with a jerk limit (jj), + then −), 3 entries each, whose values every LP rewrites
+    kj, jj = np.nonzero(np.broadcast_to(np.isfinite(jlim)[None, :], (int(interior.sum()), n)))
+    Lj = L[interior][kj, jj, :]  # (mj, 3)
+    Xj = X[interior][kj]
+    mj = kj.shape[0] if jerk_on else 0
+    fn = fixed_A.nnz
+    A_ub = sp.csr_matrix((np.concatenate((fixed_A.data, np.zeros(6 * mj))),
+                          np.concatenate((fixed_A.indices, np.tile(var[interior][kj].ravel(), 2)[:6 * mj])),
+                          np.concatenate((fixed_A.indptr, fn + 3 * np.arange(1, 2 * mj + 1)))),
+                         shape=(fixed_A.shape[0] + 2 * mj, nv))
+    b_ub = np.concatenate((fixed_b, np.zeros(2 * mj)))
+
+    def set_jerk_rows(xbar_pts):
+        """The jerk rows' tangents at x̄ (the check points' x) into A_ub and b_ub."""
+        if not mj:
+            return
+        xb = np.maximum(xbar_pts[interior], 1e-9 * max(float(xbar_pts.max()), 1e-12))[kj]  # (mj,)
+        # L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) scaled by √x̄ / (1.5 J) (the tangent's value at x = 0 becomes 1)
+        Ls = Lj * (np.sqrt(xb) / (1.5 * Jm[jj]))[:, None]
+        tx = Xj / (3.0 * xb)[:, None]
+        coef = np.concatenate((tx + Ls, tx - Ls))
+        # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
+        scale = np.abs(coef).max(axis=1)
+        scale = np.where(scale > 0, scale, 1.0)
+        A_ub.data[fn:] = (coef / scale[:, None]).ravel()
+        b_ub[fixed_b.shape[0]:] = 1.0 / scale
+
+    # the stage of every inequality row: the smallest gridpoint index among its variables
+    col_grid = np.where(A_ub.indices < N, A_ub.indices, A_ub.indices - N)
+    row_stage = np.minimum.reduceat(col_grid, A_ub.indptr[:-1])
+
+    def guessed_basis(order, z0):
+        """A starting basis for the LP on rows ``order`` from a profile z0 near its answer: a vertex has as
+        many active rows as degrees of freedom (N − 3: 2N variables, N − 1 equalities, 4 fixed), about one
+        per stage, so in each stage the row with the least slack at z0 is taken active (nonbasic at its
+        bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
+        singular guess is repaired by HiGHS (slack columns swapped in)."""
+        BS = _LP.status()
+        slack = b_ub[order] - A_ub[order] @ z0
+        stage = row_stage[order]
+        by = np.lexsort((slack, stage))  # by stage, least slack first
+        least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
+        active = np.zeros(order.shape[0], bool)
+        active[least[np.argsort(slack[least])][:N - 3]] = True
+        col_status = [BS.kBasic] * nv
+        for c_ in (0, N - 1, N, 2 * N - 1):
+            col_status[c_] = BS.kLower
+        row_status = [BS.kLower] * A_eq.shape[0] + [BS.kUpper if a_ else BS.kBasic for a_ in active]
+        return col_status, row_status
+
+    def lp(xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
+        set_jerk_rows(xbar_pts)
         xg = np.maximum(xbar_grid, 1e-6 * max(float(xbar_grid.max()), 1e-12))
         if zfull is None:  # d/dx of Σ w_i x_i^{-1/2} (the gridpoint x̄ only: the first LP, no u yet)
             cost = np.zeros(nv)
@@ -597,19 +742,42 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         cost /= np.abs(cost).max()
         t0 = time.perf_counter()
         # working set: the LP is solved on the rows with little slack at the last answer (at first the
-        # TOPP-RA profile), then every row is checked at the solution and the violated ones added until none
-        # is (a subset's optimum that meets every row is the full LP's optimum)
+        # TOPP-RA profile) and the rows of the previous LP, then every row is checked at the solution and
+        # the violated ones added until none is (a subset's optimum that meets every row is the full LP's
+        # optimum)
         z0 = zfull if zfull is not None else z_ref
-        bnd = bounds
-        if zfull is not None:
+        lo_t, hi_t = lo, hi
+        if zfull is not None and trust:
             # trust region on x at the gridpoints: the answer stays near z, where the working set was chosen
-            bnd = list(bounds)
-            for i in range(1, N - 1):
-                lo, hi = bounds[i]
-                hi_t = _TRUST * zfull[i]
-                bnd[i] = (max(lo, zfull[i] / _TRUST), hi_t if hi is None else min(hi, hi_t))
+            lo_t, hi_t = lo.copy(), hi.copy()
+            hi_t[1:N - 1] = np.minimum(hi[1:N - 1], _TRUST * zfull[1:N - 1])
+            lo_t[1:N - 1] = np.minimum(np.maximum(lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         keep = (b_ub - A_ub @ z0) < _WS_SLACK
-        lpk = _LP(cost, A_ub[keep], b_ub[keep], A_eq, bnd)
+        order, basis = ws["order"], None
+        if order is not None and ws["shape"] != A_ub.shape:  # a different row set: a cold start
+            order = None
+        if order is not None:
+            # the previous LP's rows first, in its order, with its final basis (the new rows' slacks basic):
+            # the dual simplex starts where the last LP ended instead of from the slack basis
+            keep[order] = False
+            new = np.flatnonzero(keep)
+            col_status, row_status = ws["basis"]
+            me = A_eq.shape[0]
+            # rows basic in the last basis (inactive) with much slack at z leave: removing a basic row keeps
+            # the basis valid, and the model small
+            basic = np.array([st == ws["basic"] for st in row_status[me:]], bool)
+            stay = ~basic | ((b_ub[order] - A_ub[order] @ z0) < _WS_SLACK)
+            keep[:] = False
+            keep[order[stay]] = True
+            keep[new] = True
+            order = np.concatenate((order[stay], new))
+            basis = (col_status, row_status[:me] + [st for st, k in zip(row_status[me:], stay) if k]
+                     + [ws["basic"]] * new.shape[0])
+        else:
+            order = np.flatnonzero(keep)
+            if guess:
+                basis = guessed_basis(order, z0)
+        lpk = _LP(cost, A_eq, A_ub[order], b_ub[order], lo_t, hi_t, basis)
         res = lpk.solve()
         rounds = 1
         while res.status == 0:
@@ -618,8 +786,12 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
                 break
             add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
             keep[add] = True
+            order = np.concatenate((order, add))
             res = lpk.add_rows_and_solve(A_ub[add], b_ub[add])  # from the last basis (dual simplex)
             rounds += 1
+        if res.status == 0:
+            ws["order"], ws["basis"], ws["shape"] = order, lpk.basis(), A_ub.shape
+            ws["basic"] = _LP.status().kBasic
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
@@ -630,10 +802,21 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     # first LP: tangents at the reference profile (an upper bound of every feasible x, where the tangent is
     # conservative; any x̄ > 0 gives a feasible answer). If that answer stops somewhere (x = 0 inside a
     # stage), the linearization point moves towards it (geometric mean, at most 8× down) and again
-    xbar = np.asarray(x_ref, float).copy()
-    xbar_pts = np.interp(s_eval[p], s, xbar)
+    xbar = z_ref[:N].copy()
     lp_ms, it, T, best = 0.0, 0, np.inf, None
-    while it < max(1, max_iterations // 2):
+    if start is not None:
+        # the start profile is near the answer but need not meet every row on these gridpoints: the first LP
+        # is an SLP step from it (its time gradient, the trust region around it) and without the trust region
+        # if that has no feasible point
+        res, ms = lp(xbar_pts, xbar, z_ref, guess=True)
+        if res.status != 0:
+            res, ms2 = lp(xbar_pts, xbar, z_ref, trust=False)
+            ms += ms2
+        lp_ms += ms
+        it += 1
+        if res.status == 0:
+            best, T = res.x, _stage_times(s, res.x[:N], res.x[N:]).sum()
+    while not np.isfinite(T) and it < max(1, max_iterations // 2):
         res, ms = lp(xbar_pts, xbar)
         lp_ms += ms
         it += 1
