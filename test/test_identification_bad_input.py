@@ -88,3 +88,27 @@ def test_bag_with_a_nan_effort_or_other_joint_names(tmp_path):
              r"effort of joint 'panda_joint5' is NaN or inf at sample 49")
     _refused(tmp_path, ["--data", bag(tmp_path / "names_bag", [f"j{i}" for i in range(7)])],
              r"model joint 'panda_joint1' not in the data \(data joints: j0, j1.*use --joint-map")
+
+
+def test_a_window_that_smears_fast_motion_is_reported_and_slow_motion_is_not():
+    """A bang-bang acceleration (±3 rad/s², switching every 0.15 s) sampled at 1 kHz: the default 0.1 s
+    cubic window smears its steps. The reported ratio is checked against the closed-form acceleration
+    (the narrow window's estimate of a noise-free signal is close to it); a 0.3 Hz sine is not reported."""
+    import numpy as np
+
+    from robot_dynamics_ros.identification import data as data_mod
+
+    dt = 1e-3
+    t = np.arange(0.0, 6.0, dt)
+    a_true = np.where((t // 0.15) % 2 == 0, 3.0, -3.0)
+    qd = np.cumsum(a_true) * dt
+    qd = np.column_stack([qd, 0.2 * np.sin(2 * np.pi * 0.3 * t)])
+    w = data_mod.default_window(dt)
+    qdd = data_mod.differentiate(qd, dt, w, 1)
+    found = data_mod.window_smearing(qd, dt, w, qdd)
+    assert found is not None and found[0] == 0 and found[2] == (w // 3) | 1, found
+    h = w // 2
+    err = np.sqrt(np.mean((qdd[h:-h, 0] - a_true[h:-h]) ** 2)) / np.sqrt(np.mean(a_true[h:-h] ** 2))
+    assert err > data_mod.SMEAR_RATIO and 0.5 * err < found[1] < 1.5 * err, (err, found)
+    slow = data_mod.window_smearing(qd[:, 1:], dt, w, qdd[:, 1:])
+    assert slow is None, slow
