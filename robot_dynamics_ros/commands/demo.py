@@ -46,7 +46,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="free-running simulator in wall-clock time instead of lockstep (commands arrive "
                              "with the real DDS latency; the result then depends on the machine's load)")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
-    parser.add_argument("--quiet", action="store_true", help="no live status lines")
+    parser.add_argument("--quiet", action="store_true", help="print only the final JSON line (no status lines, tables or verdict)")
     parser.add_argument("--track-modes", default="gravity,feedforward,computed_torque", metavar="MODES",
                         help="control modes of the second stage, comma-separated (default: all three)")
     parser.add_argument("--no-track", action="store_true",
