@@ -84,6 +84,11 @@ _WS_SLACK = 0.3
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
+#: a gridpoint where the torque-only profile's x = ṡ² is at most this fraction of its largest value is a stop:
+#: the parts on either side are timed rest to rest. At ṡ below 1e-3 of its top speed a jerk-limited profile
+#: stops there too, within its stage-wise quadratic x(σ) (which cannot slow to nearly 0 and recover inside a
+#: stage: its stage time would be unbounded), and stopping costs the time of that last 1e-3 of the speed
+STOP_RATIO = 1e-6
 #: every row is imposed at σ = kΔ/_SUBDIVISIONS, k = 0.._SUBDIVISIONS, on every stage
 _SUBDIVISIONS = 2
 #: the first linearization point comes from the problem on the knots (where at most half the gridpoints)
@@ -397,7 +402,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     t_start = time.perf_counter()
     s = np.asarray(s, dtype=float)
     x_ref = np.asarray(x_ref, dtype=float)
-    stops = np.flatnonzero(x_ref[1:-1] <= 1e-9 * max(float(x_ref.max()), 1e-300)) + 1
+    stops = np.flatnonzero(x_ref[1:-1] <= STOP_RATIO * max(float(x_ref.max()), 1e-300)) + 1
     if stops.size:
         return _through_stops(path, s, x_ref, stops, t_start, dynamics, velocity_limit=velocity_limit,
                               acceleration_limit=acceleration_limit, torque_limit=torque_limit,

@@ -54,6 +54,8 @@ class SolveStatus(enum.IntEnum):
 _BIG_U = 1e9  # bounding box of the LPs in u = sdd
 _BIG_X = 1e9  # and in x = sd²
 _TOL = 1e-9   # feasibility tolerance of the (roughly normalized) half-planes
+#: relative loss of x_{i+1} below its best that :func:`_best_entry` accepts to keep x_i at the top of K_i
+_ENTRY_RTOL = 1e-3
 
 
 @njit(cache=True, inline="always")
@@ -391,6 +393,57 @@ def _least_violating_u(H, m, x, ua, ub):  # pragma: no cover - compiled
     return best_u, best_v
 
 
+@njit(cache=True, inline="always")
+def _next_best(H, m, ds, x):  # pragma: no cover - compiled
+    """y(x) = x + 2Δ u_max(x) over the stage's rows; −inf where no u is feasible beyond round-off (at the
+    top of K_i the u interval is a single point, and round-off may leave lo a hair above hi)."""
+    lo, hi = _u_range(H, m, x)
+    if lo > hi + 1e-9 * (1.0 + abs(hi)):
+        return -np.inf
+    return x + 2.0 * ds * max(hi, lo)
+
+
+@njit(cache=True, nogil=True)
+def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
+    """The upper end of K_i that keeps the greedy pass from a forced near-stop.
+
+    From x_i the best next state is y(x_i) = x_i + 2 Δ u_max(x_i), concave in x_i (u_max is a minimum of
+    linear functions). Usually it grows up to xhi; but a row that bounds u ever more tightly as x grows (a
+    nearly u-free row: a velocity row's curvature half-plane where |q'| grows along the stage) makes it fall
+    towards xhi, and a greedy pass entering at xhi would then be forced down to y(xhi) ≈ 0 at s_{i+1} — an
+    isolated near-stop that a slightly lower x_i avoids. There, when y(xhi) is more than
+    :data:`_ENTRY_RTOL` below the best y over K_i, the upper end becomes the largest x_i whose y(x_i) is
+    within that of the best (a gently falling y is left alone: trading speed at s_i for a hair at s_{i+1}
+    is no gain); elsewhere xhi is returned unchanged. Every x_i below it stays controllable (K_i is an
+    interval of a convex polygon's projection).
+    """
+    d = 1e-6 * xhi
+    y1 = _next_best(H, m, ds, xhi)
+    if y1 >= _next_best(H, m, ds, xhi - d):
+        return xhi   # y does not fall towards xhi
+    # best y: maximize y = x + 2Δu over the polygon, in the coordinates (x, y): u = (y − x) / (2Δ)
+    inv = 1.0 / (2.0 * ds)
+    for k in range(m):
+        a, b, g = H[k, 0], H[k, 1], H[k, 2]
+        c0, c1 = b - a * inv, a * inv
+        nrm = max(np.sqrt(c0 * c0 + c1 * c1), 1e-300)
+        Hc[k, 0], Hc[k, 1], Hc[k, 2] = c0 / nrm, c1 / nrm, g / nrm
+    Hc[m, 0], Hc[m, 1], Hc[m, 2] = -1.0, 0.0, -xlo   # x ≥ xlo (the "u" slot holds x here)
+    if not _lp2d_x(Hc, m + 1, 1.0, -1, -1, out):
+        return xhi
+    y_best = out[1]
+    if y1 >= y_best * (1.0 - _ENTRY_RTOL):
+        return xhi
+    # the largest x reaching y_best: maximize x over the polygon with x + 2Δu ≥ y_best (1 − rtol)
+    for k in range(m):
+        Hc[k, 0], Hc[k, 1], Hc[k, 2] = H[k, 0], H[k, 1], H[k, 2]
+    nrm = np.sqrt(4.0 * ds * ds + 1.0)
+    Hc[m, 0], Hc[m, 1], Hc[m, 2] = -2.0 * ds / nrm, -1.0 / nrm, -y_best * (1.0 - _ENTRY_RTOL) / nrm
+    if not _lp2d_x(Hc, m + 1, 1.0, -1, -1, out):
+        return xhi
+    return min(max(out[1], xlo), xhi)
+
+
 @njit(cache=True, nogil=True)
 def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
     n_grid = s.shape[0]
@@ -400,6 +453,7 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     Hs = work[:(n_grid - 1 if store else 1) * mmax * 3].reshape((n_grid - 1 if store else 1, mmax, 3))
     ms = np.zeros(n_grid - 1, dtype=np.int64)
     out = np.empty(4)
+    Hc = np.empty((mmax + 1, 3))
     # --- backward pass: controllable sets
     K[n_grid - 1, 0] = x_end
     K[n_grid - 1, 1] = x_end
@@ -432,6 +486,8 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
                 if not _lp2d_x(H, m, -1.0, -1, -1, out):
                     return 1, i
                 xlo = max(out[1], 0.0)
+        if xhi > xlo:
+            xhi = _best_entry(H, m, s[i + 1] - s[i], xlo, xhi, Hc, out)
         if xhi < xlo:
             xhi = xlo
         K[i, 0] = xlo
