@@ -27,7 +27,9 @@ def panda():
 
 
 def _limits(model, pm, options=RetimeOptions()):
-    return (pm.velocityLimit * options.velocity_scale, np.full(model.n, ACC) * options.acceleration_scale,
+    # a scale not given is 1: these models' limits come without default_*_scaling_factor
+    return (pm.velocityLimit * (options.velocity_scale or 1.0),
+            np.full(model.n, ACC) * (options.acceleration_scale or 1.0),
             pm.effortLimit * options.torque_margin)
 
 

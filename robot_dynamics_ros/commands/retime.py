@@ -39,7 +39,9 @@ reversals, ...): the JSON line with ``success: false``; no output file is writte
 Joint limits: without ``--joint-limits``, a bundled robot name (``--urdf panda``) applies the package's
 ``config/<robot>_joint_limits.yaml`` when it exists, as ``robot-dynamics run`` does; ``--joint-limits ''``
 applies none; a bare file name is looked up in the package's ``config/`` as the nodes'
-``joint_limits_path`` is.
+``joint_limits_path`` is. Its top-level ``default_velocity_scaling_factor`` /
+``default_acceleration_scaling_factor`` (MoveIt Setup Assistant) are the scales when ``--velocity-scale`` /
+``--acceleration-scale`` are not given (1 without them).
 """
 from __future__ import annotations
 
@@ -78,10 +80,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--joint-limits", metavar="YAML", help="MoveIt joint_limits.yaml (acceleration and "
                         "jerk limits, overrides); a bare name is looked up in the package's config/; default: "
                         "config/<robot>_joint_limits.yaml for a bundled robot name; '' for none")
-    parser.add_argument("--velocity-scale", type=float, default=1.0, help="fraction (0, 1] of the velocity "
-                        "limits (default 1)")
-    parser.add_argument("--acceleration-scale", type=float, default=1.0, help="fraction (0, 1] of the "
-                        "acceleration limits (default 1)")
+    parser.add_argument("--velocity-scale", type=float, help="fraction (0, 1] of the velocity limits "
+                        "(default: the joint limits YAML's default_velocity_scaling_factor, else 1)")
+    parser.add_argument("--acceleration-scale", type=float, help="fraction (0, 1] of the acceleration limits "
+                        "(default: the joint limits YAML's default_acceleration_scaling_factor, else 1)")
     parser.add_argument("--torque-margin", type=float, default=1.0, help="fraction (0, 1] of the URDF effort "
                         "limits the trajectory may use, e.g. 0.9 (default 1)")
     parser.add_argument("--acceleration-limit", type=float, metavar="A",

@@ -22,7 +22,7 @@ import math
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -141,8 +141,10 @@ class RetimeOptions:
     """Options of a retiming request.
 
     Attributes:
-        velocity_scale: fraction (0, 1] of the velocity limits.
-        acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none).
+        velocity_scale: fraction (0, 1] of the velocity limits; None → the model's
+            ``default_velocity_scaling_factor`` (joint_limits.yaml), else 1.
+        acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none);
+            None → the model's ``default_acceleration_scaling_factor``, else 1.
         torque_margin: fraction (0, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
         gridpoints: requested number of gridpoints (2 .. MAX_GRIDPOINTS); more are used where needed: one
             stage at least per knot (waypoints and added knots), turn-limited stages
@@ -161,8 +163,8 @@ class RetimeOptions:
             (:data:`DEFAULT_PATH_TOLERANCE`).
     """
 
-    velocity_scale: float = 1.0
-    acceleration_scale: float = 1.0
+    velocity_scale: float | None = None
+    acceleration_scale: float | None = None
     torque_margin: float = 1.0
     gridpoints: int | None = None
     sample_period: float | None = None
@@ -185,6 +187,8 @@ class RetimeOptions:
         """The first invalid option as a message, or None."""
         for name in ("velocity_scale", "acceleration_scale", "torque_margin", "jerk_scale"):
             v = getattr(self, name)
+            if v is None and name in ("velocity_scale", "acceleration_scale"):
+                continue
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0.0 < v <= 1.0):
                 return f"{name}={v!r}: must be in (0, 1]"
         if self.gridpoints is not None and (int(self.gridpoints) != self.gridpoints or self.gridpoints < 2):
@@ -340,7 +344,7 @@ class Retimer:
             :class:`RetimeResult`; ``success=False`` with a precise message for any bad or infeasible request.
         """
         t_start = time.perf_counter()
-        options = options or RetimeOptions()
+        options = self.resolved_options(options or RetimeOptions())
         names = tuple(self.model.joint_names)
         n = len(names)
         try:
@@ -355,6 +359,21 @@ class Retimer:
             return RetimeResult(False, f.status, f.message, names, np.zeros(0), empty, empty.copy(),
                                 empty.copy(), empty.copy(),
                                 solve_ms=(time.perf_counter() - t_start) * 1e3, warnings=warn)
+
+    def resolved_options(self, options: RetimeOptions) -> RetimeOptions:
+        """``options`` with a velocity / acceleration scale of None replaced by the model's
+        ``default_velocity_scaling_factor`` / ``default_acceleration_scaling_factor`` (joint_limits.yaml),
+        else 1.0: MoveIt's default scaling applies when the request gives none."""
+        if options.velocity_scale is not None and options.acceleration_scale is not None:
+            return options
+        m = self.model
+        v = options.velocity_scale
+        a = options.acceleration_scale
+        if v is None:
+            v = getattr(m, "default_velocity_scaling_factor", None) or 1.0
+        if a is None:
+            a = getattr(m, "default_acceleration_scaling_factor", None) or 1.0
+        return replace(options, velocity_scale=v, acceleration_scale=a)
 
     # ------------------------------------------------------------------------------------------
     def _map_request(self, waypoints, joint_names, start_velocity, end_velocity, hold):

@@ -8,8 +8,9 @@ Request fields read (``robot_dynamics_interfaces/srv/RetimeTrajectory``): ``path
 matched by name), ``path.points[].positions``, ``velocity_scaling``, ``acceleration_scaling``,
 ``torque_margin``, ``path_tolerance``, ``sample_period``, ``jerk_scaling``, ``gridpoints``,
 ``start_velocity``, ``end_velocity``. A scaling / tolerance / period / gridpoints field of 0 means the node's
-``default_*`` parameter (MoveIt's ``default_velocity_scaling_factor`` semantics); ``jerk_scaling`` 0 means
-no jerk limit.
+``default_*`` parameter (MoveIt's ``default_velocity_scaling_factor`` semantics); for the velocity and
+acceleration scaling a parameter of 0 (not set) passes on to the joint_limits.yaml's
+``default_*_scaling_factor``, else 1 (:func:`options_from_request`); ``jerk_scaling`` 0 means no jerk limit.
 
 Partial requests: model joints the request does not name are held at the latest measured position not
 older than ``joint_state_timeout`` (:class:`MeasuredPositions`); without one the request is refused,
@@ -140,7 +141,9 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
     """The :class:`RetimeOptions` of ``request``; a field of 0 takes ``params["default_<...>"]``
     (``default_velocity_scaling_factor``, ``default_acceleration_scaling_factor``, ``default_torque_margin``,
     ``default_path_tolerance``, ``default_sample_period``, ``default_gridpoints``; 0 there too: the
-    retimer's own default) and ``params["friction"]``. ``jerk_scaling`` scales the model's jerk limits
+    retimer's own default) and ``params["friction"]``. Velocity / acceleration scaling: the request's
+    field, else the parameter when set (non-zero), else None — the model's joint_limits.yaml
+    ``default_*_scaling_factor``, else 1 (:meth:`Retimer.resolved_options`). ``jerk_scaling`` scales the model's jerk limits
     (joint_limits.yaml ``max_jerk``; 0: the full limits); ``params.get("motor_limits_path")`` (the node
     parameter, a motor_limits.yaml; empty or absent: none) turns on the rated/peak rules (the retimer reads
     the file; a bad one is refused naming it). Raises ValueError from RetimeOptions' checks."""
@@ -148,10 +151,17 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
     def pick(value, default):
         return float(value) if value != 0.0 else float(default)
 
+    def scale(value, key):
+        # request > node parameter > the model's joint_limits.yaml default_*_scaling_factor > 1 (MoveIt's
+        # order); a parameter of 0 (or none) is "not set", and None lets the retimer take the YAML's
+        if value != 0.0:
+            return float(value)
+        return float(params.get(key) or 0.0) or None
+
     period = pick(request.sample_period, params["default_sample_period"])
     kwargs = dict(
-        velocity_scale=pick(request.velocity_scaling, params["default_velocity_scaling_factor"]),
-        acceleration_scale=pick(request.acceleration_scaling, params["default_acceleration_scaling_factor"]),
+        velocity_scale=scale(request.velocity_scaling, "default_velocity_scaling_factor"),
+        acceleration_scale=scale(request.acceleration_scaling, "default_acceleration_scaling_factor"),
         torque_margin=pick(request.torque_margin, params["default_torque_margin"]),
         gridpoints=int(request.gridpoints) or (int(params["default_gridpoints"]) or None),
         sample_period=period or None, friction=bool(params["friction"]),
