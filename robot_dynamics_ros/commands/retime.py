@@ -28,13 +28,14 @@ where the timing is not jerk-limited), ``jerk_limits`` (joint -> rad/s³ applied
 ``max_path_deviation`` (rad / m, bound on the distance from the CSV's polyline), ``warnings`` (list of one-line strings), ``warmup_ms``
 (loading the compiled kernels, before the timed retiming) and ``out``.
 
-Exit status: 0 success. 1: bad input or options, found before the solve, one-line error on stderr and no
+Exit status: 0 success. 1: bad input or options. Found before the solve: a one-line error on stderr and no
 JSON line (unreadable or malformed files, a CSV column that is not a joint of the model, a model joint
 neither in the CSV nor held, an option out of range such as ``--velocity-scale 1.5``, an ``--out`` whose
-directory is missing or not writable). 2: the retimer refused or could not time the path
-(``status`` other than ``success``: a NaN waypoint, a waypoint outside the position limits or where gravity
-alone exceeds the torque limit, a start velocity too fast to stop, motor limits on a path with direction
-reversals, ...): the JSON line with ``success: false``; no output file is written then.
+directory is missing or not writable); found by the retimer (``status: invalid_request``: a NaN waypoint,
+a start velocity against the path direction, motor limits on a path with direction reversals, ...): the
+one-line error and the JSON line with ``success: false``. 2: the retimer could not time the path (any other
+``status``: a waypoint outside the position limits or where gravity alone exceeds the torque limit, a start
+velocity too fast to stop, ...): the JSON line with ``success: false``. No output file is written on failure.
 
 Joint limits: without ``--joint-limits``, a bundled robot name (``--urdf panda``) applies the package's
 ``config/<robot>_joint_limits.yaml`` when it exists, as ``robot-dynamics run`` does; ``--joint-limits ''``
@@ -63,6 +64,9 @@ from robot_dynamics_ros.commands._args import (add_robot_arguments, check_output
                                                model_from_args, named_values, print_to_pipe)
 from robot_dynamics_ros.errors import UserError
 
+#: exit status of bad input or options (before the solve, or the retimer's ``invalid_request``)
+EXIT_BAD_INPUT = 1
+#: exit status of a path the retimer cannot time (any other failure status)
 EXIT_INFEASIBLE = 2
 #: RetimeOptions field -> the option that sets it (for the one-line error of an out-of-range value)
 _OPTION_OF = {"velocity_scale": "--velocity-scale", "acceleration_scale": "--acceleration-scale",
@@ -198,7 +202,7 @@ def write_trajectory(path: str, result) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
 
     if Path(args.out).resolve() == Path(args.waypoints).resolve():
         raise UserError(f"--out '{args.out}': is the input file --waypoints '{args.waypoints}'; choose another "
@@ -270,4 +274,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"robot-dynamics retime: {summary.get('status', 'failed')}: {result.message} "
               f"(waypoints '{args.waypoints}', rows counted from 0)", file=sys.stderr)
     print_to_pipe(json.dumps(summary, ensure_ascii=False))
-    return 0 if result.success else EXIT_INFEASIBLE
+    if result.success:
+        return 0
+    # the retimer's INVALID_REQUEST is bad input the user can fix (a NaN cell, an option the path rules
+    # out): the same status as the checks before the solve
+    return EXIT_BAD_INPUT if result.status == RetimeStatus.INVALID_REQUEST else EXIT_INFEASIBLE
