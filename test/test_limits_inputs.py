@@ -170,3 +170,63 @@ def test_cli_scales_default_to_the_yaml_and_the_options_win(tmp_path, capsys):
     data = np.loadtxt(out_csv, delimiter=",", skiprows=1)
     v, a = _ratios(data[:, 2::4], data[:, 3::4], 0.5, 0.5)
     assert v <= 1 + 1e-6 and a <= 1 + 1e-6 and max(v, a) >= 0.99
+
+
+# ------------------------------------------------------------------ 3. start / end velocity along the path
+def _direction():
+    d = np.subtract(Q1, Q0)
+    return d / np.linalg.norm(d)
+
+
+def _direction_text():
+    return ", ".join(f"{j} {x:.4g}" for j, x in zip(UR, _direction()))
+
+
+@pytest.mark.parametrize("pan", [-0.1, -0.5])
+def test_a_backward_start_velocity_is_refused_naming_the_joint_and_the_path_direction(ur5_moveit, pan):
+    model, retimer = ur5_moveit
+    v = np.zeros(6)
+    v[0] = pan
+    res = retimer.retime(np.array([Q0, Q1]), start_velocity=v, options=RetimeOptions(velocity_scale=1.0))
+    assert res.status == RetimeStatus.INVALID_REQUEST
+    msg = res.message
+    assert msg.startswith("start_velocity: joint(s) ['shoulder_pan_joint'] disagree with the path direction "
+                          "at waypoint 0") and "backwards" in msg and _direction_text() in msg
+
+
+def test_start_and_end_velocity_must_be_parallel_to_the_end_segments(ur5_moveit):
+    model, retimer = ur5_moveit
+    wp = np.array([Q0, Q1])
+    d = _direction()
+    opts = RetimeOptions(velocity_scale=1.0, acceleration_scale=1.0)
+    # 0.2 rad/s along the path, plus 0.01 rad/s on wrist_2 (which does not move): 0.05 of the norm, refused
+    v = 0.2 * d
+    v[4] += 0.01
+    res = retimer.retime(wp, end_velocity=v, options=opts)
+    assert res.status == RetimeStatus.INVALID_REQUEST
+    assert res.message.startswith("end_velocity: joint(s) ['wrist_2_joint'] disagree with the path direction at "
+                                  "waypoint 1") and "not parallel" in res.message
+    # within 1e-3 of the norm: accepted, and the trajectory starts / ends at exactly that velocity
+    v = 0.2 * d
+    v[4] += 0.5e-3 * 0.2
+    res = retimer.retime(wp, start_velocity=v, end_velocity=0.1 * d, options=opts)
+    assert res.success, res.message
+    np.testing.assert_allclose(res.qd[0], v, atol=1e-9)
+    np.testing.assert_allclose(res.qd[-1], 0.1 * d, atol=1e-9)
+
+
+def test_cli_and_service_refuse_a_backward_start_velocity(ur5_moveit, tmp_path, capsys):
+    wp = _csv(tmp_path / "wp.csv", [Q0, Q1])
+    code, out, err = _run(capsys, "retime", "--urdf", "ur5", "--waypoints", wp, "--out", str(tmp_path / "t.csv"),
+                          "--start-velocity", "shoulder_pan_joint=-0.1")
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "['shoulder_pan_joint'] disagree with the path direction" in err
+    assert json.loads(out.strip().splitlines()[-1])["status"] == "invalid_request"
+    model, retimer = ur5_moveit
+    req = SimpleNamespace(path=SimpleNamespace(joint_names=list(UR), points=[
+        SimpleNamespace(positions=list(Q0)), SimpleNamespace(positions=list(Q1))]),
+        velocity_scaling=0.0, acceleration_scaling=0.0, torque_margin=0.0, path_tolerance=0.0,
+        sample_period=0.0, jerk_scaling=0.0, gridpoints=0, start_velocity=[-0.1, 0, 0, 0, 0, 0], end_velocity=[])
+    answer = core.handle_request(req, retimer, model, PARAMS, core.MeasuredPositions(UR), 0.0)
+    assert not answer.success
+    assert answer.message.startswith("start_velocity: joint(s) ['shoulder_pan_joint'] disagree")

@@ -113,8 +113,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "joint-space segments between the CSV's waypoints; waypoints within TOL/2 of the "
                         "previous one are merged (default 0.001)")
     parser.add_argument("--start-velocity", metavar="J=V,...", help="joint velocities (rad/s) at the first "
-                        "waypoint, by name (default: at rest); must point along the path")
-    parser.add_argument("--end-velocity", metavar="J=V,...", help="joint velocities at the last waypoint")
+                        "waypoint, by name (default: at rest); must point forward along the first segment "
+                        "(parallel within 1e-3 of its norm)")
+    parser.add_argument("--end-velocity", metavar="J=V,...", help="joint velocities at the last waypoint; "
+                        "must point forward along the last segment")
     parser.add_argument("--friction", action="store_true", help="include URDF <dynamics> damping and "
                         "friction in the torque limits and efforts")
 
