@@ -230,3 +230,24 @@ def test_cli_and_service_refuse_a_backward_start_velocity(ur5_moveit, tmp_path, 
     answer = core.handle_request(req, retimer, model, PARAMS, core.MeasuredPositions(UR), 0.0)
     assert not answer.success
     assert answer.message.startswith("start_velocity: joint(s) ['shoulder_pan_joint'] disagree")
+
+
+# ------------------------------------------------------------------ 4. duplicate joint names
+def test_service_names_a_duplicated_joint(ur5_moveit):
+    model, retimer = ur5_moveit
+    req = SimpleNamespace(path=SimpleNamespace(joint_names=["elbow_joint", "elbow_joint"], points=[
+        SimpleNamespace(positions=[1.57, 1.57]), SimpleNamespace(positions=[1.2, 1.2])]),
+        velocity_scaling=0.0, acceleration_scaling=0.0, torque_margin=0.0, path_tolerance=0.0,
+        sample_period=0.0, jerk_scaling=0.0, gridpoints=0, start_velocity=[], end_velocity=[])
+    answer = core.handle_request(req, retimer, model, PARAMS, core.MeasuredPositions(UR), 0.0)
+    assert not answer.success
+    assert answer.message == "joint_names: joint 'elbow_joint' appears twice"
+
+
+def test_cli_names_a_duplicated_header_column(tmp_path, capsys):
+    names = UR[:2] + ["elbow_joint"] + UR[2:]
+    wp = _csv(tmp_path / "wp.csv", [Q0[:3] + Q0[2:], Q1[:3] + Q1[2:]], names=names)
+    code, out, err = _run(capsys, "retime", "--urdf", "ur5", "--waypoints", wp, "--out", str(tmp_path / "t.csv"))
+    assert code == 1 and out == ""
+    assert err.strip() == (f"robot-dynamics retime: error: --waypoints '{wp}': joint 'elbow_joint' appears twice "
+                           "in the header (columns 2 and 3, counted from 0)")

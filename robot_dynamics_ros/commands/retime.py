@@ -125,7 +125,8 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
     """Header names and (W, k) values of a waypoint CSV ('nan' cells stay NaN for the retimer to report).
 
     Raises:
-        UserError: missing/unreadable file, empty header, a row of the wrong length, a non-numeric cell.
+        UserError: missing/unreadable file, empty header, a joint named twice in the header, a row of the
+            wrong length, a non-numeric cell.
     """
     p = Path(path)
     try:
@@ -146,6 +147,10 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
     names = [c.strip() for c in rows[0]]
     if not all(names):
         raise UserError(f"--waypoints '{path}': empty joint name in the header {rows[0]}")
+    for j, name in enumerate(names):
+        if name in names[:j]:
+            raise UserError(f"--waypoints '{path}': joint '{name}' appears twice in the header (columns "
+                            f"{names.index(name)} and {j}, counted from 0)")
     values = np.empty((len(rows) - 1, len(names)))
     for i, row in enumerate(rows[1:]):
         if len(row) != len(names):

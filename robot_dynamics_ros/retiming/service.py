@@ -225,8 +225,10 @@ def handle_request(request, retimer, model, params: Mapping, measured: MeasuredP
     named = set(names)
     unnamed = [j for j in model.joint_names if j not in named]
     timeout = float(params["joint_state_timeout"])
-    # unknown or duplicate names: the retimer's message names them, whatever the hold
-    hold, absent = measured.hold(unnamed, now_s, timeout) if named <= model.index.keys() else ({}, [])
+    # unknown or duplicate names: the retimer's message names them, whatever the hold (a duplicate leaves
+    # a model joint unnamed, which would otherwise be refused as unmeasured)
+    names_ok = len(named) == len(names) and named <= model.index.keys()
+    hold, absent = measured.hold(unnamed, now_s, timeout) if names_ok else ({}, [])
     if absent:
         return RetimeAnswer.failure(f"joints {absent} are not in path.joint_names and have no measured "
                                     f"position on {state_topic} within joint_state_timeout {timeout:g} s: "
