@@ -251,3 +251,51 @@ def test_cli_names_a_duplicated_header_column(tmp_path, capsys):
     assert code == 1 and out == ""
     assert err.strip() == (f"robot-dynamics retime: error: --waypoints '{wp}': joint 'elbow_joint' appears twice "
                            "in the header (columns 2 and 3, counted from 0)")
+
+
+# ------------------------------------------------------------------ 6. bare config names, the UR10
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
+
+
+def test_ur10_is_a_bundled_robot_with_its_config_limits():
+    import xml.etree.ElementTree as ET
+
+    from robot_dynamics_ros import robots
+
+    entry = robots.resolve("ur10")
+    assert entry.path.name == "ur10_robot.urdf" and entry.path.is_file()
+    limits = yaml.safe_load((ROOT / "config" / "ur10_joint_limits.yaml").read_text())["joint_limits"]
+    found = robots.bundled_joint_limits("ur10")
+    assert found is not None and yaml.safe_load(open(found).read())["joint_limits"] == limits
+    model = RobotModel.from_urdf(entry.path, joint_limits=found)
+    urdf = {j.get("name"): j.find("limit") for j in ET.parse(entry.path).getroot().findall("joint")
+            if j.get("type") in ("revolute", "continuous", "prismatic")}
+    assert list(model.joint_names) == UR
+    for j in UR:
+        i = model.index[j]
+        assert model.effort_limit[i] == float(urdf[j].get("effort"))
+        assert model.velocity_limit[i] == limits[j]["max_velocity"]
+        assert model.jerk_limit[i] == limits[j]["max_jerk"]
+
+
+def test_motor_limits_bare_name_is_looked_up_in_config_like_joint_limits(tmp_path, capsys, monkeypatch):
+    rules = yaml.safe_load((ROOT / "config" / "ur10_motor_limits.yaml").read_text())["motor_limits"]
+    wp = _csv(tmp_path / "wp.csv", [Q0, Q1])
+    monkeypatch.chdir(tmp_path)  # no ur10_motor_limits.yaml here: only config/ has one
+    code, out, err = _run(capsys, "retime", "--urdf", "ur10", "--waypoints", wp, "--out", "t.csv",
+                          "--motor-limits", "ur10_motor_limits.yaml", "--dt", "0.001")
+    assert code == 0, err
+    motor = json.loads(out.strip().splitlines()[-1])["motor_limits"]
+    data = np.loadtxt(tmp_path / "t.csv", delimiter=",", skiprows=1)
+    tau = data[:, 4::4]
+    for k, j in enumerate(UR):
+        # the output's own torques (its RMS by the trapezoid rule over time) within the file's rules
+        assert np.abs(tau[:, k]).max() <= rules[j]["peak_torque"] * (1 + 1e-6)
+        rms = np.sqrt(np.trapezoid(tau[:, k] ** 2, data[:, 0]) / data[-1, 0])
+        assert rms <= rules[j]["rated_torque"] * (1 + 1e-3)
+        assert motor[j]["rms_torque"] == pytest.approx(rms, rel=1e-2)
+    # the service's motor_limits_path takes a bare name the same way
+    options = core.options_from_request(SimpleNamespace(
+        velocity_scaling=0.0, acceleration_scaling=0.0, torque_margin=0.0, path_tolerance=0.0, sample_period=0.0,
+        jerk_scaling=0.0, gridpoints=0), dict(PARAMS, motor_limits_path="ur10_motor_limits.yaml"))
+    assert yaml.safe_load(open(options.motor_limits).read())["motor_limits"] == rules

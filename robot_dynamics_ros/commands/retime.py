@@ -63,6 +63,7 @@ import numpy as np
 from robot_dynamics_ros.commands._args import (add_robot_arguments, check_output_path, joint_limits_file,
                                                model_from_args, named_values, print_to_pipe)
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.share import resolve_config_file
 
 #: exit status of bad input or options (before the solve, or the retimer's ``invalid_request``)
 EXIT_BAD_INPUT = 1
@@ -98,7 +99,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "jerk-limited, at rest at both ends")
     parser.add_argument("--motor-limits", metavar="YAML", help="motor_limits.yaml (rated_torque, peak_torque, "
                         "peak_duration per joint): jerk-limited timing within them, per-joint figures in the "
-                        "JSON (margin = --torque-margin on the peak)")
+                        "JSON (margin = --torque-margin on the peak); a bare name is looked up in the "
+                        "package's config/ as for --joint-limits")
     parser.add_argument("--jerk-scale", type=float, default=1.0, help="fraction (0, 1] of the joint_limits.yaml "
                         "max_jerk limits (default 1); does not scale --jerk-limit, which fills only the joints "
                         "without max_jerk, so both may be given")
@@ -258,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
     if args.motor_limits:
         from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
 
-        motor_limits = load_motor_limits(model, args.motor_limits)
+        motor_limits = load_motor_limits(model, resolve_config_file(args.motor_limits))
     options = dataclasses.replace(options, motor_limits=motor_limits)
     retimer = Retimer(model)
     t0 = time.perf_counter()

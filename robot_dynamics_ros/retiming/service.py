@@ -145,8 +145,9 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
     field, else the parameter when set (non-zero), else None — the model's joint_limits.yaml
     ``default_*_scaling_factor``, else 1 (:meth:`Retimer.resolved_options`). ``jerk_scaling`` scales the model's jerk limits
     (joint_limits.yaml ``max_jerk``; 0: the full limits); ``params.get("motor_limits_path")`` (the node
-    parameter, a motor_limits.yaml; empty or absent: none) turns on the rated/peak rules (the retimer reads
-    the file; a bad one is refused naming it). Raises ValueError from RetimeOptions' checks."""
+    parameter, a motor_limits.yaml, a bare name looked up in the package's config/ as joint_limits_path;
+    empty or absent: none) turns on the rated/peak rules (the retimer reads the file; a bad one is refused
+    naming it). Raises ValueError from RetimeOptions' checks."""
 
     def pick(value, default):
         return float(value) if value != 0.0 else float(default)
@@ -170,7 +171,9 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
         kwargs["jerk_scale"] = float(request.jerk_scaling)
     motor = params.get("motor_limits_path") or None
     if motor is not None:
-        kwargs["motor_limits"] = str(motor)
+        from robot_dynamics_ros.share import resolve_config_file
+
+        kwargs["motor_limits"] = resolve_config_file(str(motor))
     return RetimeOptions(**kwargs)
 
 
