@@ -6,7 +6,6 @@ direction (the waypoints' difference) and from the files of config/ read with Py
 """
 from __future__ import annotations
 
-import csv
 import json
 from types import SimpleNamespace
 
@@ -14,12 +13,13 @@ import numpy as np
 import pytest
 import yaml
 
-from robot_dynamics_ros.cli import main
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.retiming import service as core
 from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
 from robot_dynamics_ros.robots import ROBOTS
+from test_cli_outputs import _csv as waypoint_csv
+from test_cli_outputs import _run
 
 UR = ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
       "wrist_3_joint"]
@@ -141,17 +141,7 @@ def test_service_scaling_order_request_parameter_yaml(ur5_moveit):
 
 
 def _csv(path, rows, names=UR):
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(names)
-        w.writerows(rows)
-    return str(path)
-
-
-def _run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return waypoint_csv(path, rows, names=names)
 
 
 def test_cli_scales_default_to_the_yaml_and_the_options_win(tmp_path, capsys):
