@@ -81,6 +81,21 @@ def read_yaml(path: str | Path, what: str):
     except (OSError, yaml.YAMLError) as exc:
         raise UserError(f"{what} {str(path)!r}: cannot read: {exc}") from None
 
+def _scaling_factor(value, where: str, key: str) -> float:
+    """A joint_limits.yaml ``default_*_scaling_factor``: a number in (0, 1].
+
+    Raises:
+        UserError: ``"<where>: <key>=<value> must be a number in (0, 1]"`` (one line).
+    """
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not 0.0 < v <= 1.0:
+        raise UserError(f"{where}: {key}={value!r} must be a number in (0, 1]")
+    return v
+
+
 @dataclass(frozen=True)
 class Payload:
     """A rigid payload attached to ``link``.
@@ -152,6 +167,9 @@ class RobotModel:
     * ``joint_names`` (tuple), ``n``, ``index`` (name -> position);
     * ``lower``, ``upper`` (rad or m), ``velocity_limit`` (rad/s or m/s), ``effort_limit`` (N·m or N),
       ``acceleration_limit`` (rad/s² or m/s²), ``jerk_limit`` (rad/s³ or m/s³), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
+    * ``default_velocity_scaling_factor``, ``default_acceleration_scaling_factor``: the joint_limits.yaml's
+      top-level factors in (0, 1] (MoveIt Setup Assistant writes them), or None; the retimer's scaling
+      when a request gives none (:class:`~robot_dynamics_ros.retiming.retimer.RetimeOptions`);
     * ``armature`` (kg·m², rotor inertia on the diagonal of M) and ``effort_offset`` (N·m, bias of the
       measured torque): zeros unless identified values were applied with ``with_settings(friction=...)``,
       which also replaces ``damping``/``friction`` and sets ``coulomb_velocity`` (rad/s, 0: the Coulomb law is
@@ -218,6 +236,8 @@ class RobotModel:
         self.coulomb_velocity = 0.0
         self.joint_friction: JointFriction | None = None
         self.joint_types: tuple[str, ...] = tuple(j.type for j in joints)
+        self.default_velocity_scaling_factor: float | None = None
+        self.default_acceleration_scaling_factor: float | None = None
         if joint_limits is not None:
             self._apply_joint_limits(joint_limits)
         self.massless_joints: tuple[str, ...] = self._find_massless()
@@ -253,7 +273,10 @@ class RobotModel:
             joint_limits: a MoveIt ``joint_limits.yaml`` path or its loaded mapping (with or without the
                 top-level ``joint_limits`` key): ``max_acceleration`` (when ``has_acceleration_limits``)
                 fills ``acceleration_limit``, ``max_jerk`` (when ``has_jerk_limits``) ``jerk_limit``; ``max_velocity``/``max_effort``/``min_position``/
-                ``max_position`` override the URDF when their ``has_*`` flag is true.
+                ``max_position`` override the URDF when their ``has_*`` flag is true (a flag without its
+                value is refused); the top-level ``default_velocity_scaling_factor`` /
+                ``default_acceleration_scaling_factor`` (MoveIt Setup Assistant), in (0, 1], fill the
+                attributes of the same names (None when absent).
             strict: refuse what the lenient loader accepts with a warning (:attr:`warnings`).
 
         Raises:
@@ -311,6 +334,9 @@ class RobotModel:
         if not isinstance(data, Mapping):
             raise UserError(f"{where}: expected a mapping of joint names, got {type(data).__name__}")
         if "joint_limits" in data:
+            for key in ("default_velocity_scaling_factor", "default_acceleration_scaling_factor"):
+                if key in data:
+                    setattr(self, key, _scaling_factor(data[key], where, key))
             data = data["joint_limits"]
         if not isinstance(data, Mapping):
             raise UserError(f"{where}: 'joint_limits' must be a mapping of joint names")
@@ -329,8 +355,11 @@ class RobotModel:
                 raise UserError(f"{where}: joint {quote_name(jn)}: expected a mapping, got {entry!r}")
             i = self.index[jn]
             for key, (flag, arr) in fields.items():
-                if key not in entry or not entry.get(flag, False):
+                if not entry.get(flag, False):
                     continue
+                if entry.get(key) is None:
+                    # MoveIt refuses a flag without its value; skipping it would silently drop the limit
+                    raise UserError(f"{where}: joint {quote_name(jn)} has {flag}: true but no {key}")
                 try:
                     v = float(entry[key])
                 except (TypeError, ValueError):

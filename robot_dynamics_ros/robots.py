@@ -74,6 +74,14 @@ ROBOTS: dict[str, RobotEntry] = {
         demo_pose={"shoulder_pan_joint": 0.4, "shoulder_lift_joint": -1.0, "elbow_joint": 1.2,
                    "wrist_1_joint": -0.8, "wrist_2_joint": 1.2, "wrist_3_joint": 0.3},
     ),
+    # the case study's arm (robot-dynamics casestudy); config/ur10_joint_limits.yaml and
+    # config/ur10_motor_limits.yaml are its bundled limits
+    "ur10": RobotEntry(
+        "ur10",
+        "ur_description/urdf/ur10_robot.urdf",
+        demo_pose={"shoulder_pan_joint": 0.4, "shoulder_lift_joint": -1.0, "elbow_joint": 1.2,
+                   "wrist_1_joint": -0.8, "wrist_2_joint": 1.2, "wrist_3_joint": 0.3},
+    ),
     "kinova": RobotEntry("kinova", "kinova_description/robots/kinova.urdf"),
     "z1": RobotEntry("z1", "z1_description/urdf/z1.urdf"),
     "so100": RobotEntry("so100", "so_arm_description/urdf/so100.urdf"),

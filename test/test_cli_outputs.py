@@ -147,7 +147,7 @@ def test_motor_limits_refusal_names_the_reversal_waypoints(tmp_path, capsys):
     code, out, _ = _run(capsys, "retime", "--urdf", "panda", "--waypoints", wp, "--out", str(tmp_path / "t.csv"),
                         "--motor-limits", _panda_motor_limits(tmp_path))
     s = _summary(out)
-    assert code == 2 and s["status"] == "invalid_request"
+    assert code == 1 and s["status"] == "invalid_request"
     assert "direction at waypoint(s) [1]" in s["message"]
 
 

@@ -27,7 +27,9 @@ def panda():
 
 
 def _limits(model, pm, options=RetimeOptions()):
-    return (pm.velocityLimit * options.velocity_scale, np.full(model.n, ACC) * options.acceleration_scale,
+    # a scale not given is 1: these models' limits come without default_*_scaling_factor
+    return (pm.velocityLimit * (options.velocity_scale or 1.0),
+            np.full(model.n, ACC) * (options.acceleration_scale or 1.0),
             pm.effortLimit * options.torque_margin)
 
 
@@ -322,18 +324,21 @@ def test_cli_writes_the_trajectory_and_a_json_summary(tmp_path, capsys):
     assert summary["peak_fraction"]["velocity"] == pytest.approx((np.abs(qd) / pm.velocityLimit).max(), rel=1e-6)
 
 
-def test_cli_infeasible_exits_2_after_the_json_line_bad_header_exits_1(tmp_path, capsys):
+def test_cli_nan_waypoint_and_bad_header_exit_1(tmp_path, capsys):
     model = load_model("panda", payload=False)
     wp = smooth_waypoints(model, 5)
     names = list(model.joint_names)
     wp[2, 1] = math.nan
     _write_csv(tmp_path / "wp.csv", names, [[("nan" if math.isnan(v) else v) for v in r] for r in wp])
     out_csv = tmp_path / "traj.csv"
-    code, out, _ = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp.csv"), "--out", str(out_csv))
-    assert code == 2
+    code, out, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "wp.csv"), "--out",
+                          str(out_csv))
+    # a NaN cell is bad input (status 1, as the checks before the solve), with the retimer's JSON line
+    assert code == 1
     summary = json.loads(out.strip().splitlines()[-1])
-    assert summary["success"] is False
+    assert summary["success"] is False and summary["status"] == "invalid_request"
     assert summary["message"] == "waypoint 2: joint 'panda_joint2' position is nan (not finite)"
+    assert summary["message"] in err
     assert not out_csv.exists()
     # unknown joint in the header: a bad input file, one line naming the file and the column, status 1
     _write_csv(tmp_path / "wp2.csv", names[:-1] + ["wrist"], smooth_waypoints(model, 3))

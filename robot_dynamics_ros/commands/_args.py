@@ -22,7 +22,7 @@ def add_robot_arguments(parser: argparse.ArgumentParser) -> None:
     """``--urdf``, ``--held``, ``--payload``, ``--gravity``, ``--friction-yaml``, ``--strict``: shared by every
     command that loads a robot (``crossval``, ``dynamics``, ``retime``)."""
     parser.add_argument("--urdf", "--robot", dest="urdf", required=True,
-                        help="URDF file, or a robot of the catalogue (panda, ur5, kinova, z1, so100, baxter, "
+                        help="URDF file, or a robot of the catalogue (panda, ur5, ur10, kinova, z1, so100, baxter, "
                              "talos_left_arm, xarm7, planar_2r; their default held joints apply)")
     parser.add_argument("--held", action="append", default=None, metavar="JOINT=VALUE",
                         help="hold a joint fixed at VALUE (rad or m); repeatable; replaces the catalogue's "

@@ -28,18 +28,21 @@ where the timing is not jerk-limited), ``jerk_limits`` (joint -> rad/s³ applied
 ``max_path_deviation`` (rad / m, bound on the distance from the CSV's polyline), ``warnings`` (list of one-line strings), ``warmup_ms``
 (loading the compiled kernels, before the timed retiming) and ``out``.
 
-Exit status: 0 success. 1: bad input or options, found before the solve, one-line error on stderr and no
+Exit status: 0 success. 1: bad input or options. Found before the solve: a one-line error on stderr and no
 JSON line (unreadable or malformed files, a CSV column that is not a joint of the model, a model joint
 neither in the CSV nor held, an option out of range such as ``--velocity-scale 1.5``, an ``--out`` whose
-directory is missing or not writable). 2: the retimer refused or could not time the path
-(``status`` other than ``success``: a NaN waypoint, a waypoint outside the position limits or where gravity
-alone exceeds the torque limit, a start velocity too fast to stop, motor limits on a path with direction
-reversals, ...): the JSON line with ``success: false``; no output file is written then.
+directory is missing or not writable); found by the retimer (``status: invalid_request``: a NaN waypoint,
+a start velocity against the path direction, motor limits on a path with direction reversals, ...): the
+one-line error and the JSON line with ``success: false``. 2: the retimer could not time the path (any other
+``status``: a waypoint outside the position limits or where gravity alone exceeds the torque limit, a start
+velocity too fast to stop, ...): the JSON line with ``success: false``. No output file is written on failure.
 
 Joint limits: without ``--joint-limits``, a bundled robot name (``--urdf panda``) applies the package's
 ``config/<robot>_joint_limits.yaml`` when it exists, as ``robot-dynamics run`` does; ``--joint-limits ''``
 applies none; a bare file name is looked up in the package's ``config/`` as the nodes'
-``joint_limits_path`` is.
+``joint_limits_path`` is. Its top-level ``default_velocity_scaling_factor`` /
+``default_acceleration_scaling_factor`` (MoveIt Setup Assistant) are the scales when ``--velocity-scale`` /
+``--acceleration-scale`` are not given (1 without them).
 """
 from __future__ import annotations
 
@@ -60,7 +63,11 @@ import numpy as np
 from robot_dynamics_ros.commands._args import (add_robot_arguments, check_output_path, joint_limits_file,
                                                model_from_args, named_values, print_to_pipe)
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.share import resolve_config_file
 
+#: exit status of bad input or options (before the solve, or the retimer's ``invalid_request``)
+EXIT_BAD_INPUT = 1
+#: exit status of a path the retimer cannot time (any other failure status)
 EXIT_INFEASIBLE = 2
 #: RetimeOptions field -> the option that sets it (for the one-line error of an out-of-range value)
 _OPTION_OF = {"velocity_scale": "--velocity-scale", "acceleration_scale": "--acceleration-scale",
@@ -78,10 +85,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--joint-limits", metavar="YAML", help="MoveIt joint_limits.yaml (acceleration and "
                         "jerk limits, overrides); a bare name is looked up in the package's config/; default: "
                         "config/<robot>_joint_limits.yaml for a bundled robot name; '' for none")
-    parser.add_argument("--velocity-scale", type=float, default=1.0, help="fraction (0, 1] of the velocity "
-                        "limits (default 1)")
-    parser.add_argument("--acceleration-scale", type=float, default=1.0, help="fraction (0, 1] of the "
-                        "acceleration limits (default 1)")
+    parser.add_argument("--velocity-scale", type=float, help="fraction (0, 1] of the velocity limits "
+                        "(default: the joint limits YAML's default_velocity_scaling_factor, else 1)")
+    parser.add_argument("--acceleration-scale", type=float, help="fraction (0, 1] of the acceleration limits "
+                        "(default: the joint limits YAML's default_acceleration_scaling_factor, else 1)")
     parser.add_argument("--torque-margin", type=float, default=1.0, help="fraction (0, 1] of the URDF effort "
                         "limits the trajectory may use, e.g. 0.9 (default 1)")
     parser.add_argument("--acceleration-limit", type=float, metavar="A",
@@ -92,7 +99,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "jerk-limited, at rest at both ends")
     parser.add_argument("--motor-limits", metavar="YAML", help="motor_limits.yaml (rated_torque, peak_torque, "
                         "peak_duration per joint): jerk-limited timing within them, per-joint figures in the "
-                        "JSON (margin = --torque-margin on the peak)")
+                        "JSON (margin = --torque-margin on the peak); a bare name is looked up in the "
+                        "package's config/ as for --joint-limits")
     parser.add_argument("--jerk-scale", type=float, default=1.0, help="fraction (0, 1] of the joint_limits.yaml "
                         "max_jerk limits (default 1); does not scale --jerk-limit, which fills only the joints "
                         "without max_jerk, so both may be given")
@@ -107,8 +115,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "joint-space segments between the CSV's waypoints; waypoints within TOL/2 of the "
                         "previous one are merged (default 0.001)")
     parser.add_argument("--start-velocity", metavar="J=V,...", help="joint velocities (rad/s) at the first "
-                        "waypoint, by name (default: at rest); must point along the path")
-    parser.add_argument("--end-velocity", metavar="J=V,...", help="joint velocities at the last waypoint")
+                        "waypoint, by name (default: at rest); must point forward along the first segment "
+                        "(parallel within 1e-3 of its norm)")
+    parser.add_argument("--end-velocity", metavar="J=V,...", help="joint velocities at the last waypoint; "
+                        "must point forward along the last segment")
     parser.add_argument("--friction", action="store_true", help="include URDF <dynamics> damping and "
                         "friction in the torque limits and efforts")
 
@@ -117,7 +127,8 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
     """Header names and (W, k) values of a waypoint CSV ('nan' cells stay NaN for the retimer to report).
 
     Raises:
-        UserError: missing/unreadable file, empty header, a row of the wrong length, a non-numeric cell.
+        UserError: missing/unreadable file, empty header, a joint named twice in the header, a row of the
+            wrong length, a non-numeric cell.
     """
     p = Path(path)
     try:
@@ -138,6 +149,10 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
     names = [c.strip() for c in rows[0]]
     if not all(names):
         raise UserError(f"--waypoints '{path}': empty joint name in the header {rows[0]}")
+    for j, name in enumerate(names):
+        if name in names[:j]:
+            raise UserError(f"--waypoints '{path}': joint '{name}' appears twice in the header (columns "
+                            f"{names.index(name)} and {j}, counted from 0)")
     values = np.empty((len(rows) - 1, len(names)))
     for i, row in enumerate(rows[1:]):
         if len(row) != len(names):
@@ -196,7 +211,7 @@ def write_trajectory(path: str, result) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
 
     if Path(args.out).resolve() == Path(args.waypoints).resolve():
         raise UserError(f"--out '{args.out}': is the input file --waypoints '{args.waypoints}'; choose another "
@@ -245,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
     if args.motor_limits:
         from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
 
-        motor_limits = load_motor_limits(model, args.motor_limits)
+        motor_limits = load_motor_limits(model, resolve_config_file(args.motor_limits))
     options = dataclasses.replace(options, motor_limits=motor_limits)
     retimer = Retimer(model)
     t0 = time.perf_counter()
@@ -268,4 +283,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"robot-dynamics retime: {summary.get('status', 'failed')}: {result.message} "
               f"(waypoints '{args.waypoints}', rows counted from 0)", file=sys.stderr)
     print_to_pipe(json.dumps(summary, ensure_ascii=False))
-    return 0 if result.success else EXIT_INFEASIBLE
+    if result.success:
+        return 0
+    # the retimer's INVALID_REQUEST is bad input the user can fix (a NaN cell, an option the path rules
+    # out): the same status as the checks before the solve
+    return EXIT_BAD_INPUT if result.status == RetimeStatus.INVALID_REQUEST else EXIT_INFEASIBLE

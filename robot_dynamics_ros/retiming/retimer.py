@@ -22,7 +22,7 @@ import math
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,9 @@ MAX_WORK = 2_000_000_000
 MIN_SEGMENT_GRIDPOINTS = 20
 #: relative tolerance for "at the limit" checks of the request (waypoint / velocity limits)
 _LIMIT_TOL = 1e-9
+#: a start / end velocity v must be parallel to the path's direction d there: |v - (v·d) d| ≤ DIRECTION_TOL |v|
+#: (the sine of the angle between them), with v·d > 0
+DIRECTION_TOL = 1e-3
 
 
 @njit(cache=True, nogil=True)
@@ -141,8 +144,10 @@ class RetimeOptions:
     """Options of a retiming request.
 
     Attributes:
-        velocity_scale: fraction (0, 1] of the velocity limits.
-        acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none).
+        velocity_scale: fraction (0, 1] of the velocity limits; None → the model's
+            ``default_velocity_scaling_factor`` (joint_limits.yaml), else 1.
+        acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none);
+            None → the model's ``default_acceleration_scaling_factor``, else 1.
         torque_margin: fraction (0, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
         gridpoints: requested number of gridpoints (2 .. MAX_GRIDPOINTS); more are used where needed: one
             stage at least per knot (waypoints and added knots), turn-limited stages
@@ -161,8 +166,8 @@ class RetimeOptions:
             (:data:`DEFAULT_PATH_TOLERANCE`).
     """
 
-    velocity_scale: float = 1.0
-    acceleration_scale: float = 1.0
+    velocity_scale: float | None = None
+    acceleration_scale: float | None = None
     torque_margin: float = 1.0
     gridpoints: int | None = None
     sample_period: float | None = None
@@ -185,6 +190,8 @@ class RetimeOptions:
         """The first invalid option as a message, or None."""
         for name in ("velocity_scale", "acceleration_scale", "torque_margin", "jerk_scale"):
             v = getattr(self, name)
+            if v is None and name in ("velocity_scale", "acceleration_scale"):
+                continue
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0.0 < v <= 1.0):
                 return f"{name}={v!r}: must be in (0, 1]"
         if self.gridpoints is not None and (int(self.gridpoints) != self.gridpoints or self.gridpoints < 2):
@@ -331,8 +338,9 @@ class Retimer:
                 model's ``joint_names`` in order. Model joints not named must be in ``hold`` (else
                 ``INVALID_REQUEST`` naming them: a joint silently put at some default would step there).
             start_velocity, end_velocity: (k,) joint velocities (rad/s) at the first / last waypoint in the
-                same column order; None or all zero → at rest. Must be tangent to the path: the spline's
-                end tangent is set to their direction.
+                same column order; None or all zero → at rest. Must point forward along the first / last
+                segment (parallel within :data:`DIRECTION_TOL`; else ``INVALID_REQUEST`` naming the joints
+                that disagree): the spline's end tangent is set to their direction.
             hold: values (rad / m) for model joints absent from ``joint_names`` (e.g. the measured state);
                 entries for joints that are named are ignored.
             options: :class:`RetimeOptions`.
@@ -340,7 +348,7 @@ class Retimer:
             :class:`RetimeResult`; ``success=False`` with a precise message for any bad or infeasible request.
         """
         t_start = time.perf_counter()
-        options = options or RetimeOptions()
+        options = self.resolved_options(options or RetimeOptions())
         names = tuple(self.model.joint_names)
         n = len(names)
         try:
@@ -355,6 +363,21 @@ class Retimer:
             return RetimeResult(False, f.status, f.message, names, np.zeros(0), empty, empty.copy(),
                                 empty.copy(), empty.copy(),
                                 solve_ms=(time.perf_counter() - t_start) * 1e3, warnings=warn)
+
+    def resolved_options(self, options: RetimeOptions) -> RetimeOptions:
+        """``options`` with a velocity / acceleration scale of None replaced by the model's
+        ``default_velocity_scaling_factor`` / ``default_acceleration_scaling_factor`` (joint_limits.yaml),
+        else 1.0: MoveIt's default scaling applies when the request gives none."""
+        if options.velocity_scale is not None and options.acceleration_scale is not None:
+            return options
+        m = self.model
+        v = options.velocity_scale
+        a = options.acceleration_scale
+        if v is None:
+            v = getattr(m, "default_velocity_scaling_factor", None) or 1.0
+        if a is None:
+            a = getattr(m, "default_acceleration_scaling_factor", None) or 1.0
+        return replace(options, velocity_scale=v, acceleration_scale=a)
 
     # ------------------------------------------------------------------------------------------
     def _map_request(self, waypoints, joint_names, start_velocity, end_velocity, hold):
@@ -502,6 +525,35 @@ class Retimer:
                                f"above its torque limit {tlim[j]:.6g} N·m (effort {m.effort_limit[j]:.6g} × "
                                f"torque_margin {options.torque_margin:g})")
 
+    def _check_direction(self, v, chord, what: str, waypoint: int) -> None:
+        """Refuse a non-zero start / end velocity ``v`` (n,) rad/s that is not a positive multiple of the
+        path's direction at that end: ``chord`` (n,), the first / last kept chord of the polyline (the
+        segment the planner checked; the spline's end tangent is set to v's direction, so any other
+        direction would make the path turn away from the chord right at the end), within
+        :data:`DIRECTION_TOL`. ``waypoint``: its index in the request, for the message.
+
+        Raises:
+            _Failure: INVALID_REQUEST naming the joints whose velocity disagrees and the path's direction.
+        """
+        if v is None or not v.any():
+            return
+        d = chord / np.linalg.norm(chord)
+        speed = float(np.linalg.norm(v))
+        along = float(v @ d)
+        off = v - max(along, 0.0) * d
+        if along > 0.0 and np.linalg.norm(off) <= DIRECTION_TOL * speed:
+            return
+        names = self.model.joint_names
+        # when |off| exceeds the tolerance, some joint has |off_j| ≥ |off| / sqrt(n): the list is never empty
+        bad = [names[j] for j in np.flatnonzero(np.abs(off) > DIRECTION_TOL * speed / math.sqrt(len(v)))]
+        direction = ", ".join(f"{names[j]} {d[j]:.4g}" for j in range(len(d)))
+        why = "points backwards along the path" if along <= 0.0 else "is not parallel to the path"
+        raise _Failure(RetimeStatus.INVALID_REQUEST,
+                       f"{what}: joint(s) {bad} disagree with the path direction at waypoint {waypoint}; the "
+                       f"velocity {why}: it must be a positive multiple of the path's direction there "
+                       f"({direction}; unit vector along the {'first' if what == 'start_velocity' else 'last'} "
+                       f"segment), within {DIRECTION_TOL:g} of its norm")
+
     # ------------------------------------------------------------------------------------------
     def _retime(self, wp, v0, v1, options: RetimeOptions, t_start: float) -> RetimeResult:
         m = self.model
@@ -533,6 +585,10 @@ class Retimer:
                                gridpoints=1, solve_ms=(time.perf_counter() - t_start) * 1e3, warnings=warn)
             res.peak_fraction = self._peaks(res, options)
             return res
+        first_a, _ = bounds[0]
+        _, last_b = bounds[-1]
+        self._check_direction(v0, kept[first_a + 1] - kept[first_a], "start_velocity", int(kept_idx[first_a]))
+        self._check_direction(v1, kept[last_b] - kept[last_b - 1], "end_velocity", int(kept_idx[last_b]))
         requested = options.gridpoints or max(DEFAULT_GRIDPOINTS, kept.shape[0])
         work = kept.shape[0] * max(requested, kept.shape[0]) * m.n
         if work > MAX_WORK:

@@ -8,8 +8,9 @@ Request fields read (``robot_dynamics_interfaces/srv/RetimeTrajectory``): ``path
 matched by name), ``path.points[].positions``, ``velocity_scaling``, ``acceleration_scaling``,
 ``torque_margin``, ``path_tolerance``, ``sample_period``, ``jerk_scaling``, ``gridpoints``,
 ``start_velocity``, ``end_velocity``. A scaling / tolerance / period / gridpoints field of 0 means the node's
-``default_*`` parameter (MoveIt's ``default_velocity_scaling_factor`` semantics); ``jerk_scaling`` 0 means
-no jerk limit.
+``default_*`` parameter (MoveIt's ``default_velocity_scaling_factor`` semantics); for the velocity and
+acceleration scaling a parameter of 0 (not set) passes on to the joint_limits.yaml's
+``default_*_scaling_factor``, else 1 (:func:`options_from_request`); ``jerk_scaling`` 0 means no jerk limit.
 
 Partial requests: model joints the request does not name are held at the latest measured position not
 older than ``joint_state_timeout`` (:class:`MeasuredPositions`); without one the request is refused,
@@ -140,18 +141,28 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
     """The :class:`RetimeOptions` of ``request``; a field of 0 takes ``params["default_<...>"]``
     (``default_velocity_scaling_factor``, ``default_acceleration_scaling_factor``, ``default_torque_margin``,
     ``default_path_tolerance``, ``default_sample_period``, ``default_gridpoints``; 0 there too: the
-    retimer's own default) and ``params["friction"]``. ``jerk_scaling`` scales the model's jerk limits
+    retimer's own default) and ``params["friction"]``. Velocity / acceleration scaling: the request's
+    field, else the parameter when set (non-zero), else None — the model's joint_limits.yaml
+    ``default_*_scaling_factor``, else 1 (:meth:`Retimer.resolved_options`). ``jerk_scaling`` scales the model's jerk limits
     (joint_limits.yaml ``max_jerk``; 0: the full limits); ``params.get("motor_limits_path")`` (the node
-    parameter, a motor_limits.yaml; empty or absent: none) turns on the rated/peak rules (the retimer reads
-    the file; a bad one is refused naming it). Raises ValueError from RetimeOptions' checks."""
+    parameter, a motor_limits.yaml, a bare name looked up in the package's config/ as joint_limits_path;
+    empty or absent: none) turns on the rated/peak rules (the retimer reads the file; a bad one is refused
+    naming it). Raises ValueError from RetimeOptions' checks."""
 
     def pick(value, default):
         return float(value) if value != 0.0 else float(default)
 
+    def scale(value, key):
+        # request > node parameter > the model's joint_limits.yaml default_*_scaling_factor > 1 (MoveIt's
+        # order); a parameter of 0 (or none) is "not set", and None lets the retimer take the YAML's
+        if value != 0.0:
+            return float(value)
+        return float(params.get(key) or 0.0) or None
+
     period = pick(request.sample_period, params["default_sample_period"])
     kwargs = dict(
-        velocity_scale=pick(request.velocity_scaling, params["default_velocity_scaling_factor"]),
-        acceleration_scale=pick(request.acceleration_scaling, params["default_acceleration_scaling_factor"]),
+        velocity_scale=scale(request.velocity_scaling, "default_velocity_scaling_factor"),
+        acceleration_scale=scale(request.acceleration_scaling, "default_acceleration_scaling_factor"),
         torque_margin=pick(request.torque_margin, params["default_torque_margin"]),
         gridpoints=int(request.gridpoints) or (int(params["default_gridpoints"]) or None),
         sample_period=period or None, friction=bool(params["friction"]),
@@ -160,7 +171,9 @@ def options_from_request(request, params: Mapping) -> RetimeOptions:
         kwargs["jerk_scale"] = float(request.jerk_scaling)
     motor = params.get("motor_limits_path") or None
     if motor is not None:
-        kwargs["motor_limits"] = str(motor)
+        from robot_dynamics_ros.share import resolve_config_file
+
+        kwargs["motor_limits"] = resolve_config_file(str(motor))
     return RetimeOptions(**kwargs)
 
 
@@ -215,8 +228,10 @@ def handle_request(request, retimer, model, params: Mapping, measured: MeasuredP
     named = set(names)
     unnamed = [j for j in model.joint_names if j not in named]
     timeout = float(params["joint_state_timeout"])
-    # unknown or duplicate names: the retimer's message names them, whatever the hold
-    hold, absent = measured.hold(unnamed, now_s, timeout) if named <= model.index.keys() else ({}, [])
+    # unknown or duplicate names: the retimer's message names them, whatever the hold (a duplicate leaves
+    # a model joint unnamed, which would otherwise be refused as unmeasured)
+    names_ok = len(named) == len(names) and named <= model.index.keys()
+    hold, absent = measured.hold(unnamed, now_s, timeout) if names_ok else ({}, [])
     if absent:
         return RetimeAnswer.failure(f"joints {absent} are not in path.joint_names and have no measured "
                                     f"position on {state_topic} within joint_state_timeout {timeout:g} s: "
