@@ -369,7 +369,10 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_output_path(args.plot, "--plot")
     model = case_model(args.payload)
-    limits = (load_motor_limits(model, args.motor_limits) if args.motor_limits else case_motor_limits(model))
+    from robot_dynamics_ros import share
+
+    limits = (load_motor_limits(model, share.resolve_config_file(args.motor_limits)) if args.motor_limits
+              else case_motor_limits(model))
     engine = NewtonEulerDynamics(model)  # batched RNEA for the 1 kHz torque figures
     line = case_line(model, points=args.points)
     retimer = Retimer(model)
