@@ -763,6 +763,69 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
     return 0
 
 
+# --------------------------------------------------------------------------- timers, ROS graph
+def steady_timer(node, period: float, callback: Callable[[], None]):
+    """A timer on the steady (monotonic) clock: it keeps firing when ``use_sim_time`` is true and /clock
+    stops or never starts, so staleness by arrival time still produces the safe command and diagnostics
+    keep being published (a timer on the node clock waits for sim time to advance)."""
+    from rclpy.clock import Clock, ClockType
+
+    return node.create_timer(period, callback, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+
+#: seconds between two ROS-graph checks of a node (publisher counts; off the message path)
+GRAPH_CHECK_PERIOD = 1.0
+
+
+def other_publishers(node, topic: str) -> tuple[list[str], int]:
+    """``(names, total)``: the fully qualified node names of the publishers on ``topic`` other than
+    ``node``'s own one, and the total publisher count. One endpoint named like ``node`` is the node
+    itself (it has one publisher per topic); a further one is another node of the same name."""
+    infos = node.get_publishers_info_by_topic(topic)
+    me = f"{node.get_namespace().rstrip('/')}/{node.get_name()}"
+    names = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos]
+    if me in names:
+        names.remove(me)
+    return names, len(infos)
+
+
+class ExclusivePublisher:
+    """Guards a publisher that must be the only one on its topic (the simulator's joint states next to a
+    real driver would interleave two robots' states): :meth:`check` queries the ROS graph, :attr:`blocked`
+    says whether publishing is withheld. A conflict logs one ERROR naming the other publishers' nodes
+    and raises an ERROR diagnostic condition; when they are gone, an INFO line and the condition clears.
+
+    Args:
+        node: the rclpy node; publisher: the guarded publisher; diag: the node's :class:`Diagnostics`.
+    """
+
+    def __init__(self, node, publisher, diag: Diagnostics):
+        self._node, self._pub, self._diag = node, publisher, diag
+        self.blocked = False
+        self.checked = False
+        self.others: list[str] = []
+
+    def check(self) -> bool:
+        """Query the graph now; True when publishing is allowed."""
+        topic = self._pub.topic_name
+        others, _ = other_publishers(self._node, topic)
+        self.checked = True
+        if others and others != self.others:
+            text = (f"not publishing on {topic}: another publisher exists there ({', '.join(others[:5])}); "
+                    "a real driver and this simulator would interleave two robots' states")
+            self._node.get_logger().error(text)
+            self._diag.condition("exclusive", Diagnostics.ERROR, text)
+        elif not others and self.blocked:
+            self._node.get_logger().info(f"{topic}: no other publisher any more, publishing")
+            self._diag.condition("exclusive", None)
+        self.others, self.blocked = others, bool(others)
+        return not self.blocked
+
+    def allowed(self) -> bool:
+        """For the publishing path: the first call checks the graph, later ones return the last verdict."""
+        return self.check() if not self.checked else not self.blocked
+
+
 # --------------------------------------------------------------------------- logging, statistics
 class RateLimitedLog:
     """Log at most one line per ``key`` every ``period`` s; the next line says how many were suppressed.
@@ -865,7 +928,10 @@ class Diagnostics:
         self.message = "starting"
         self.latency = LatencyStats()
         self.last_status = None
-        self._timer = node.create_timer(period, self.publish)
+        #: standing conditions (key -> (level, text)) raised above :attr:`level` until cleared; per-message
+        #: reports set the level, these persist across them (see :meth:`condition`)
+        self.conditions: dict[str, tuple[int, str]] = {}
+        self._timer = steady_timer(node, period, self.publish)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -875,6 +941,14 @@ class Diagnostics:
 
     def set_level(self, level: int, message: str) -> None:
         self.level, self.message = level, message
+
+    def condition(self, key: str, level: int | None, text: str = "") -> None:
+        """Raise (``level``) or clear (None) a standing condition: the published status takes the highest
+        level of :attr:`level` and the conditions, and its message appends each condition's text."""
+        if level is None:
+            self.conditions.pop(key, None)
+        else:
+            self.conditions[key] = (level, text)
 
     def status(self):
         """Build the current ``DiagnosticStatus`` (rates are per second since the previous call)."""
@@ -892,7 +966,10 @@ class Diagnostics:
             kv.append(KeyValue(key=f"latency_{key}", value=f"{val:.1f}"))
         for key, val in sorted(self.values.items()):
             kv.append(KeyValue(key=key, value=val if isinstance(val, str) else repr(val)))
-        return DiagnosticStatus(level=bytes([self.level]), name=self.name, message=self.message,
+        level, message = self.level, self.message
+        for lvl, text in self.conditions.values():
+            level, message = max(level, lvl), f"{message}; {text}"
+        return DiagnosticStatus(level=bytes([level]), name=self.name, message=message,
                                 hardware_id=self.hardware_id, values=kv)
 
     def publish(self) -> None:

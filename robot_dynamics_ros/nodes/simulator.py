@@ -106,6 +106,9 @@ class SimulatorNode(Node):
         # (qos_overrides.<topic>.publisher|subscription.depth/reliability/history/durability)
         self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], common.joint_state_qos(),
                                                qos_overriding_options=common.qos_overrides())
+        # never next to another joint_states publisher (a real driver): before the first state, then at 1 Hz
+        self._exclusive = common.ExclusivePublisher(self, self.state_pub, self.diag)
+        self._graph_timer = common.steady_timer(self, common.GRAPH_CHECK_PERIOD, self._exclusive.check)
         self._clock_pub = None
         if self.p["publish_clock"]:
             from rosgraph_msgs.msg import Clock
@@ -262,6 +265,8 @@ class SimulatorNode(Node):
             self._publish()
 
     def _publish(self) -> None:
+        if not self._exclusive.allowed():
+            return
         sim, msg = self.sim, self._msg
         sim.read(self._q, self._qd, self._eff)
         if self._clock_pub is not None:
