@@ -67,3 +67,51 @@ def test_simulator_alone_publishes_from_its_first_state():
         sim = _sim(w, topic)
         assert w.wait(lambda: len(got) >= 5, 10.0)
         assert sim._exclusive.others == [] and not sim._exclusive.blocked
+
+
+def _status_of(probe, prefix):
+    for s in reversed(probe.diagnostics):
+        if s.name.startswith(prefix):
+            return s
+    return None
+
+
+def _values(status):
+    return {kv.key: kv.value for kv in status.values}
+
+
+def test_two_control_nodes_on_one_command_topic_warn_naming_each_other():
+    from dds_probe import Probe
+    from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
+
+    with Probe() as probe:
+        grav = probe.gravity_node()
+        rec = Recorder(None)
+        grav.shell.log._logger = rec
+        ct = probe.start(ComputedTorqueNode, "computed_torque",
+                         {"mode": "feedforward", "tick_source": "timer", "control_rate": 50.0,
+                          "state_timeout": 0.25, "diagnostics_period": 0.05})
+        g_name, c_name = f"/{grav.get_name()}", f"/{ct.get_name()}"
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            probe.send()
+            g, c = _status_of(probe, grav.get_name() + ":"), _status_of(probe, ct.get_name() + ":")
+            if g and c and c_name in g.message and g_name in c.message:
+                break
+            time.sleep(0.02)
+        assert g is not None and c_name in g.message and g.level[0] >= 1, g
+        assert c is not None and g_name in c.message and c.level[0] >= 1, c
+        assert _values(g)["command_publishers"] == f"2: {c_name}"
+        assert _values(g)["joint_states_publishers"] == "1: /fault_probe"
+        assert any(lv == "warning" and c_name in t and grav.command_topic in t for lv, t in rec.lines), rec.lines
+        # the second controller leaves: the gravity node's level returns to OK with fresh states
+        probe.nodes.remove(ct)
+        ct.destroy_node()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            probe.send()
+            g = _status_of(probe, grav.get_name() + ":")
+            if g.level[0] == 0 and _values(g)["command_publishers"] == "1":
+                break
+            time.sleep(0.02)
+        assert g.level[0] == 0 and c_name not in g.message, g

@@ -1237,6 +1237,7 @@ class ControlShell:
         self._last_accepted = -1
         self._jumps = 0
         self._last_state_at = None
+        self._graph_at = -GRAPH_CHECK_PERIOD
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self, make_loader: Callable[[], Any]):
@@ -1415,6 +1416,9 @@ class ControlShell:
         node, core, diag = self.node, self.node.core, self.diag
         if core is None or not active:
             return
+        if time.monotonic() - self._graph_at >= GRAPH_CHECK_PERIOD:
+            self._graph_at = time.monotonic()
+            self.check_graph()
         mapper = core.mapper
         now_ns = node.get_clock().now().nanoseconds
         res = core.step(now_ns, time.monotonic_ns()) if mapper.ready else None
@@ -1447,6 +1451,26 @@ class ControlShell:
         diag.set("last_error", self.last_error)
         if res is not None and res.level == Diagnostics.OK and diag.level != Diagnostics.OK:
             diag.set_level(res.level, res.reason)
+
+    def check_graph(self) -> None:
+        """Publishers of the command topic besides this node: a WARN condition and a rate-limited warning
+        naming them (two controllers' commands interleave, and disabling one changes nothing). The
+        joint_states publishers are only a diagnostic value: several partial publishers are legitimate."""
+        node = self.node
+        if node.pub is None or node.sub is None:
+            return
+        topic = node.pub.topic_name
+        others, total = other_publishers(node, topic)
+        self.diag.set("command_publishers", f"{total}: {', '.join(others[:5])}" if others else f"{total}")
+        if others:
+            text = (f"{total} publishers on {topic}: also {', '.join(others[:5])}; their commands interleave "
+                    "(disabling this node does not silence them)")
+            self.diag.condition("command_publishers", Diagnostics.WARN, text)
+            self.log.warning("command_publishers", text)
+        else:
+            self.diag.condition("command_publishers", None)
+        states, total = other_publishers(node, node.sub.topic_name)
+        self.diag.set("joint_states_publishers", f"{total}: {', '.join(states[:5])}")
 
     def no_state_text(self) -> str:
         """Why no joint state drives the command: no publisher, or publishers whose QoS does not match."""
