@@ -446,7 +446,7 @@ class ModelLoader:
             # without building a Python string of it on the executor thread
             self.subscription = node.create_subscription(String, label, self._on_description,
                                                          description_qos(), raw=True)
-            self._timer = node.create_timer(0.05, self._deliver)
+            self._timer = steady_timer(node, 0.05, self._deliver)
             node.get_logger().info(f"waiting for the robot description on {self.subscription.topic_name}")
 
     def _on_description(self, raw: bytes) -> None:
@@ -1394,6 +1394,8 @@ class ControlShell:
     def rejected(self, rej) -> None:
         self.diag.count("rejected")
         self.last_error = f"joint_states rejected: {rej}"
+        if self.sim_time and self._clock.now().nanoseconds == 0:   # sim time reads 0 until a /clock arrives
+            self.last_error += "; no /clock received while use_sim_time is true"
         self.log.warning(rej.code.name, self.last_error)
 
     def report(self, res) -> None:
@@ -1479,6 +1481,8 @@ class ControlShell:
         sub = self.node.sub
         topic = sub.topic_name
         infos = self.node.get_publishers_info_by_topic(topic)
+        if self.sim_time and self._clock.now().nanoseconds == 0:
+            return f"no /clock received while use_sim_time is true ({len(infos)} publisher(s) on {topic})"
         if not infos:
             return f"no joint_states received: no publisher on {topic}"
         bad = []

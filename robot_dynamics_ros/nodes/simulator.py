@@ -124,9 +124,9 @@ class SimulatorNode(Node):
         self._period = 1.0 / self.p["publish_rate"]
         self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
         if self._lockstep:
-            self._timer = self.create_timer(min(0.1, float(self.p["lockstep_resend"])), self._kick)
+            self._timer = common.steady_timer(self, min(0.1, float(self.p["lockstep_resend"])), self._kick)
         else:
-            self._timer = self.create_timer(self._period, self._tick)
+            self._timer = common.steady_timer(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ model
     def _on_model(self, model, label: str) -> None:
@@ -216,7 +216,7 @@ class SimulatorNode(Node):
             self.runner.set_period(self._period)
         if not self._lockstep:
             self.destroy_timer(self._timer)
-            self._timer = self.create_timer(self._period, self._tick)
+            self._timer = common.steady_timer(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ commands and stepping
     def _on_command(self, msg: Float64MultiArray) -> None:
