@@ -231,9 +231,11 @@ def robot_source_params() -> list[ParamSpec]:
     return [
         ParamSpec("urdf_path", "", "URDF file path, or a robot name of robot_dynamics_ros.robots.ROBOTS "
                   "(e.g. 'panda'). Takes precedence over robot_description (a warning says so when both are "
-                  "set). Empty: use robot_description, else the robot_description topic."),
+                  "set). Empty: use robot_description, else the robot_description topic. Read at start-up "
+                  "(read-only: a run-time value would be shown but never loaded).", read_only=True),
         ParamSpec("robot_description", "", "URDF XML text (as robot_state_publisher's parameter; never a path). "
-                  "Used when urdf_path is empty."),
+                  "Used when urdf_path is empty. Read-only: a model at run time comes from the "
+                  "robot_description topic.", read_only=True),
         ParamSpec("robot_description_topic", "robot_description",
                   "std_msgs/String topic (transient local) read when both urdf_path and robot_description "
                   "are empty; relative names resolve in the node's namespace; a new message swaps the model "
