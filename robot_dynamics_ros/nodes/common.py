@@ -189,10 +189,13 @@ def _param_value(node, name: str):
         return []
 
 
-def validate_parameters(specs: Mapping[str, ParamSpec], params) -> tuple[bool, str]:
+def validate_parameters(specs: Mapping[str, ParamSpec], params,
+                        current: Mapping[str, Any] | None = None) -> tuple[bool, str]:
     """Check rclpy ``Parameter`` objects against their specs: ``(ok, reason)`` for SetParametersResult.
 
-    Parameters without a spec pass (other code may own them).
+    Parameters without a spec pass (other code may own them). With ``current`` (the node's values), the
+    combination is checked too: setting a non-zero ``payload.mass`` needs a ``payload.link`` (without one
+    the mass would be accepted and have no effect). Clearing ``payload.link`` alone removes the payload.
     """
     for p in params:
         spec = specs.get(p.name)
@@ -204,6 +207,11 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params) -> tuple[bool, s
         reason = spec.check(value)
         if reason is not None:
             return False, reason
+    if current is not None and any(p.name == "payload.mass" and p.value for p in params):
+        new = merged_parameters(specs, current, params)
+        if not new.get("payload.link"):
+            return False, (f"parameter 'payload.mass' = {new['payload.mass']!r} kg with 'payload.link' empty: "
+                           "set payload.link first, or both at once (~/set_payload)")
     return True, ""
 
 
@@ -1147,13 +1155,33 @@ def create_payload_service(node):
     atomic change (the node builds the new model and swaps it in; a refused request changes nothing).
 
     A change of the payload mass by more than :data:`PAYLOAD_REPLAN_FRACTION` of the previous one
-    (:func:`payload_change_warning`) is logged as a warning, appended to the response message and kept in
-    the node's diagnostics as ``payload_change`` (with the count ``payload_replan_warnings``)."""
+    (:func:`payload_change_warning`), through this service or through ``set_parameters`` (a post-set
+    callback sees both), is logged as a warning and kept in the node's diagnostics as ``payload_change``
+    (with the count ``payload_replan_warnings``); the service also appends it to its response message."""
     from rclpy.parameter import Parameter
     from robot_dynamics_interfaces.srv import SetPayload
 
+    # the warning follows every accepted payload change, from this service or from set_parameters
+    seen = {"link": str(node.p.get("payload.link", "")), "mass": float(node.p.get("payload.mass", 0.0)),
+            "warning": None}
+
+    def after_set(params) -> None:
+        if not any(p.name in ("payload.link", "payload.mass") for p in params):
+            return
+        link, mass = str(node.p.get("payload.link", "")), float(node.p.get("payload.mass", 0.0))
+        warning = payload_change_warning(seen["link"], seen["mass"], link, mass)
+        seen.update(link=link, mass=mass, warning=warning)
+        if warning:
+            node.get_logger().warning(f"payload: {warning}")
+            diag = getattr(node, "diag", None)
+            if diag is not None:
+                diag.set("payload_change", f"WARN: {warning}")
+                diag.count("payload_replan_warnings")
+
+    node.add_post_set_parameters_callback(after_set)
+
     def on_request(request, response):
-        old_link, old_mass = str(node.p.get("payload.link", "")), float(node.p.get("payload.mass", 0.0))
+        seen["warning"] = None
         params = [Parameter("payload.link", value=str(request.link)),
                   Parameter("payload.mass", value=float(request.mass)),
                   Parameter("payload.com", value=[float(x) for x in request.com]),
@@ -1163,15 +1191,8 @@ def create_payload_service(node):
         response.message = (f"payload {request.mass:g} kg on '{request.link}'" if request.link else
                             "payload removed") if result.successful else f"refused: {result.reason}"
         node.get_logger().info(f"set_payload: {response.message}")
-        warning = payload_change_warning(old_link, old_mass, str(request.link), float(request.mass)) \
-            if result.successful else None
-        if warning:
-            response.message += f"; WARNING: {warning}"
-            node.get_logger().warning(f"set_payload: {warning}")
-            diag = getattr(node, "diag", None)
-            if diag is not None:
-                diag.set("payload_change", f"WARN: {warning}")
-                diag.count("payload_replan_warnings")
+        if result.successful and seen["warning"]:
+            response.message += f"; WARNING: {seen['warning']}"
         return response
 
     return patient_service(node.create_service(SetPayload, "~/set_payload", on_request), node.get_logger().warning)
@@ -1315,7 +1336,7 @@ class ControlShell:
         from rcl_interfaces.msg import SetParametersResult
 
         node = self.node
-        ok, reason = validate_parameters(node._specs, params)
+        ok, reason = validate_parameters(node._specs, params, node.p)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
         new = merged_parameters(node._specs, node.p, params)

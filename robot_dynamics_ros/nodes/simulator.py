@@ -184,7 +184,7 @@ class SimulatorNode(Node):
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, params) -> SetParametersResult:
-        ok, reason = common.validate_parameters(self._specs, params)
+        ok, reason = common.validate_parameters(self._specs, params, self.p)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
         new = common.merged_parameters(self._specs, self.p, params)
