@@ -28,6 +28,7 @@ The joint_states -> command hot path of a node touches only :meth:`ControlShell.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -467,7 +468,7 @@ class ModelLoader:
         if len(raw) > MAX_URDF_BYTES + 64:
             self.last_error = (f"robot_description rejected: {len(raw)} bytes, more than the {MAX_URDF_BYTES} "
                                "accepted (MAX_URDF_BYTES)")
-            self._log.error("robot_description", self.last_error + " (keeping the previous model)")
+            self._log.error("robot_description:size", self.last_error + " (keeping the previous model)")
             return
         with self._lock:
             self._pending_text = raw
@@ -508,7 +509,7 @@ class ModelLoader:
             except Exception as exc:  # noqa: BLE001 - e.g. the node's joint list does not fit the new robot
                 error = " ".join(str(exc).split())[:300]
         self.last_error = f"robot_description rejected: {error}"
-        self._log.error("robot_description", self.last_error + " (keeping the previous model)")
+        self._log.error(reason_key("robot_description", error), self.last_error + " (keeping the previous model)")
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until no description is being parsed (tests); True when idle."""
@@ -845,6 +846,9 @@ class RateLimitedLog:
         period: seconds between two lines of the same key.
     """
 
+    #: keys remembered at most (the oldest is forgotten first): keys derived from input stay bounded
+    MAX_KEYS = 256
+
     def __init__(self, logger, period: float = 1.0, clock: Callable[[], float] = time.monotonic):
         self._logger = logger
         self._period = float(period)
@@ -858,7 +862,12 @@ class RateLimitedLog:
         if last is not None and now - last < self._period:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
             return False
+        self._last.pop(key, None)
         self._last[key] = now
+        if len(self._last) > self.MAX_KEYS:
+            oldest = next(iter(self._last))
+            del self._last[oldest]
+            self._suppressed.pop(oldest, None)
         n = self._suppressed.pop(key, 0)
         if n:
             text = f"{text} ({n} similar suppressed)"
@@ -880,6 +889,18 @@ class RateLimitedLog:
 
     def error(self, key: str, text: str) -> bool:
         return self._emit("error", key, text)
+
+
+#: the parts of a reason that vary between occurrences of one reason: quoted text and numbers
+_VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|[-+]?\d[\d.eE+-]*")
+
+
+def reason_key(prefix: str, text: str, n: int = 60) -> str:
+    """A rate-limited log key for a free-text reason: ``prefix`` and the text without its quoted parts and
+    numbers (which vary between occurrences of one reason), cut to ``n`` characters; distinct reasons
+    (a DOCTYPE refusal, a missing joint) get distinct keys."""
+    shape = _VARYING.sub("", text)
+    return f"{prefix}:{' '.join(shape.split())[:n]}"
 
 
 class LatencyStats:
@@ -1419,7 +1440,7 @@ class ControlShell:
         self.last_error = f"joint_states rejected: {rej}"
         if self.sim_time and self._clock.now().nanoseconds == 0:   # sim time reads 0 until a /clock arrives
             self.last_error += "; no /clock received while use_sim_time is true"
-        self.log.warning(rej.code.name, self.last_error)
+        self.log.warning(rej.key or rej.code.name, self.last_error)
 
     def report(self, res) -> None:
         """Diagnostic level and (rate-limited) log line of a step result that is not plain OK."""
@@ -1427,7 +1448,7 @@ class ControlShell:
         if res.level == Diagnostics.OK:
             return
         self.last_error = res.reason
-        key = res.reason.split(" ", 1)[0]
+        key = reason_key("step", res.reason)
         if res.level >= Diagnostics.ERROR:
             self.log.error(key, res.reason)
         else:
