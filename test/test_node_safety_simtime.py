@@ -18,6 +18,28 @@ def _clock_msg(t_ns):
     return m
 
 
+def _run_sim_time(probe, clock_pub, q, steps=100):
+    """One second of /clock (10 ms steps from T0_NS) with a joint state at q stamped with each."""
+    t = T0_NS
+    for _ in range(steps):
+        clock_pub.publish(_clock_msg(t))
+        probe.send(position=q, stamp_ns=t)
+        t += 10_000_000
+        time.sleep(0.01)
+
+
+def _commands_after_stop(probe, n=3):
+    """The commands that arrive from 0.5 s after /clock and joint states stopped (at least n, else fail)."""
+    time.sleep(0.5)
+    since = len(probe.commands)
+    deadline = time.monotonic() + 5.0
+    while len(probe.commands) < since + n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    later = probe.commands[since:]
+    assert len(later) >= n, "no safe command after /clock and joint states stopped"
+    return later
+
+
 def test_safe_hold_command_continues_when_clock_and_states_stop():
     with Probe() as probe:
         clock_pub = probe.node.create_publisher(Clock, "/clock", 10)
@@ -31,22 +53,11 @@ def test_safe_hold_command_continues_when_clock_and_states_stop():
         assert "no /clock received while use_sim_time is true" in node.shell.last_error
         # sim time runs: states stamped with it are answered with g(q)
         q = np.array(PANDA.base_pose)
-        t = T0_NS
-        for _ in range(100):
-            clock_pub.publish(_clock_msg(t))
-            probe.send(position=q, stamp_ns=t)
-            t += 10_000_000
-            time.sleep(0.01)
+        _run_sim_time(probe, clock_pub, q)
         expected = gravity_of(q)
         assert probe.wait_command(expected, 5.0)
         # /clock and joint states stop together: the hold command keeps coming (steady-clock timer)
-        time.sleep(0.5)
-        since = len(probe.commands)
-        deadline = time.monotonic() + 5.0
-        while len(probe.commands) < since + 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        later = probe.commands[since:]
-        assert len(later) >= 3, "no safe command after /clock and joint states stopped"
+        later = _commands_after_stop(probe)
         assert all(np.abs(c - expected).max() <= 1e-9 for _, c in later)
         status = probe.last_status()
         assert status is not None and status.level[0] >= 1
@@ -61,19 +72,8 @@ def test_computed_torque_safe_command_continues_when_clock_and_states_stop():
                            {"mode": "feedforward", "tick_source": "timer", "control_rate": 100.0,
                             "state_timeout": 0.25, "use_sim_time": True})
         q = np.array(PANDA.base_pose)
-        t = T0_NS
-        for _ in range(100):
-            clock_pub.publish(_clock_msg(t))
-            probe.send(position=q, stamp_ns=t)
-            t += 10_000_000
-            time.sleep(0.01)
+        _run_sim_time(probe, clock_pub, q)
         assert node.core.mapper.ready
-        time.sleep(0.5)
-        since = len(probe.commands)
-        deadline = time.monotonic() + 5.0
-        while len(probe.commands) < since + 3 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        later = probe.commands[since:]
-        assert len(later) >= 3, "no safe command after /clock and joint states stopped"
+        later = _commands_after_stop(probe)
         # the safe command holds the last measured pose against gravity (feedforward: g(q_last))
         assert all(np.abs(c - gravity_of(q)).max() <= 1e-9 for _, c in later), later[:1]
