@@ -197,7 +197,7 @@ def _desired_inside(desired, polys, times, start_ns):
                    {n: polys[n].deriv(2)(t) for n in URDF_ORDER})
 
 def test_feedforward_equals_pinocchio_rnea_of_the_sampled_desired_motion(harness, raw):
-    polys = _quintics()
+    polys = _quintics(slow=1.5)   # within the Panda's velocity limits (an infeasible one is refused)
     assert harness.spin(until=lambda: len(harness.desired) >= 2)
     start_ns = harness.now_ns() + 100_000_000
     times = [0.1, 0.3, 0.45, 0.7, 0.9]

@@ -86,7 +86,8 @@ def _assert_sane(commands):
 
 
 def _go_to(probe, pub, q_target, order=NAMES):
-    """Send a valid one-point trajectory (start on receipt, reach q_target in 20 ms), by name."""
+    """Send a valid one-point trajectory (start on receipt, reach q_target in 0.2 s: up to 0.3 rad from
+    the measured pose is within the Panda's velocity limits), by name."""
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
     by_name = dict(zip(NAMES, q_target))
@@ -94,7 +95,7 @@ def _go_to(probe, pub, q_target, order=NAMES):
     msg.joint_names = list(order)
     p = JointTrajectoryPoint()
     p.positions = [float(by_name[n]) for n in order]
-    p.time_from_start.nanosec = 20_000_000
+    p.time_from_start.nanosec = 200_000_000
     msg.points = [p]
     pub.publish(msg)
 

@@ -195,3 +195,27 @@ def test_set_out_of_range_is_refused_with_a_reason_naming_the_parameter(world, w
     assert name in result.reason, f"{world.case.cls}: reason does not name {name}: {result.reason!r}"
     (after,) = world.get([name])
     assert _python(after) == _python(before)
+
+
+#: parameters read only when the node starts or configures: a run-time set must be refused, not shown
+#: by get and then ignored
+START_UP_PARAMS = ("urdf_path", "robot_description", "robot_description_topic", "held_joint_names",
+                   "held_joint_positions", "joint_limits_path", "friction_path", "joints", "controller_name",
+                   "joint_states_topic", "command_topic", "command_joints")
+
+
+def test_start_up_parameters_are_refused_at_run_time_and_keep_their_value(world):
+    names = [n for n in world.names() if n in START_UP_PARAMS]
+    assert "urdf_path" in names and "robot_description" in names
+    before = dict(zip(names, world.get(names)))
+    values = {"urdf_path": "/etc/passwd", "robot_description": "<robot name='x'/>",
+              "held_joint_names": ["panda_finger_joint1"], "held_joint_positions": [0.01]}
+    for name in names:
+        value = values.get(name, "/other")
+        if before[name].type == ParameterType.PARAMETER_STRING_ARRAY and name not in values:
+            value = ["other"]
+        result = world.set(name, value)
+        assert not result.successful, f"{world.case.cls}: run-time set of {name}={value!r} accepted"
+        assert "read-only" in result.reason, result.reason
+        (after,) = world.get([name])
+        assert _python(after) == _python(before[name]), f"{world.case.cls}: {name} changed"

@@ -34,7 +34,7 @@ from robot_dynamics_ros.control.core import (
     ERROR, OK, WARN, ControlCore, CoreSettings, StepResult, wrap_angle,
 )
 from robot_dynamics_ros.control.interpolation import (
-    DesiredState, JointTrajectorySpec, TrajectoryExecutor, validate_joint_trajectory,
+    DesiredState, JointTrajectorySpec, TrajectoryExecutor, check_trajectory_speed, validate_joint_trajectory,
 )
 
 __all__ = ["MODES", "DEFAULT_GAINS", "GAIN_UNITS", "GAIN_TEXT", "Gains", "control_torque",
@@ -231,15 +231,20 @@ class ComputedTorqueController(ControlCore):
         return (now_ns - self.epoch_ns) * 1e-9
 
     def trajectory_from_message(self, msg) -> JointTrajectorySpec:
-        """Validate a ``trajectory_msgs/JointTrajectory`` (duck-typed) against the model.
+        """Validate a ``trajectory_msgs/JointTrajectory`` (duck-typed) against the model: fields, position
+        limits, and the joints' velocity limits from the measured position (once a state is known) and
+        between the points (:func:`~robot_dynamics_ros.control.interpolation.check_trajectory_speed`).
 
         Raises:
             TrajectoryRejected: the reason names the field, index, joint and value.
         """
         m = self.model
         check = self.settings.check_position_limits
-        return validate_joint_trajectory(msg, m.joint_names, lower=m.lower if check else None,
+        spec = validate_joint_trajectory(msg, m.joint_names, lower=m.lower if check else None,
                                          upper=m.upper if check else None, continuous=self._continuous)
+        measured = self.mapper.q if self.mapper.ready else None
+        check_trajectory_speed(spec, measured, m.velocity_limit, continuous=self._continuous)
+        return spec
 
     def submit_trajectory(self, spec: JointTrajectorySpec, received_s: float) -> float:
         """Queue a validated trajectory received at ``received_s`` (s since ``epoch_ns``); returns its start

@@ -45,8 +45,17 @@ __all__ = [
     "DesiredState",
     "TrajectoryExecutor",
     "validate_joint_trajectory",
+    "check_trajectory_speed",
     "duration_to_sec",
 ]
+
+#: a trajectory is refused when a segment's implied (average) joint speed exceeds the joint's velocity
+#: limit times this factor (ros2_control's joint_trajectory_controller refuses or aborts such motion with
+#: its tolerances; the margin absorbs rounding in a trajectory planned at the limit)
+SPEED_FACTOR = 1.05
+#: rad (m for prismatic joints) the first point may be off the measured position on top of the distance
+#: the velocity limit allows in its time_from_start (measurement noise, a small tracking error)
+START_TOLERANCE = 0.05
 
 LINEAR, CUBIC, QUINTIC = 1, 3, 5
 
@@ -220,6 +229,56 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
             raise TrajectoryRejected(f"points[{k}].positions[{j}] (joint '{joint_names[i]}') = {pos[k, i]} rad "
                                      f"is beyond the {name} limit {float(np.asarray(bound)[i])} rad")
     return JointTrajectorySpec(joint_names, start_ns, times, pos, vel, acc, has_v, has_a)
+
+
+def check_trajectory_speed(spec: JointTrajectorySpec, measured: np.ndarray | None, velocity_limit,
+                           *, continuous=None, factor: float = SPEED_FACTOR,
+                           start_tolerance: float = START_TOLERANCE) -> None:
+    """Refuse a trajectory the joints cannot follow within their velocity limits.
+
+    Segments: the measured position -> ``points[0]`` in its ``time_from_start`` (allowed distance
+    ``factor × limit × t0 + start_tolerance``; skipped when ``measured`` is None or has NaN, i.e. no state
+    yet), and each ``points[k-1] -> points[k]`` (``factor × limit × Δt``). Continuous joints measure the
+    first segment the short way. Joints without a finite positive limit are not checked.
+
+    Args:
+        spec: a validated trajectory (model order); measured: ``(n,)`` measured positions or None;
+        velocity_limit: ``(n,)`` rad/s (m/s), model order.
+
+    Raises:
+        TrajectoryRejected: naming the joint, the segment, the implied and the allowed speed.
+    """
+    if spec.empty:
+        return
+    vmax = np.asarray(velocity_limit, dtype=float)
+    gated = np.isfinite(vmax) & (vmax > 0)
+    if not gated.any():
+        return
+    allowed_v = np.where(gated, factor * vmax, np.inf)
+    pos, times = spec.positions, spec.times
+    if measured is not None and np.isfinite(measured).all():
+        d0 = pos[0] - np.asarray(measured, dtype=float)
+        if continuous is not None:
+            c = np.asarray(continuous, dtype=bool)
+            d0[c] = (d0[c] + np.pi) % (2 * np.pi) - np.pi
+        excess = np.abs(d0) - (allowed_v * times[0] + start_tolerance)
+        j = int(np.argmax(np.where(gated, excess, -np.inf)))
+        if gated[j] and excess[j] > 0:
+            t0 = float(times[0])
+            implied = f"{abs(d0[j]) / t0:.4g} rad/s" if t0 > 0 else "an instant jump"
+            raise TrajectoryRejected(
+                f"joint '{spec.joint_names[j]}', segment measured -> points[0]: {abs(d0[j]):.4g} rad in "
+                f"time_from_start {t0:g} s implies {implied}, above {factor:g} × its velocity limit "
+                f"{vmax[j]:g} rad/s (start tolerance {start_tolerance:g} rad); start the trajectory at the "
+                "measured position or give it more time")
+    if len(times) > 1:
+        speed = np.abs(np.diff(pos, axis=0)) / np.diff(times)[:, None]
+        over = np.where(gated[None, :], speed - allowed_v[None, :], -np.inf)
+        k, j = np.unravel_index(int(np.argmax(over)), over.shape)
+        if over[k, j] > 1e-12:
+            raise TrajectoryRejected(
+                f"joint '{spec.joint_names[j]}', segment points[{k}] -> points[{k + 1}]: implies "
+                f"{speed[k, j]:.4g} rad/s, above {factor:g} × its velocity limit {vmax[j]:g} rad/s")
 
 
 def _segment_coefficients(h, q0, v0, a0, q1, v1, a1, kind):

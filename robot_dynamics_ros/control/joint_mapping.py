@@ -85,6 +85,9 @@ class Rejection(NamedTuple):
 
     code: RejectCode
     detail: str
+    #: the rate-limited log key: code, field and joint (model joints only), so that distinct reasons
+    #: (a position and a velocity of one joint, two joints) are each logged
+    key: str = ""
 
     def __str__(self) -> str:
         return f"{self.code.value}: {self.detail}"
@@ -289,9 +292,11 @@ class JointStateMapper:
         return entry
 
     def _reject(self, code: RejectCode, detail: str, joint: str | None = None) -> Rejection:
-        r = Rejection(code, detail)
+        known = joint is not None and joint in self.index
+        field = detail.split("[", 1)[0].split(" ", 1)[0]
+        r = Rejection(code, detail, f"{code.name}:{field}:{joint if known else ''}")
         self.rejected[code] += 1
-        if joint is not None and joint in self.index:
+        if known:
             self.rejected_joints[joint] = self.rejected_joints.get(joint, 0) + 1
         self.last_rejection = r
         return r

@@ -28,6 +28,7 @@ The joint_states -> command hot path of a node touches only :meth:`ControlShell.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -189,10 +190,13 @@ def _param_value(node, name: str):
         return []
 
 
-def validate_parameters(specs: Mapping[str, ParamSpec], params) -> tuple[bool, str]:
+def validate_parameters(specs: Mapping[str, ParamSpec], params,
+                        current: Mapping[str, Any] | None = None) -> tuple[bool, str]:
     """Check rclpy ``Parameter`` objects against their specs: ``(ok, reason)`` for SetParametersResult.
 
-    Parameters without a spec pass (other code may own them).
+    Parameters without a spec pass (other code may own them). With ``current`` (the node's values), the
+    combination is checked too: setting a non-zero ``payload.mass`` needs a ``payload.link`` (without one
+    the mass would be accepted and have no effect). Clearing ``payload.link`` alone removes the payload.
     """
     for p in params:
         spec = specs.get(p.name)
@@ -204,6 +208,11 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params) -> tuple[bool, s
         reason = spec.check(value)
         if reason is not None:
             return False, reason
+    if current is not None and any(p.name == "payload.mass" and p.value for p in params):
+        new = merged_parameters(specs, current, params)
+        if not new.get("payload.link"):
+            return False, (f"parameter 'payload.mass' = {new['payload.mass']!r} kg with 'payload.link' empty: "
+                           "set payload.link first, or both at once (~/set_payload)")
     return True, ""
 
 
@@ -231,9 +240,11 @@ def robot_source_params() -> list[ParamSpec]:
     return [
         ParamSpec("urdf_path", "", "URDF file path, or a robot name of robot_dynamics_ros.robots.ROBOTS "
                   "(e.g. 'panda'). Takes precedence over robot_description (a warning says so when both are "
-                  "set). Empty: use robot_description, else the robot_description topic."),
+                  "set). Empty: use robot_description, else the robot_description topic. Read at start-up "
+                  "(read-only: a run-time value would be shown but never loaded).", read_only=True),
         ParamSpec("robot_description", "", "URDF XML text (as robot_state_publisher's parameter; never a path). "
-                  "Used when urdf_path is empty."),
+                  "Used when urdf_path is empty. Read-only: a model at run time comes from the "
+                  "robot_description topic.", read_only=True),
         ParamSpec("robot_description_topic", "robot_description",
                   "std_msgs/String topic (transient local) read when both urdf_path and robot_description "
                   "are empty; relative names resolve in the node's namespace; a new message swaps the model "
@@ -446,7 +457,7 @@ class ModelLoader:
             # without building a Python string of it on the executor thread
             self.subscription = node.create_subscription(String, label, self._on_description,
                                                          description_qos(), raw=True)
-            self._timer = node.create_timer(0.05, self._deliver)
+            self._timer = steady_timer(node, 0.05, self._deliver)
             node.get_logger().info(f"waiting for the robot description on {self.subscription.topic_name}")
 
     def _on_description(self, raw: bytes) -> None:
@@ -457,7 +468,7 @@ class ModelLoader:
         if len(raw) > MAX_URDF_BYTES + 64:
             self.last_error = (f"robot_description rejected: {len(raw)} bytes, more than the {MAX_URDF_BYTES} "
                                "accepted (MAX_URDF_BYTES)")
-            self._log.error("robot_description", self.last_error + " (keeping the previous model)")
+            self._log.error("robot_description:size", self.last_error + " (keeping the previous model)")
             return
         with self._lock:
             self._pending_text = raw
@@ -498,7 +509,7 @@ class ModelLoader:
             except Exception as exc:  # noqa: BLE001 - e.g. the node's joint list does not fit the new robot
                 error = " ".join(str(exc).split())[:300]
         self.last_error = f"robot_description rejected: {error}"
-        self._log.error("robot_description", self.last_error + " (keeping the previous model)")
+        self._log.error(reason_key("robot_description", error), self.last_error + " (keeping the previous model)")
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until no description is being parsed (tests); True when idle."""
@@ -763,6 +774,69 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
     return 0
 
 
+# --------------------------------------------------------------------------- timers, ROS graph
+def steady_timer(node, period: float, callback: Callable[[], None]):
+    """A timer on the steady (monotonic) clock: it keeps firing when ``use_sim_time`` is true and /clock
+    stops or never starts, so staleness by arrival time still produces the safe command and diagnostics
+    keep being published (a timer on the node clock waits for sim time to advance)."""
+    from rclpy.clock import Clock, ClockType
+
+    return node.create_timer(period, callback, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+
+#: seconds between two ROS-graph checks of a node (publisher counts; off the message path)
+GRAPH_CHECK_PERIOD = 1.0
+
+
+def other_publishers(node, topic: str) -> tuple[list[str], int]:
+    """``(names, total)``: the fully qualified node names of the publishers on ``topic`` other than
+    ``node``'s own one, and the total publisher count. One endpoint named like ``node`` is the node
+    itself (it has one publisher per topic); a further one is another node of the same name."""
+    infos = node.get_publishers_info_by_topic(topic)
+    me = f"{node.get_namespace().rstrip('/')}/{node.get_name()}"
+    names = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos]
+    if me in names:
+        names.remove(me)
+    return names, len(infos)
+
+
+class ExclusivePublisher:
+    """Guards a publisher that must be the only one on its topic (the simulator's joint states next to a
+    real driver would interleave two robots' states): :meth:`check` queries the ROS graph, :attr:`blocked`
+    says whether publishing is withheld. A conflict logs one ERROR naming the other publishers' nodes
+    and raises an ERROR diagnostic condition; when they are gone, an INFO line and the condition clears.
+
+    Args:
+        node: the rclpy node; publisher: the guarded publisher; diag: the node's :class:`Diagnostics`.
+    """
+
+    def __init__(self, node, publisher, diag: Diagnostics):
+        self._node, self._pub, self._diag = node, publisher, diag
+        self.blocked = False
+        self.checked = False
+        self.others: list[str] = []
+
+    def check(self) -> bool:
+        """Query the graph now; True when publishing is allowed."""
+        topic = self._pub.topic_name
+        others, _ = other_publishers(self._node, topic)
+        self.checked = True
+        if others and others != self.others:
+            text = (f"not publishing on {topic}: another publisher exists there ({', '.join(others[:5])}); "
+                    "a real driver and this simulator would interleave two robots' states")
+            self._node.get_logger().error(text)
+            self._diag.condition("exclusive", Diagnostics.ERROR, text)
+        elif not others and self.blocked:
+            self._node.get_logger().info(f"{topic}: no other publisher any more, publishing")
+            self._diag.condition("exclusive", None)
+        self.others, self.blocked = others, bool(others)
+        return not self.blocked
+
+    def allowed(self) -> bool:
+        """For the publishing path: the first call checks the graph, later ones return the last verdict."""
+        return self.check() if not self.checked else not self.blocked
+
+
 # --------------------------------------------------------------------------- logging, statistics
 class RateLimitedLog:
     """Log at most one line per ``key`` every ``period`` s; the next line says how many were suppressed.
@@ -771,6 +845,9 @@ class RateLimitedLog:
         logger: an rclpy logger (``node.get_logger()``) or anything with ``warning``/``error``/``info``.
         period: seconds between two lines of the same key.
     """
+
+    #: keys remembered at most (the oldest is forgotten first): keys derived from input stay bounded
+    MAX_KEYS = 256
 
     def __init__(self, logger, period: float = 1.0, clock: Callable[[], float] = time.monotonic):
         self._logger = logger
@@ -785,7 +862,12 @@ class RateLimitedLog:
         if last is not None and now - last < self._period:
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
             return False
+        self._last.pop(key, None)
         self._last[key] = now
+        if len(self._last) > self.MAX_KEYS:
+            oldest = next(iter(self._last))
+            del self._last[oldest]
+            self._suppressed.pop(oldest, None)
         n = self._suppressed.pop(key, 0)
         if n:
             text = f"{text} ({n} similar suppressed)"
@@ -807,6 +889,18 @@ class RateLimitedLog:
 
     def error(self, key: str, text: str) -> bool:
         return self._emit("error", key, text)
+
+
+#: the parts of a reason that vary between occurrences of one reason: quoted text and numbers
+_VARYING = re.compile(r"'[^']*'|\"[^\"]*\"|[-+]?\d[\d.eE+-]*")
+
+
+def reason_key(prefix: str, text: str, n: int = 60) -> str:
+    """A rate-limited log key for a free-text reason: ``prefix`` and the text without its quoted parts and
+    numbers (which vary between occurrences of one reason), cut to ``n`` characters; distinct reasons
+    (a DOCTYPE refusal, a missing joint) get distinct keys."""
+    shape = _VARYING.sub("", text)
+    return f"{prefix}:{' '.join(shape.split())[:n]}"
 
 
 class LatencyStats:
@@ -865,7 +959,10 @@ class Diagnostics:
         self.message = "starting"
         self.latency = LatencyStats()
         self.last_status = None
-        self._timer = node.create_timer(period, self.publish)
+        #: standing conditions (key -> (level, text)) raised above :attr:`level` until cleared; per-message
+        #: reports set the level, these persist across them (see :meth:`condition`)
+        self.conditions: dict[str, tuple[int, str]] = {}
+        self._timer = steady_timer(node, period, self.publish)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -875,6 +972,14 @@ class Diagnostics:
 
     def set_level(self, level: int, message: str) -> None:
         self.level, self.message = level, message
+
+    def condition(self, key: str, level: int | None, text: str = "") -> None:
+        """Raise (``level``) or clear (None) a standing condition: the published status takes the highest
+        level of :attr:`level` and the conditions, and its message appends each condition's text."""
+        if level is None:
+            self.conditions.pop(key, None)
+        else:
+            self.conditions[key] = (level, text)
 
     def status(self):
         """Build the current ``DiagnosticStatus`` (rates are per second since the previous call)."""
@@ -892,7 +997,10 @@ class Diagnostics:
             kv.append(KeyValue(key=f"latency_{key}", value=f"{val:.1f}"))
         for key, val in sorted(self.values.items()):
             kv.append(KeyValue(key=key, value=val if isinstance(val, str) else repr(val)))
-        return DiagnosticStatus(level=bytes([self.level]), name=self.name, message=self.message,
+        level, message = self.level, self.message
+        for lvl, text in self.conditions.values():
+            level, message = max(level, lvl), f"{message}; {text}"
+        return DiagnosticStatus(level=bytes([level]), name=self.name, message=message,
                                 hardware_id=self.hardware_id, values=kv)
 
     def publish(self) -> None:
@@ -1068,13 +1176,33 @@ def create_payload_service(node):
     atomic change (the node builds the new model and swaps it in; a refused request changes nothing).
 
     A change of the payload mass by more than :data:`PAYLOAD_REPLAN_FRACTION` of the previous one
-    (:func:`payload_change_warning`) is logged as a warning, appended to the response message and kept in
-    the node's diagnostics as ``payload_change`` (with the count ``payload_replan_warnings``)."""
+    (:func:`payload_change_warning`), through this service or through ``set_parameters`` (a post-set
+    callback sees both), is logged as a warning and kept in the node's diagnostics as ``payload_change``
+    (with the count ``payload_replan_warnings``); the service also appends it to its response message."""
     from rclpy.parameter import Parameter
     from robot_dynamics_interfaces.srv import SetPayload
 
+    # the warning follows every accepted payload change, from this service or from set_parameters
+    seen = {"link": str(node.p.get("payload.link", "")), "mass": float(node.p.get("payload.mass", 0.0)),
+            "warning": None}
+
+    def after_set(params) -> None:
+        if not any(p.name in ("payload.link", "payload.mass") for p in params):
+            return
+        link, mass = str(node.p.get("payload.link", "")), float(node.p.get("payload.mass", 0.0))
+        warning = payload_change_warning(seen["link"], seen["mass"], link, mass)
+        seen.update(link=link, mass=mass, warning=warning)
+        if warning:
+            node.get_logger().warning(f"payload: {warning}")
+            diag = getattr(node, "diag", None)
+            if diag is not None:
+                diag.set("payload_change", f"WARN: {warning}")
+                diag.count("payload_replan_warnings")
+
+    node.add_post_set_parameters_callback(after_set)
+
     def on_request(request, response):
-        old_link, old_mass = str(node.p.get("payload.link", "")), float(node.p.get("payload.mass", 0.0))
+        seen["warning"] = None
         params = [Parameter("payload.link", value=str(request.link)),
                   Parameter("payload.mass", value=float(request.mass)),
                   Parameter("payload.com", value=[float(x) for x in request.com]),
@@ -1084,15 +1212,8 @@ def create_payload_service(node):
         response.message = (f"payload {request.mass:g} kg on '{request.link}'" if request.link else
                             "payload removed") if result.successful else f"refused: {result.reason}"
         node.get_logger().info(f"set_payload: {response.message}")
-        warning = payload_change_warning(old_link, old_mass, str(request.link), float(request.mass)) \
-            if result.successful else None
-        if warning:
-            response.message += f"; WARNING: {warning}"
-            node.get_logger().warning(f"set_payload: {warning}")
-            diag = getattr(node, "diag", None)
-            if diag is not None:
-                diag.set("payload_change", f"WARN: {warning}")
-                diag.count("payload_replan_warnings")
+        if result.successful and seen["warning"]:
+            response.message += f"; WARNING: {seen['warning']}"
         return response
 
     return patient_service(node.create_service(SetPayload, "~/set_payload", on_request), node.get_logger().warning)
@@ -1160,6 +1281,7 @@ class ControlShell:
         self._last_accepted = -1
         self._jumps = 0
         self._last_state_at = None
+        self._graph_at = -GRAPH_CHECK_PERIOD
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self, make_loader: Callable[[], Any]):
@@ -1235,7 +1357,7 @@ class ControlShell:
         from rcl_interfaces.msg import SetParametersResult
 
         node = self.node
-        ok, reason = validate_parameters(node._specs, params)
+        ok, reason = validate_parameters(node._specs, params, node.p)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
         new = merged_parameters(node._specs, node.p, params)
@@ -1316,7 +1438,9 @@ class ControlShell:
     def rejected(self, rej) -> None:
         self.diag.count("rejected")
         self.last_error = f"joint_states rejected: {rej}"
-        self.log.warning(rej.code.name, self.last_error)
+        if self.sim_time and self._clock.now().nanoseconds == 0:   # sim time reads 0 until a /clock arrives
+            self.last_error += "; no /clock received while use_sim_time is true"
+        self.log.warning(rej.key or rej.code.name, self.last_error)
 
     def report(self, res) -> None:
         """Diagnostic level and (rate-limited) log line of a step result that is not plain OK."""
@@ -1324,7 +1448,7 @@ class ControlShell:
         if res.level == Diagnostics.OK:
             return
         self.last_error = res.reason
-        key = res.reason.split(" ", 1)[0]
+        key = reason_key("step", res.reason)
         if res.level >= Diagnostics.ERROR:
             self.log.error(key, res.reason)
         else:
@@ -1338,6 +1462,9 @@ class ControlShell:
         node, core, diag = self.node, self.node.core, self.diag
         if core is None or not active:
             return
+        if time.monotonic() - self._graph_at >= GRAPH_CHECK_PERIOD:
+            self._graph_at = time.monotonic()
+            self.check_graph()
         mapper = core.mapper
         now_ns = node.get_clock().now().nanoseconds
         res = core.step(now_ns, time.monotonic_ns()) if mapper.ready else None
@@ -1371,6 +1498,26 @@ class ControlShell:
         if res is not None and res.level == Diagnostics.OK and diag.level != Diagnostics.OK:
             diag.set_level(res.level, res.reason)
 
+    def check_graph(self) -> None:
+        """Publishers of the command topic besides this node: a WARN condition and a rate-limited warning
+        naming them (two controllers' commands interleave, and disabling one changes nothing). The
+        joint_states publishers are only a diagnostic value: several partial publishers are legitimate."""
+        node = self.node
+        if node.pub is None or node.sub is None:
+            return
+        topic = node.pub.topic_name
+        others, total = other_publishers(node, topic)
+        self.diag.set("command_publishers", f"{total}: {', '.join(others[:5])}" if others else f"{total}")
+        if others:
+            text = (f"{total} publishers on {topic}: also {', '.join(others[:5])}; their commands interleave "
+                    "(disabling this node does not silence them)")
+            self.diag.condition("command_publishers", Diagnostics.WARN, text)
+            self.log.warning("command_publishers", text)
+        else:
+            self.diag.condition("command_publishers", None)
+        states, total = other_publishers(node, node.sub.topic_name)
+        self.diag.set("joint_states_publishers", f"{total}: {', '.join(states[:5])}")
+
     def no_state_text(self) -> str:
         """Why no joint state drives the command: no publisher, or publishers whose QoS does not match."""
         from rclpy.qos import QoSCompatibility, qos_check_compatible
@@ -1378,6 +1525,8 @@ class ControlShell:
         sub = self.node.sub
         topic = sub.topic_name
         infos = self.node.get_publishers_info_by_topic(topic)
+        if self.sim_time and self._clock.now().nanoseconds == 0:
+            return f"no /clock received while use_sim_time is true ({len(infos)} publisher(s) on {topic})"
         if not infos:
             return f"no joint_states received: no publisher on {topic}"
         bad = []

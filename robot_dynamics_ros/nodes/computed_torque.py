@@ -94,10 +94,11 @@ class ComputedTorqueNode(LifecycleNode):
         #: the last rejection reason of a trajectory (also in diagnostics), "" if none
         self.last_rejection = ""
         self.trajectories_accepted = self.trajectories_rejected = self.ticks_published = 0
+        self._control_ticks = self._ticks_seen = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
         common.create_payload_service(self)
         common.create_collision_reaction(self)
-        self._safety = self.create_timer(common.tick_period(self.p), self._tick)
+        self._safety = common.steady_timer(self, common.tick_period(self.p), self._tick)
         common.autostart(self)
 
     @property
@@ -237,6 +238,7 @@ class ComputedTorqueNode(LifecycleNode):
 
     # -------------------------------------------------------------- control tick
     def _on_timer(self) -> None:
+        self._control_ticks += 1
         if self.core is None or not self._active:
             return
         now = self._clock.now().nanoseconds
@@ -267,7 +269,9 @@ class ComputedTorqueNode(LifecycleNode):
     def _tick(self) -> None:
         """Safety timer: the safe command when the state goes stale between joint-state ticks, and
         diagnostics (timer ticks publish the safe command themselves)."""
-        self.shell.tick(self._active, lambda: self._writer, publish_safe=self._on_states)
+        # the control timer runs on the node clock: when sim time stops, this steady timer publishes
+        quiet, self._ticks_seen = self._control_ticks == self._ticks_seen, self._control_ticks
+        self.shell.tick(self._active, lambda: self._writer, publish_safe=self._on_states or quiet)
 
     def destroy_node(self):
         self._active = False

@@ -111,7 +111,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         patient_service(self.create_service(Trigger, "~/reset_collision", self._on_reset), self.get_logger().warning)
         common.create_payload_service(self)
-        self._timer = self.create_timer(common.tick_period(self.p), self._tick)
+        self._timer = common.steady_timer(self, common.tick_period(self.p), self._tick)
         common.autostart(self)
 
     # ------------------------------------------------------------------ lifecycle

@@ -96,7 +96,7 @@ class GravityCompensationNode(LifecycleNode):
         self.add_on_set_parameters_callback(self._on_set_parameters)
         patient_service(self.create_service(SetBool, "~/enable", self._on_enable), self.get_logger().warning)
         common.create_payload_service(self)
-        self._timer = self.create_timer(common.tick_period(self.p), self._tick)
+        self._timer = common.steady_timer(self, common.tick_period(self.p), self._tick)
         self._constructing = True
         try:
             common.autostart(self)

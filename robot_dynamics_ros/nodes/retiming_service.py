@@ -222,7 +222,7 @@ class RetimingServiceNode(Node):
     def _on_set_parameters(self, params):
         from rcl_interfaces.msg import SetParametersResult
 
-        ok, reason = common.validate_parameters(self._specs, params)
+        ok, reason = common.validate_parameters(self._specs, params, self.p)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
         new = common.merged_parameters(self._specs, self.p, params)

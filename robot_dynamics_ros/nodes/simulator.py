@@ -106,6 +106,9 @@ class SimulatorNode(Node):
         # (qos_overrides.<topic>.publisher|subscription.depth/reliability/history/durability)
         self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], common.joint_state_qos(),
                                                qos_overriding_options=common.qos_overrides())
+        # never next to another joint_states publisher (a real driver): before the first state, then at 1 Hz
+        self._exclusive = common.ExclusivePublisher(self, self.state_pub, self.diag)
+        self._graph_timer = common.steady_timer(self, common.GRAPH_CHECK_PERIOD, self._exclusive.check)
         self._clock_pub = None
         if self.p["publish_clock"]:
             from rosgraph_msgs.msg import Clock
@@ -121,9 +124,9 @@ class SimulatorNode(Node):
         self._period = 1.0 / self.p["publish_rate"]
         self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
         if self._lockstep:
-            self._timer = self.create_timer(min(0.1, float(self.p["lockstep_resend"])), self._kick)
+            self._timer = common.steady_timer(self, min(0.1, float(self.p["lockstep_resend"])), self._kick)
         else:
-            self._timer = self.create_timer(self._period, self._tick)
+            self._timer = common.steady_timer(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ model
     def _on_model(self, model, label: str) -> None:
@@ -181,7 +184,7 @@ class SimulatorNode(Node):
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, params) -> SetParametersResult:
-        ok, reason = common.validate_parameters(self._specs, params)
+        ok, reason = common.validate_parameters(self._specs, params, self.p)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
         new = common.merged_parameters(self._specs, self.p, params)
@@ -213,7 +216,7 @@ class SimulatorNode(Node):
             self.runner.set_period(self._period)
         if not self._lockstep:
             self.destroy_timer(self._timer)
-            self._timer = self.create_timer(self._period, self._tick)
+            self._timer = common.steady_timer(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ commands and stepping
     def _on_command(self, msg: Float64MultiArray) -> None:
@@ -262,6 +265,8 @@ class SimulatorNode(Node):
             self._publish()
 
     def _publish(self) -> None:
+        if not self._exclusive.allowed():
+            return
         sim, msg = self.sim, self._msg
         sim.read(self._q, self._qd, self._eff)
         if self._clock_pub is not None:
