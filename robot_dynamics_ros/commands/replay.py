@@ -418,6 +418,8 @@ class ReplayResult:
     dropped: int = 0
     unmatched_commands: int = 0
     no_command_expected: int = 0
+    #: commands after the last input was answered (the node's safe command on stale input): not replay output
+    after_input: int = 0
     latencies: list = field(default_factory=list)
     max_abs_diff: float = 0.0
     recorded: list = field(default_factory=list)  # (topic, msgtype, t_ns, raw bytes)
@@ -491,6 +493,7 @@ class Replayer:
         res = ReplayResult()
         now_ns = [records[0].t_ns]  # bag time of the input being replayed (stamps the recording)
         pending: deque = deque()  # (joint state index, publish perf_counter)
+        input_over = [False]
 
         command_topic, command_class, command_values = output_of(node)
         command_type = bags.msgtype_name(command_class)
@@ -499,6 +502,11 @@ class Replayer:
 
         def on_command(msg) -> None:
             t = time.perf_counter()
+            if input_over[0]:
+                # the input has ended: the node holds its safe command on stale input (by design, on the
+                # steady clock); that is not an answer to the replayed states, so it is only counted
+                res.after_input += 1
+                return
             res.commands += 1
             res.recorded.append((command_topic, command_type, now_ns[0], bytes(serialize_message(msg))))
             data = np.asarray(command_values(msg), dtype=float)
@@ -606,6 +614,7 @@ class Replayer:
             wait_until = time.perf_counter() + self.timeout  # drain
             while pending and time.perf_counter() < wait_until:
                 spin(timeout_sec=0.001)
+            input_over[0] = True
             settle = time.perf_counter() + 0.2  # what the node publishes after its last command
             while time.perf_counter() < settle:
                 spin(timeout_sec=0.01)
@@ -771,7 +780,7 @@ def _run(args: argparse.Namespace) -> int:
         "mode": "as_fast_as_possible" if rate is None else f"rate {rate:g}",
         "messages_in": res.published, "trajectories_in": res.trajectories, "messages_out": outputs,
         "commands": res.commands, "dropped": res.dropped, "unmatched_commands": res.unmatched_commands,
-        "no_command_expected": res.no_command_expected,
+        "no_command_expected": res.no_command_expected, "commands_after_input": res.after_input,
         "latency_us": percentiles_us(res.latencies),
         "max_abs_diff_nm": res.max_abs_diff if res.matched else None,
         "bag_duration_s": round((records[-1].t_ns - records[0].t_ns) * 1e-9, 6),
