@@ -51,10 +51,10 @@ NODE_NAME = "retiming_service"
 PARAMS = [
     ParamSpec("default_gridpoints", 0, "Gridpoints when a request says 0 (0: the retimer's default, "
               "max(200, waypoints)).", range=(0, MAX_GRIDPOINTS)),
-    ParamSpec("default_velocity_scaling_factor", 1.0, "Fraction of the velocity limits when a request's "
-              "velocity_scaling is 0, (0, 1].", range=(1e-6, 1.0)),
-    ParamSpec("default_acceleration_scaling_factor", 1.0, "Fraction of the acceleration limits when a "
-              "request's acceleration_scaling is 0, (0, 1].", range=(1e-6, 1.0)),
+    ParamSpec("default_velocity_scaling_factor", 0.0, "Velocity limit fraction (0, 1] for a request's 0; 0: "
+              "joint_limits_path's default_velocity_scaling_factor, else 1.", range=(0.0, 1.0)),
+    ParamSpec("default_acceleration_scaling_factor", 0.0, "Acceleration limit fraction (0, 1] for a request's 0;"
+              " 0: joint_limits_path's default_acceleration_scaling_factor, else 1.", range=(0.0, 1.0)),
     ParamSpec("default_torque_margin", 1.0, "Fraction of the URDF effort limits when a request's "
               "torque_margin is 0, (0, 1] (e.g. 0.9).", range=(1e-6, 1.0)),
     ParamSpec("default_path_tolerance", DEFAULT_PATH_TOLERANCE, "Largest distance (rad or m, infinity norm) "
