@@ -60,14 +60,16 @@ active (a vertex has about one active row per stage), which HiGHS repairs where 
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from robot_dynamics_ros.retiming.constraints import torque_coefficients
-from robot_dynamics_ros.retiming.jerk_time import position_at, time_to
+from robot_dynamics_ros.retiming.jerk_time import position_at, time_to1
 
 __all__ = ["JerkSolution", "solve_jerk_limited", "third_derivative"]
 
@@ -208,52 +210,69 @@ class JerkSolution:
         return s, sd, sdd, sddd, q, qd, qdd, jerk
 
 
-def _stage_times(s, x, u) -> np.ndarray:
-    """(N-1,) time of each stage, s (inf where x(σ) ≤ 0 inside a stage)."""
-    d = np.diff(s)
+@njit(cache=True, nogil=True, error_model="numpy")
+def _stage_times_kernel(s, x, u, out):  # pragma: no cover - compiled
     N = s.shape[0]
-    out = np.empty(N - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out[0] = 3.0 * d[0] / np.sqrt(x[1]) if x[1] > 0 else np.inf
-        out[N - 2] = 3.0 * d[N - 2] / np.sqrt(x[N - 2]) if x[N - 2] > 0 else np.inf
-        if N > 3:
-            xi, ui, dd = x[1:N - 2], u[1:N - 2], d[1:N - 2]
-            out[1:N - 2] = time_to(xi, ui, (u[2:N - 1] - ui) / dd, dd)
+    d0, de = s[1] - s[0], s[N - 1] - s[N - 2]
+    out[0] = 3.0 * d0 / math.sqrt(x[1]) if x[1] > 0 else np.inf
+    out[N - 2] = 3.0 * de / math.sqrt(x[N - 2]) if x[N - 2] > 0 else np.inf
+    for i in range(1, N - 2):
+        dd = s[i + 1] - s[i]
+        out[i] = time_to1(x[i], u[i], (u[i + 1] - u[i]) / dd, dd)
+
+
+def _stage_times(s, x, u) -> np.ndarray:
+    """(N-1,) time of each stage, s (inf where x(σ) ≤ 0 inside a stage); s, x, u (N,)."""
+    out = np.empty(s.shape[0] - 1)
+    _stage_times_kernel(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(x, dtype=float),
+                        np.ascontiguousarray(u, dtype=float), out)
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _time_gradient_kernel(s, x, u, gl_x, gl_w, g):  # pragma: no cover - compiled
+    N = s.shape[0]
+    g[:] = 0.0
+    g[1] += -1.5 * (s[1] - s[0]) * x[1] ** -1.5
+    g[N - 2] += -1.5 * (s[N - 1] - s[N - 2]) * x[N - 2] ** -1.5
+    for i in range(1, N - 2):
+        dd = s[i + 1] - s[i]
+        v = (u[i + 1] - u[i]) / dd
+        gx = gu0 = gu1 = 0.0
+        for k in range(gl_x.shape[0]):
+            sig = dd * gl_x[k]
+            xs = max(x[i] + 2.0 * u[i] * sig + v * sig * sig, 1e-300)
+            w = -0.5 * dd * gl_w[k] * xs ** -1.5  # ∂/∂x(σ) of ∫ dσ/√x, per node
+            # x(σ) = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ
+            gx += w
+            gu0 += w * (2.0 * sig - sig * sig / dd)
+            gu1 += w * sig * sig / dd
+        g[i] += gx
+        g[N + i] += gu0
+        g[N + i + 1] += gu1
 
 
 def _time_gradient(s, x, u) -> np.ndarray:
     """(2N,) gradient of the traversal time Σ stage times (:func:`_stage_times`) with respect to
-    (x_0..x_{N-1}, u_0..u_{N-1}), s per (rad²/s²) and per (rad/s²); requires x > 0 inside every stage."""
-    N = s.shape[0]
-    d = np.diff(s)
-    g = np.zeros(2 * N)
-    g[1] += -1.5 * d[0] * x[1] ** -1.5
-    g[N - 2] += -1.5 * d[N - 2] * x[N - 2] ** -1.5
-    if N > 3:
-        i = np.arange(1, N - 2)
-        xi, ui, dd = x[i], u[i], d[i]
-        v = (u[i + 1] - ui) / dd
-        sig = dd[:, None] * _GL_X[None, :]
-        xs = np.maximum(xi[:, None] + 2 * ui[:, None] * sig + v[:, None] * sig ** 2, 1e-300)
-        w = -0.5 * dd[:, None] * _GL_W[None, :] * xs ** -1.5  # ∂/∂x(σ) of ∫ dσ/√x, per node
-        # x(σ) = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ
-        np.add.at(g, i, w.sum(axis=1))
-        np.add.at(g, N + i, (w * (2 * sig - sig ** 2 / dd[:, None])).sum(axis=1))
-        np.add.at(g, N + i + 1, (w * sig ** 2 / dd[:, None]).sum(axis=1))
+    (x_0..x_{N-1}, u_0..u_{N-1}), s per (rad²/s²) and per (rad/s²); s, x, u (N,); requires x > 0 inside
+    every stage (12-node Gauss–Legendre quadrature of the derivative of ∫ dσ/√x(σ))."""
+    g = np.empty(2 * s.shape[0])
+    _time_gradient_kernel(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(x, dtype=float),
+                          np.ascontiguousarray(u, dtype=float), _GL_X, _GL_W, g)
     return g
 
 
 class _LP:
-    """min cost·z s.t. A_eq z = 0, A_ub z ≤ b_ub, lo ≤ z ≤ hi — HiGHS's dual simplex (the HiGHS that scipy
+    """min cost·z s.t. A_eq z = 0, A z ≤ b, lo ≤ z ≤ hi — HiGHS's dual simplex (the HiGHS that scipy
     ships, through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` can neither add rows to a
     solved model and continue from its basis nor start from a given basis).
 
-    Args: cost (nv,); A_eq (me, nv) and A_ub (m, nv) scipy.sparse (rows in that order in the model); b_ub
-    (m,); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status, row_status) as returned by
-    :meth:`basis` for a model with the same columns and rows (statuses of HiGHS's ``HighsBasisStatus``).
-    ``solve()`` / ``add_rows_and_solve(A, b)`` return an object with ``status`` (0: optimal, 2: infeasible,
-    3: unbounded, 4: other), ``x`` (nv,) and ``message``.
+    Args: cost (nv,); A_eq (me, nv) scipy.sparse; rows: the inequality rows A z ≤ b as (cols, data, b), cols
+    (m, 3) distinct column indices per row, data (m, 3) their coefficients, b (m,) (in the model after A_eq,
+    in that order); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status, row_status) as
+    returned by :meth:`basis` for a model with the same columns and rows (statuses of HiGHS's
+    ``HighsBasisStatus``). ``solve()`` / ``add_rows_and_solve(rows)`` return an object with ``status`` (0:
+    optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
     """
 
     @staticmethod
@@ -270,10 +289,9 @@ class _LP:
         """HiGHS's ``HighsBasisStatus`` enum (kBasic, kLower, kUpper, ...)."""
         return _LP._core().HighsBasisStatus
 
-    def __init__(self, cost, A_eq, A_ub, b_ub, lo, hi, basis=None):
+    def __init__(self, cost, A_eq, rows, lo, hi, basis=None):
         hs = self._hs = self._core()
-        M = sp.vstack([A_eq, A_ub], format="csr")
-        nr, nc = M.shape
+        nc = A_eq.shape[1]
         # the columns through a HighsLp, the rows through addRows: its numpy arguments go in as buffers, while
         # HighsLp's matrix fields convert element by element
         lp = hs.HighsLp()
@@ -282,8 +300,6 @@ class _LP:
         lp.col_lower_ = np.asarray(lo, float)
         lp.col_upper_ = np.asarray(hi, float)
         me = A_eq.shape[0]
-        row_lower = np.concatenate((np.zeros(me), np.full(A_ub.shape[0], -np.inf)))
-        row_upper = np.concatenate((np.zeros(me), np.asarray(b_ub, float)))
         h = hs._Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
@@ -295,15 +311,16 @@ class _LP:
         # on these LPs and would discard a given basis
         h.setOptionValue("presolve", "off")
         h.passModel(lp)
-        h.addRows(nr, row_lower, row_upper, M.nnz, M.indptr[:-1].astype(np.int32), M.indices.astype(np.int32),
-                  M.data)
+        h.addRows(me, np.zeros(me), np.zeros(me), A_eq.nnz, A_eq.indptr[:-1].astype(np.int32),
+                  A_eq.indices.astype(np.int32), A_eq.data)
+        self._h = h
+        self._add(rows)
         if basis is not None:
             b = hs.HighsBasis()
             b.col_status = basis[0]
             b.row_status = basis[1]
             b.valid = True
             h.setBasis(b)
-        self._h = h
 
     def solve(self):
         h, hs = self._h, self._hs
@@ -316,10 +333,15 @@ class _LP:
         out.x = np.array(h.getSolution().col_value) if out.status == 0 else None
         return out
 
-    def add_rows_and_solve(self, A, b):
-        A = sp.csr_matrix(A)
-        self._h.addRows(A.shape[0], np.full(A.shape[0], -np.inf), np.asarray(b, float), A.nnz,
-                        A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data)
+    def _add(self, rows):
+        cols, data, b = rows
+        m = b.shape[0]
+        self._h.addRows(m, np.full(m, -np.inf), np.ascontiguousarray(b, float), 3 * m,
+                        np.arange(0, 3 * m, 3, dtype=np.int32), np.ascontiguousarray(cols, np.int32).ravel(),
+                        np.ascontiguousarray(data, float).ravel())
+
+    def add_rows_and_solve(self, rows):
+        self._add(rows)
         return self.solve()
 
     def basis(self):
@@ -599,8 +621,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     pos_var = var[mids]
 
     def assemble(blocks, rhs, vars_):
-        data, ri, ci, bb = [], [], [], []
-        base = 0
+        """(cols (m, 3), data (m, 3), b (m,)) of the finite rows of ``blocks``."""
+        data, ci, bb = [], [], []
         for f, r, vv in zip(blocks, rhs, vars_):
             keep = np.isfinite(r)
             kk, jj = np.nonzero(keep)
@@ -612,15 +634,12 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
             scale = np.abs(coef).max(axis=1)
             scale = np.where(scale > 0, scale, 1.0)
-            data.append((coef / scale[:, None]).ravel())
-            ci.append(cols.ravel())
-            ri.append(np.repeat(np.arange(base, base + m), 3))
+            data.append(coef / scale[:, None])
+            ci.append(cols)
             bb.append(r[kk, jj] / scale)
-            base += m
-        Amat = sp.csr_matrix((np.concatenate(data), (np.concatenate(ri), np.concatenate(ci))), shape=(base, nv))
-        return Amat, np.concatenate(bb)
+        return np.concatenate(ci), np.concatenate(data), np.concatenate(bb)
 
-    fixed_A, fixed_b = assemble(rows_fixed + [pos_rows], rhs_fixed + [np.zeros((pos_rows.shape[0], 1))],
+    fixed_c, fixed_d, fixed_b = assemble(rows_fixed + [pos_rows], rhs_fixed + [np.zeros((pos_rows.shape[0], 1))],
                                 [var] * len(rows_fixed) + [pos_var])
     # equalities: interior stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0; u_1 = 2 x_1 / (3 Δ_0);
     # u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})
@@ -632,7 +651,6 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
                          [1.0, -2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2])]))
     row = m + 2
     A_eq = sp.csr_matrix((ev, (er, ec)), shape=(row, nv))
-    b_eq = np.zeros(row)
     # bounds: x_0 = u_0 = x_{N-1} = u_{N-1} = 0; on the end stages the jerk is exactly x^{3/2} g(r),
     # g = p''' r² + 2 p''(Δ r) r / Δ + (2/9) p'(Δ r) / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ, p below): a bound
     # on x_1 and x_{N-2}
@@ -680,21 +698,34 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     ws.update(lps=0, rows=[])
     ws.setdefault("order", None)
 
-    # all inequality rows in one CSR matrix, built once: the fixed rows, then the jerk rows (interior check
-    # points (kj) × joints with a jerk limit (jj), + then −), 3 entries each, whose values every LP rewrites
+    # all inequality rows, built once, 3 entries each (cols, data (m, 3), b_ub (m,)): the fixed rows, then
+    # the jerk rows (interior check points (kj) × joints with a jerk limit (jj), + then −), whose values
+    # every LP rewrites
     kj, jj = np.nonzero(np.broadcast_to(np.isfinite(jlim)[None, :], (int(interior.sum()), n)))
     Lj = L[interior][kj, jj, :]  # (mj, 3)
     Xj = X[interior][kj]
     mj = kj.shape[0] if jerk_on else 0
-    fn = fixed_A.nnz
-    A_ub = sp.csr_matrix((np.concatenate((fixed_A.data, np.zeros(6 * mj))),
-                          np.concatenate((fixed_A.indices, np.tile(var[interior][kj].ravel(), 2)[:6 * mj])),
-                          np.concatenate((fixed_A.indptr, fn + 3 * np.arange(1, 2 * mj + 1)))),
-                         shape=(fixed_A.shape[0] + 2 * mj, nv))
+    nf = fixed_b.shape[0]
+    cols = np.concatenate((fixed_c, np.tile(var[interior][kj], (2, 1))[:2 * mj])).astype(np.int32)
+    data = np.concatenate((fixed_d, np.zeros((2 * mj, 3))))
     b_ub = np.concatenate((fixed_b, np.zeros(2 * mj)))
+    # the stage of every inequality row: the smallest gridpoint index among its variables
+    row_stage = np.where(cols < N, cols, cols - N).min(axis=1)
+    # the end stages' rows hold x_1 (resp. x_{N-2}) alone (var repeats it, the other coefficients 0): their
+    # zero entries moved to the fixed columns x_0 and u_0, so that no row names a column twice
+    same = cols[:, 1] == cols[:, 0]
+    cols[same, 1] = 0
+    cols[same, 2] = N
+
+    def rows_at(z, idx=slice(None)):
+        """A z of the inequality rows ``idx``."""
+        return (data[idx] * z[cols[idx]]).sum(axis=1)
+
+    def take(idx):
+        return cols[idx], data[idx], b_ub[idx]
 
     def set_jerk_rows(xbar_pts):
-        """The jerk rows' tangents at x̄ (the check points' x) into A_ub and b_ub."""
+        """The jerk rows' tangents at x̄ (the check points' x) into data and b_ub."""
         if not mj:
             return
         xb = np.maximum(xbar_pts[interior], 1e-9 * max(float(xbar_pts.max()), 1e-12))[kj]  # (mj,)
@@ -705,12 +736,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
         scale = np.abs(coef).max(axis=1)
         scale = np.where(scale > 0, scale, 1.0)
-        A_ub.data[fn:] = (coef / scale[:, None]).ravel()
-        b_ub[fixed_b.shape[0]:] = 1.0 / scale
-
-    # the stage of every inequality row: the smallest gridpoint index among its variables
-    col_grid = np.where(A_ub.indices < N, A_ub.indices, A_ub.indices - N)
-    row_stage = np.minimum.reduceat(col_grid, A_ub.indptr[:-1])
+        data[nf:] = coef / scale[:, None]
+        b_ub[nf:] = 1.0 / scale
 
     def guessed_basis(order, z0):
         """A starting basis for the LP on rows ``order`` from a profile z0 near its answer: a vertex has as
@@ -719,7 +746,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
         singular guess is repaired by HiGHS (slack columns swapped in)."""
         BS = _LP.status()
-        slack = b_ub[order] - A_ub[order] @ z0
+        slack = b_ub[order] - rows_at(z0, order)
         stage = row_stage[order]
         by = np.lexsort((slack, stage))  # by stage, least slack first
         least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
@@ -752,9 +779,9 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             lo_t, hi_t = lo.copy(), hi.copy()
             hi_t[1:N - 1] = np.minimum(hi[1:N - 1], _TRUST * zfull[1:N - 1])
             lo_t[1:N - 1] = np.minimum(np.maximum(lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
-        keep = (b_ub - A_ub @ z0) < _WS_SLACK
+        keep = (b_ub - rows_at(z0)) < _WS_SLACK
         order, basis = ws["order"], None
-        if order is not None and ws["shape"] != A_ub.shape:  # a different row set: a cold start
+        if order is not None and ws["shape"] != data.shape:  # a different row set: a cold start
             order = None
         if order is not None:
             # the previous LP's rows first, in its order, with its final basis (the new rows' slacks basic):
@@ -766,7 +793,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             # rows basic in the last basis (inactive) with much slack at z leave: removing a basic row keeps
             # the basis valid, and the model small
             basic = np.array([st == ws["basic"] for st in row_status[me:]], bool)
-            stay = ~basic | ((b_ub[order] - A_ub[order] @ z0) < _WS_SLACK)
+            stay = ~basic | ((b_ub[order] - rows_at(z0, order)) < _WS_SLACK)
             keep[:] = False
             keep[order[stay]] = True
             keep[new] = True
@@ -777,20 +804,20 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             order = np.flatnonzero(keep)
             if guess:
                 basis = guessed_basis(order, z0)
-        lpk = _LP(cost, A_eq, A_ub[order], b_ub[order], lo_t, hi_t, basis)
+        lpk = _LP(cost, A_eq, take(order), lo_t, hi_t, basis)
         res = lpk.solve()
         rounds = 1
         while res.status == 0:
-            slack = b_ub - A_ub @ res.x
+            slack = b_ub - rows_at(res.x)
             if not ((slack < -1e-9) & ~keep).any():
                 break
             add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
             keep[add] = True
             order = np.concatenate((order, add))
-            res = lpk.add_rows_and_solve(A_ub[add], b_ub[add])  # from the last basis (dual simplex)
+            res = lpk.add_rows_and_solve(take(add))  # from the last basis (dual simplex)
             rounds += 1
         if res.status == 0:
-            ws["order"], ws["basis"], ws["shape"] = order, lpk.basis(), A_ub.shape
+            ws["order"], ws["basis"], ws["shape"] = order, lpk.basis(), data.shape
             ws["basic"] = _LP.status().kBasic
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
