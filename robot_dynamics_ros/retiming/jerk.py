@@ -262,6 +262,37 @@ def _time_gradient(s, x, u) -> np.ndarray:
     return g
 
 
+@njit(cache=True, nogil=True)
+def _slack_kernel(cols, data, b, z, idx, out):  # pragma: no cover - compiled
+    for k in range(idx.shape[0]):
+        r = idx[k]
+        out[k] = b[r] - (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]])
+
+
+@njit(cache=True, nogil=True)
+def _jerk_rows_kernel(xb_pts, floor, kj, jj, Lj, Xj, Jm, nf, data, b):  # pragma: no cover - compiled
+    # row nf + r: L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) for check point kj[r], joint jj[r], scaled by √x̄ / (1.5 J)
+    # (the tangent's value at x = 0 becomes 1), row nf + mj + r: −L z ≤ the same; each row then scaled to
+    # a largest coefficient of 1 (HiGHS's tolerances are absolute)
+    mj = kj.shape[0]
+    for r in range(mj):
+        xb = max(xb_pts[kj[r]], floor)
+        ls = math.sqrt(xb) / (1.5 * Jm[jj[r]])
+        for half in range(2):
+            sgn = 1.0 - 2.0 * half
+            row = nf + half * mj + r
+            scale = 0.0
+            for k in range(3):
+                c = Xj[r, k] / (3.0 * xb) + sgn * Lj[r, k] * ls
+                data[row, k] = c
+                scale = max(scale, abs(c))
+            if scale <= 0.0:
+                scale = 1.0
+            for k in range(3):
+                data[row, k] /= scale
+            b[row] = 1.0 / scale
+
+
 class _LP:
     """min cost·z s.t. A_eq z = 0, A z ≤ b, lo ≤ z ≤ hi — HiGHS's dual simplex (the HiGHS that scipy
     ships, through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` can neither add rows to a
@@ -717,27 +748,23 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     cols[same, 1] = 0
     cols[same, 2] = N
 
-    def rows_at(z, idx=slice(None)):
-        """A z of the inequality rows ``idx``."""
-        return (data[idx] * z[cols[idx]]).sum(axis=1)
+    all_rows = np.arange(b_ub.shape[0])
+
+    def slack_at(z, idx=None):
+        """b − A z of the inequality rows ``idx`` (None: all)."""
+        idx = all_rows if idx is None else idx
+        out = np.empty(idx.shape[0])
+        _slack_kernel(cols, data, b_ub, np.ascontiguousarray(z, dtype=float), idx, out)
+        return out
 
     def take(idx):
         return cols[idx], data[idx], b_ub[idx]
 
     def set_jerk_rows(xbar_pts):
         """The jerk rows' tangents at x̄ (the check points' x) into data and b_ub."""
-        if not mj:
-            return
-        xb = np.maximum(xbar_pts[interior], 1e-9 * max(float(xbar_pts.max()), 1e-12))[kj]  # (mj,)
-        # L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) scaled by √x̄ / (1.5 J) (the tangent's value at x = 0 becomes 1)
-        Ls = Lj * (np.sqrt(xb) / (1.5 * Jm[jj]))[:, None]
-        tx = Xj / (3.0 * xb)[:, None]
-        coef = np.concatenate((tx + Ls, tx - Ls))
-        # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
-        scale = np.abs(coef).max(axis=1)
-        scale = np.where(scale > 0, scale, 1.0)
-        data[nf:] = coef / scale[:, None]
-        b_ub[nf:] = 1.0 / scale
+        if mj:
+            _jerk_rows_kernel(np.ascontiguousarray(xbar_pts[interior], dtype=float),
+                              1e-9 * max(float(xbar_pts.max()), 1e-12), kj, jj, Lj, Xj, Jm, nf, data, b_ub)
 
     def guessed_basis(order, z0):
         """A starting basis for the LP on rows ``order`` from a profile z0 near its answer: a vertex has as
@@ -746,7 +773,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
         singular guess is repaired by HiGHS (slack columns swapped in)."""
         BS = _LP.status()
-        slack = b_ub[order] - rows_at(z0, order)
+        slack = slack_at(z0, order)
         stage = row_stage[order]
         by = np.lexsort((slack, stage))  # by stage, least slack first
         least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
@@ -779,7 +806,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             lo_t, hi_t = lo.copy(), hi.copy()
             hi_t[1:N - 1] = np.minimum(hi[1:N - 1], _TRUST * zfull[1:N - 1])
             lo_t[1:N - 1] = np.minimum(np.maximum(lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
-        keep = (b_ub - rows_at(z0)) < _WS_SLACK
+        keep = slack_at(z0) < _WS_SLACK
         order, basis = ws["order"], None
         if order is not None and ws["shape"] != data.shape:  # a different row set: a cold start
             order = None
@@ -793,7 +820,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             # rows basic in the last basis (inactive) with much slack at z leave: removing a basic row keeps
             # the basis valid, and the model small
             basic = np.array([st == ws["basic"] for st in row_status[me:]], bool)
-            stay = ~basic | ((b_ub[order] - rows_at(z0, order)) < _WS_SLACK)
+            stay = ~basic | (slack_at(z0, order) < _WS_SLACK)
             keep[:] = False
             keep[order[stay]] = True
             keep[new] = True
@@ -808,7 +835,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         res = lpk.solve()
         rounds = 1
         while res.status == 0:
-            slack = b_ub - rows_at(res.x)
+            slack = slack_at(res.x)
             if not ((slack < -1e-9) & ~keep).any():
                 break
             add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
