@@ -300,9 +300,9 @@ class _LP:
 
     Args: cost (nv,); A_eq (me, nv) scipy.sparse; rows: the inequality rows A z ≤ b as (cols, data, b), cols
     (m, 3) distinct column indices per row, data (m, 3) their coefficients, b (m,) (in the model after A_eq,
-    in that order); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status, row_status) as
-    returned by :meth:`basis` for a model with the same columns and rows (statuses of HiGHS's
-    ``HighsBasisStatus``). ``solve()`` / ``add_rows_and_solve(rows)`` return an object with ``status`` (0:
+    in that order); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status (nv,),
+    row_status (me + m,)) int arrays as returned by :meth:`basis` for a model with the same columns and rows
+    (the values of HiGHS's ``HighsBasisStatus``: :attr:`LOWER`, :attr:`BASIC`, :attr:`UPPER`). ``solve()`` / ``add_rows_and_solve(rows)`` return an object with ``status`` (0:
     optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
     """
 
@@ -315,10 +315,15 @@ class _LP:
                               "(scipy.optimize._highspy._core, present in scipy 1.17)") from exc
         return hs
 
+    #: values of ``HighsBasisStatus``: nonbasic at the lower bound, basic, nonbasic at the upper bound
+    LOWER, BASIC, UPPER = 0, 1, 2
+
     @staticmethod
-    def status():
-        """HiGHS's ``HighsBasisStatus`` enum (kBasic, kLower, kUpper, ...)."""
-        return _LP._core().HighsBasisStatus
+    def _status_members():
+        # indexed by value: statuses travel as small ints, converted to the enum only at setBasis (an enum
+        # comparison per row costs more than the simplex iterations of a warm-started LP)
+        e = _LP._core().HighsBasisStatus
+        return tuple(sorted(e.__members__.values(), key=lambda m: m.value))
 
     def __init__(self, cost, A_eq, rows, lo, hi, basis=None):
         hs = self._hs = self._core()
@@ -347,9 +352,10 @@ class _LP:
         self._h = h
         self._add(rows)
         if basis is not None:
+            members = self._status_members()
             b = hs.HighsBasis()
-            b.col_status = basis[0]
-            b.row_status = basis[1]
+            b.col_status = [members[v] for v in basis[0].tolist()]
+            b.row_status = [members[v] for v in basis[1].tolist()]
             b.valid = True
             h.setBasis(b)
 
@@ -376,9 +382,11 @@ class _LP:
         return self.solve()
 
     def basis(self):
-        """(col_status, row_status): the current basis, lists of ``HighsBasisStatus``, rows in model order."""
+        """(col_status (nv,), row_status (rows,)): the current basis, int8 arrays of ``HighsBasisStatus``
+        values, rows in model order."""
         b = self._h.getBasis()
-        return list(b.col_status), list(b.row_status)
+        return (np.array([st.value for st in b.col_status], np.int8),
+                np.array([st.value for st in b.row_status], np.int8))
 
 
 def _check_points(s, M=None):
@@ -772,17 +780,16 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         per stage, so in each stage the row with the least slack at z0 is taken active (nonbasic at its
         bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
         singular guess is repaired by HiGHS (slack columns swapped in)."""
-        BS = _LP.status()
         slack = slack_at(z0, order)
         stage = row_stage[order]
         by = np.lexsort((slack, stage))  # by stage, least slack first
         least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
         active = np.zeros(order.shape[0], bool)
         active[least[np.argsort(slack[least])][:N - 3]] = True
-        col_status = [BS.kBasic] * nv
-        for c_ in (0, N - 1, N, 2 * N - 1):
-            col_status[c_] = BS.kLower
-        row_status = [BS.kLower] * A_eq.shape[0] + [BS.kUpper if a_ else BS.kBasic for a_ in active]
+        col_status = np.full(nv, _LP.BASIC, np.int8)
+        col_status[[0, N - 1, N, 2 * N - 1]] = _LP.LOWER
+        row_status = np.concatenate((np.full(A_eq.shape[0], _LP.LOWER, np.int8),
+                                     np.where(active, _LP.UPPER, _LP.BASIC).astype(np.int8)))
         return col_status, row_status
 
     def lp(xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
@@ -819,14 +826,14 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             me = A_eq.shape[0]
             # rows basic in the last basis (inactive) with much slack at z leave: removing a basic row keeps
             # the basis valid, and the model small
-            basic = np.array([st == ws["basic"] for st in row_status[me:]], bool)
+            basic = row_status[me:] == _LP.BASIC
             stay = ~basic | (slack_at(z0, order) < _WS_SLACK)
             keep[:] = False
             keep[order[stay]] = True
             keep[new] = True
             order = np.concatenate((order[stay], new))
-            basis = (col_status, row_status[:me] + [st for st, k in zip(row_status[me:], stay) if k]
-                     + [ws["basic"]] * new.shape[0])
+            basis = (col_status, np.concatenate((row_status[:me], row_status[me:][stay],
+                                                 np.full(new.shape[0], _LP.BASIC, np.int8))))
         else:
             order = np.flatnonzero(keep)
             if guess:
@@ -845,7 +852,6 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             rounds += 1
         if res.status == 0:
             ws["order"], ws["basis"], ws["shape"] = order, lpk.basis(), data.shape
-            ws["basic"] = _LP.status().kBasic
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
