@@ -270,14 +270,14 @@ def _slack_kernel(cols, data, b, z, idx, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _jerk_rows_kernel(xb_pts, floor, kj, jj, Lj, Xj, Jm, nf, data, b):  # pragma: no cover - compiled
-    # row nf + r: L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) for check point kj[r], joint jj[r], scaled by √x̄ / (1.5 J)
+def _jerk_rows_kernel(xb_pts, floor, kj, Lj, Xj, Jr, nf, data, b):  # pragma: no cover - compiled
+    # row nf + r: L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) for check point kj[r], limit J = Jr[r], scaled by √x̄ / (1.5 J)
     # (the tangent's value at x = 0 becomes 1), row nf + mj + r: −L z ≤ the same; each row then scaled to
     # a largest coefficient of 1 (HiGHS's tolerances are absolute)
     mj = kj.shape[0]
     for r in range(mj):
         xb = max(xb_pts[kj[r]], floor)
-        ls = math.sqrt(xb) / (1.5 * Jm[jj[r]])
+        ls = math.sqrt(xb) / (1.5 * Jr[r])
         for half in range(2):
             sgn = 1.0 - 2.0 * half
             row = nf + half * mj + r
@@ -441,9 +441,11 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
 
     The LPs hold the rows at three points per stage; in between a row can exceed its limit by its curvature
     over half a stage. So the output is sampled every ``verify_period`` s (joint velocity, acceleration and
-    jerk by eq. (1), torque by ``dynamics``); where a limit is exceeded by a ratio r > 1 + ``verify_tol``
-    it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile and
-    LP basis, at most ``max_rounds`` times (None: no verification). Where ``x_ref`` is 0 inside the path
+    jerk by eq. (1), torque by ``dynamics``); where a joint's limit is exceeded by a ratio r > 1 +
+    ``verify_tol`` on a stage (r the largest over the stage's samples), that joint's limit at the stage's
+    check points is divided by r (and tightened by ``margin``) — the rest of the path keeps its limits —
+    and the problem solved again from the last profile and LP basis, at most ``max_rounds`` times (None:
+    no verification; the tool speed limit, one number, is divided as a whole). Where ``x_ref`` is 0 inside the path
     (the torque-only timing stops there, so every timing must), the parts between the stops are timed rest
     to rest and joined (:func:`_through_stops`).
 
@@ -467,7 +469,10 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
                               tool_speed=tool_speed)
     lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
                                                   np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
-    work = [v.copy() for v in lims]
+    N = s.shape[0]
+    M = _SUBDIVISIONS
+    # the joint limits the rounds solve with, per collocation point s_i + kΔ_i/M (index M i + k) and joint
+    work = [np.tile(v, (M * (N - 1) + 1, 1)) for v in lims[:4]] + [lims[4].copy()]
     x0, start = np.asarray(x_ref, float), None
     # the LP rows (their order) and basis the last round ended with: the next round, on the same gridpoints
     # and rows with rescaled limits, starts from them
@@ -482,21 +487,34 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
         if verify_period is None or round_ == max_rounds:
             break
         t = np.append(np.arange(0.0, sol.duration, verify_period), sol.duration)
-        _, _, _, _, q, qd, qdd, jerk = sol.sample(t)
-        values = [np.abs(qd).max(0), np.abs(qdd).max(0), None, np.abs(jerk).max(0),
-                  None if tool_speed is None else np.atleast_1d(tool_speed[0](q, qd).max())]
+        s_t, _, _, _, q, qd, qdd, jerk = sol.sample(t)
+        # the stage of every sample: a limit exceeded there is tightened at that stage's check points only
+        # (the overshoot is the rows' curvature between them), the rest of the path keeps its limits
+        stage = np.clip(np.searchsorted(s, s_t, side="right") - 1, 0, N - 2)
+        values = [np.abs(qd), np.abs(qdd), None, np.abs(jerk)]
         if np.isfinite(lims[2]).any():
-            values[2] = np.abs(np.atleast_2d(dynamics.rnea(q, qd, qdd))).max(0)
+            values[2] = np.abs(np.atleast_2d(dynamics.rnea(q, qd, qdd)))
         over = False
         for k, val in enumerate(values):
             if val is None:
                 continue
             with np.errstate(invalid="ignore", divide="ignore"):
-                ratio = np.where(np.isfinite(lims[k]), val / lims[k], 0.0)
+                ratio = np.where(np.isfinite(lims[k])[None, :], val / lims[k][None, :], 0.0)  # (samples, n)
             bad = ratio > 1.0 + verify_tol
             if bad.any():
                 over = True
-                work[k] = np.where(bad, work[k] / ratio * (1.0 - margin), work[k])
+                worst = np.ones((N - 1, ratio.shape[1]))  # per stage and joint
+                np.maximum.at(worst, stage, np.where(bad, ratio, 1.0))
+                point = np.ones_like(work[k])  # per check point: the worst of the stages it belongs to
+                for j in range(M + 1):
+                    idx = M * np.arange(N - 1) + j
+                    point[idx] = np.maximum(point[idx], worst)
+                work[k] = np.where(point > 1.0, work[k] / point * (1.0 - margin), work[k])
+        if tool_speed is not None:
+            ratio = float(tool_speed[0](q, qd).max()) / lims[4][0]
+            if ratio > 1.0 + verify_tol:
+                over = True
+                work[4] = work[4] / ratio * (1.0 - margin)
         if not over:
             break
         start = sol
@@ -555,7 +573,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             linearization point where there is no start; any positive profile works).
         dynamics: engine with batched ``rnea`` (N·m), the model (payload included) the torque limit is for.
         velocity_limit, acceleration_limit, torque_limit, jerk_limit: (n,) rad/s, rad/s², N·m, rad/s³
-            (inf: none). Limits as applied (scales and margins already in).
+            (inf: none), or (M (N-1) + 1, n) per collocation point s_i + kΔ_i/M (index M i + k, M =
+            ``_SUBDIVISIONS``). Limits as applied (scales and margins already in).
         max_iterations: SLP iterations; rtol: stop when an iteration shortens the duration by less.
         margin: fraction the velocity, torque and jerk limits are tightened by inside the solver, so that
             the rows' curvature between check points (half a stage) cannot take the output above the limit.
@@ -595,20 +614,26 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         on_knot = np.flatnonzero(np.minimum(np.abs(s - kn[k - 1]), np.abs(s - kn[k])) <= 1e-12 * s[-1])
         if 4 <= on_knot.shape[0] <= N // 2:
             idx = np.unique(np.r_[0, on_knot, N - 1])
+        def joint(lim):  # per-point limits: the coarse grid (a start only) takes each joint's smallest
+            lim = np.asarray(lim, float)
+            return lim.min(axis=0) if lim.ndim == 2 else lim
+
         try:
-            start = _solve_once(path, s[idx], x_ref[idx], dynamics, velocity_limit=velocity_limit,
-                                acceleration_limit=acceleration_limit, torque_limit=torque_limit,
-                                jerk_limit=jerk_limit, max_iterations=_COARSE_ITERATIONS, rtol=rtol,
+            start = _solve_once(path, s[idx], x_ref[idx], dynamics, velocity_limit=joint(velocity_limit),
+                                acceleration_limit=joint(acceleration_limit), torque_limit=joint(torque_limit),
+                                jerk_limit=joint(jerk_limit), max_iterations=_COARSE_ITERATIONS, rtol=rtol,
                                 margin=margin, tool_speed=tool_speed)
         except ValueError:  # the coarse grid stops somewhere: start from the TOPP-RA profile
             start = None
     n = path.n
-    vlim = np.asarray(velocity_limit, float) * (1.0 - margin)
-    alim = np.asarray(acceleration_limit, float)
-    tlim = np.asarray(torque_limit, float) * (1.0 - margin)
-    jlim = np.asarray(jerk_limit, float) * (1.0 - margin)
     d = np.diff(s)
     M = _SUBDIVISIONS
+    # every limit per collocation point s_i + kΔ_i/M (index M i + k) and joint: (M (N-1) + 1, n)
+    shape = (M * (N - 1) + 1, n)
+    vlim = np.broadcast_to(np.asarray(velocity_limit, float) * (1.0 - margin), shape)
+    alim = np.broadcast_to(np.asarray(acceleration_limit, float), shape)
+    tlim = np.broadcast_to(np.asarray(torque_limit, float) * (1.0 - margin), shape)
+    jlim = np.broadcast_to(np.asarray(jerk_limit, float) * (1.0 - margin), shape)
     s_eval = np.append((s[:-1, None] + d[:, None] * (np.arange(M) / M)[None, :]).ravel(), s[-1])
     q, dq, ddq = path.evaluate(s_eval)
     dddq = third_derivative(path, 0.5 * (s[:-1] + s[1:]))  # (N-1, n) per stage
@@ -627,6 +652,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     rows_fixed, rhs_fixed = [], []
     zero = np.zeros((K, n))
     dqp, ddqp = dq[p], ddq[p]
+    vlim, alim, tlim_p, jlim_p = vlim[p], alim[p], tlim[p], jlim[p]  # (K, n)
     vel = np.isfinite(vlim)
     if vel.any() or tool_speed is not None:
         # q'^2 x / V^2 ≤ 1 (and |dp/ds|² x / v_tool² ≤ 1): the same linear form in x for every joint, so
@@ -642,12 +668,12 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         A = np.where(acc, alim, 1.0)
         f = forms(ddqp / A, dqp / A, zero)
         rows_fixed += [f, -f]
-        r = np.where(acc, 1.0, np.inf)[None, :].repeat(K, 0)
+        r = np.where(acc, 1.0, np.inf)
         rhs_fixed += [r, r]
     if use_torque:
-        T = np.where(np.isfinite(tlim), tlim, 1.0)
+        T = np.where(np.isfinite(tlim_p), tlim_p, 1.0)
         f = forms(b[p] / T, a[p] / T, zero)
-        fin = np.isfinite(tlim)[None, :]
+        fin = np.isfinite(tlim_p)
         rows_fixed += [f, -f]
         rhs_fixed += [np.where(fin, 1.0 - c[p] / T, np.inf), np.where(fin, 1.0 + c[p] / T, np.inf)]
     # x and u are continuous at a gridpoint, so a row without v (all but the jerk rows) at the end of a stage
@@ -714,11 +740,11 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         with np.errstate(divide="ignore", invalid="ignore"):
             rv = np.clip(np.where(a2 != 0, -a1 / (2 * a2), 0.0), 0.0, 1.0)
         gmax = np.maximum(np.abs(g).max(0), np.abs(a2 * rv ** 2 + a1 * rv + g[0]))
+        jl = jlim[pts].min(axis=0)  # the stage's check points
         with np.errstate(divide="ignore"):
-            cap = np.where(np.isfinite(jlim), (jlim / gmax) ** (2 / 3), np.inf).min()
+            cap = np.where(np.isfinite(jl), (jl / gmax) ** (2 / 3), np.inf).min()
         hi[xi] = min(hi[xi], cap)
     jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
-    Jm = np.where(np.isfinite(jlim), jlim, 1.0)
     L = forms(dddq[st], 3 * ddqp, dqp)  # (K, n, 3): q''' x + 3 q'' u + q' v
     w_grid = np.zeros(N)
     w_grid[1:] += 0.5 * d
@@ -740,7 +766,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     # all inequality rows, built once, 3 entries each (cols, data (m, 3), b_ub (m,)): the fixed rows, then
     # the jerk rows (interior check points (kj) × joints with a jerk limit (jj), + then −), whose values
     # every LP rewrites
-    kj, jj = np.nonzero(np.broadcast_to(np.isfinite(jlim)[None, :], (int(interior.sum()), n)))
+    kj, jj = np.nonzero(np.isfinite(jlim_p[interior]))
+    Jr = jlim_p[interior][kj, jj]  # (mj,) the limit of each jerk row
     Lj = L[interior][kj, jj, :]  # (mj, 3)
     Xj = X[interior][kj]
     mj = kj.shape[0] if jerk_on else 0
@@ -772,7 +799,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         """The jerk rows' tangents at x̄ (the check points' x) into data and b_ub."""
         if mj:
             _jerk_rows_kernel(np.ascontiguousarray(xbar_pts[interior], dtype=float),
-                              1e-9 * max(float(xbar_pts.max()), 1e-12), kj, jj, Lj, Xj, Jm, nf, data, b_ub)
+                              1e-9 * max(float(xbar_pts.max()), 1e-12), kj, Lj, Xj, Jr, nf, data, b_ub)
 
     def guessed_basis(order, z0):
         """A starting basis for the LP on rows ``order`` from a profile z0 near its answer: a vertex has as
