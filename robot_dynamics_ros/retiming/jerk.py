@@ -31,7 +31,10 @@ plain upper bound on x_1 (resp. x_{N-2}). Stage times ∫ dσ/√x(σ) and their
 closed form (:mod:`.jerk_time`), exact also where x nearly vanishes inside a stage.
 
 Every row is imposed at both ends and the midpoint of every stage (the output uses the same x(s), u(s),
-so the row values between check points differ only by the rows' curvature over half a stage).
+so the row values between check points differ only by the rows' curvature over half a stage). That
+difference depends on the answer, so it is checked on the output (:func:`solve_jerk_limited`, 1 kHz):
+a joint's limit exceeded on a stage is tightened at that stage's check points only and the problem
+solved again from the last profile and basis.
 
 Iteration (sequential linear programming). The first LP takes its tangents at a starting profile: the
 solution of the same problem on a coarser grid — the knots where they are at most half the gridpoints
@@ -49,14 +52,20 @@ torque-only TOPP-RA duration, a lower bound of the jerk-limited one.
 
 LPs: HiGHS's dual simplex with Devex pricing (the HiGHS scipy ships). Of the ~15 000 rows (200
 gridpoints, 6 joints) a few hundred are active, so each LP is solved on a working set — the rows with
-little slack at the current profile — and then every row is evaluated at the answer (one sparse
-product); violated rows (and near neighbours) are added to the solved model and the dual simplex goes on
-from its basis, until none is violated: the answer is then the full LP's optimum. Each SLP iteration's LP
+little slack at the current profile — and then every row is evaluated at the answer; violated rows
+(and near neighbours) are added to the solved model and the dual simplex goes on from its basis, until
+none is violated: the answer is then the full LP's optimum. Each SLP iteration's LP
 starts from the previous LP's final basis and rows (its inactive rows with much slack dropped, the rows
 with little slack at the new profile added as basic): between iterations the active set changes little, so
 the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis. The first
 LP after a coarse start begins from a guessed basis: the least-slack row of each stage at the start profile
 active (a vertex has about one active row per stage), which HiGHS repairs where it is singular.
+
+Data layout: every inequality row has three entries (the variables of one stage), so the rows are held as
+(m, 3) column and coefficient arrays, built once per solve; an LP takes a subset by row index, the jerk
+rows' tangents are rewritten in place and the slacks of all rows evaluated by compiled kernels, and the
+stage times, their gradient and the output's time inversion too (numba, :mod:`.jerk_time`). LP bases
+travel as int8 arrays of HiGHS's basis-status values.
 """
 from __future__ import annotations
 
