@@ -278,7 +278,7 @@ def _slack_kernel(cols, data, b, z, idx, out):  # pragma: no cover - compiled
         out[k] = b[r] - (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def _jerk_rows_kernel(xb_pts, floor, kj, Lj, Xj, Jr, nf, data, b):  # pragma: no cover - compiled
     # row nf + r: L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) for check point kj[r], limit J = Jr[r], scaled by √x̄ / (1.5 J)
     # (the tangent's value at x = 0 becomes 1), row nf + mj + r: −L z ≤ the same; each row then scaled to
