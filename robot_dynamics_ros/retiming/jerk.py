@@ -359,6 +359,7 @@ class _LP:
         h.addRows(me, np.zeros(me), np.zeros(me), A_eq.nnz, A_eq.indptr[:-1].astype(np.int32),
                   A_eq.indices.astype(np.int32), A_eq.data)
         self._h = h
+        self._lo, self._hi, self._me, self._x = np.asarray(lo, float), np.asarray(hi, float), me, None
         self._add(rows)
         if basis is not None:
             members = self._status_members()
@@ -376,7 +377,7 @@ class _LP:
         out.message = h.modelStatusToString(st)
         out.status = {hs.HighsModelStatus.kOptimal: 0, hs.HighsModelStatus.kInfeasible: 2,
                       hs.HighsModelStatus.kUnbounded: 3}.get(st, 4)
-        out.x = np.array(h.getSolution().col_value) if out.status == 0 else None
+        out.x = self._x = np.array(h.getSolution().col_value) if out.status == 0 else None
         return out
 
     def _add(self, rows):
@@ -391,11 +392,25 @@ class _LP:
         return self.solve()
 
     def basis(self):
-        """(col_status (nv,), row_status (rows,)): the current basis, int8 arrays of ``HighsBasisStatus``
-        values, rows in model order."""
-        b = self._h.getBasis()
-        return (np.array([st.value for st in b.col_status], np.int8),
-                np.array([st.value for st in b.row_status], np.int8))
+        """(col_status (nv,), row_status (rows,)): the basis of the last optimal solve, int8 arrays of
+        ``HighsBasisStatus`` values, rows in model order; None if HiGHS has none.
+
+        From HiGHS's list of basic variables (an int array, where reading the statuses would create one
+        enum object per row): every other column is at the bound its value is nearest, every other
+        inequality row at its upper bound (its lower one is −inf), every other equality row at its (only)
+        value, given as lower."""
+        status, basic = self._h.getBasicVariables()
+        if status != self._hs.HighsStatus.kOk or self._x is None:
+            return None
+        x, lo, hi = self._x, self._lo, self._hi
+        with np.errstate(invalid="ignore"):
+            upper = np.isfinite(hi) & (np.abs(x - hi) < np.abs(x - lo))
+        col = np.where(upper, _LP.UPPER, _LP.LOWER).astype(np.int8)
+        row = np.full(self._h.getNumRow(), _LP.UPPER, np.int8)
+        row[:self._me] = _LP.LOWER
+        col[basic[basic >= 0]] = _LP.BASIC
+        row[-1 - basic[basic < 0]] = _LP.BASIC  # a basic row r is listed as −1 − r
+        return col, row
 
 
 def _check_points(s, M=None):
@@ -887,7 +902,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             res = lpk.add_rows_and_solve(take(add))  # from the last basis (dual simplex)
             rounds += 1
         if res.status == 0:
-            ws["order"], ws["basis"], ws["shape"] = order, lpk.basis(), data.shape
+            ws["basis"] = lpk.basis()
+            ws["order"], ws["shape"] = (order if ws["basis"] is not None else None), data.shape
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
