@@ -249,3 +249,44 @@ def test_traversal_time_gradient_against_finite_differences_of_quadrature():
         fd = (total(zp[:N], zp[N:]) - total(zm[:N], zm[N:])) / (2 * h)
         assert g[k] == pytest.approx(fd, rel=1e-6, abs=1e-9), k
     assert g[0] == g[N - 1] == g[N] == g[2 * N - 1] == 0.0  # x, u at rest do not enter the stage times
+
+
+def test_lp_basis_from_basic_variables_matches_highs_statuses():
+    """jerk._LP.basis (built from HiGHS's basic-variable list and the solution) against HiGHS's own basis
+    statuses, on random LPs with equality rows, ≤ rows of three entries, columns with finite, infinite and
+    equal bounds (nonbasic fixed rows and columns: only 'nonbasic' compared, either bound is the value)."""
+    import scipy.sparse as sp
+
+    from robot_dynamics_ros.retiming.jerk import _LP
+
+    rng = np.random.default_rng(3)
+    compared = at_upper = 0
+    for _ in range(20):
+        nv, me, m = 12, 3, 30
+        A_eq = sp.csr_matrix(rng.normal(size=(me, nv)) * (rng.random((me, nv)) < 0.4))
+        cols = np.array([rng.choice(nv, 3, replace=False) for _ in range(m)])
+        data = rng.normal(size=(m, 3))
+        x0 = rng.uniform(0.2, 0.8, nv)  # a feasible point: the rows are built to hold there
+        b = (data * x0[cols]).sum(axis=1) + rng.uniform(0.0, 0.5, m)
+        lo = np.zeros(nv)
+        hi = np.where(rng.random(nv) < 0.5, 1.0, np.inf)
+        lo[0] = hi[0] = x0[0]  # a fixed column
+        # x0 into the equalities' kernel (A_eq z = 0)
+        A_eq = sp.csr_matrix(A_eq.toarray() - np.outer(A_eq @ x0, x0) / (x0 @ x0))
+        lp = _LP(rng.normal(size=nv), A_eq, (cols, data, b), lo, hi)
+        res = lp.solve()
+        if res.status != 0:
+            continue
+        mine = lp.basis()
+        hb = lp._h.getBasis()
+        col = np.array([st.value for st in hb.col_status])
+        row = np.array([st.value for st in hb.row_status])
+        fixed_col = lo == hi
+        fixed_row = np.arange(row.shape[0]) < me
+        np.testing.assert_array_equal(mine[0][~fixed_col], col[~fixed_col])
+        np.testing.assert_array_equal(mine[1][~fixed_row], row[~fixed_row])
+        np.testing.assert_array_equal(mine[0][fixed_col] == _LP.BASIC, col[fixed_col] == _LP.BASIC)
+        np.testing.assert_array_equal(mine[1][fixed_row] == _LP.BASIC, row[fixed_row] == _LP.BASIC)
+        compared += 1
+        at_upper += int((col[~fixed_col] == _LP.UPPER).sum())
+    assert compared >= 10 and at_upper > 0  # both bounds of the columns occur
