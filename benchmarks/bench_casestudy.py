@@ -11,8 +11,9 @@ Reported: durations, whether full is closer to topp_ra than to scurve, a lower b
 timing (per joint, the 1-D time-optimal double-S over its net displacement, and for a joint that turns
 back along the path the two legs from rest to its first turn and from its last turn to rest, at zero
 velocity at the turns, :func:`joint_bound`: where it is past the midpoint of topp_ra and scurve no timing can
-be closer to topp_ra), wall time of each solve (the
-TOPP-RA time is the median of ``--repeat`` warm calls) and their ratio, and an independent dense check of
+be closer to topp_ra), wall time of each solve (medians of warm calls: 5 of TOPP-RA, ``--full-repeat``
+of the full solve; one sample of either is easily doubled by the other processes on a shared machine) and
+their ratio, and an independent dense check of
 the full output at 1 kHz (Pinocchio RNEA with the payload, jerk from finite differences of the returned
 accelerations): the largest |value| / limit over velocity, torque and jerk (≤ 1 + 1e-3 passes).
 
@@ -22,7 +23,7 @@ alternately UR10 straight tool lines (random start in front of the robot, random
 Paths where the torque-only solution stops inside the path are timed through the stop (rest to rest on each
 part), and the S-curve baseline is one double-S per part.
 
-Run:  .venv/bin/python benchmarks/bench_casestudy.py [--paths 100] [--json out.json]
+Run:  .venv/bin/python benchmarks/bench_casestudy.py [--paths 100] [--json out.json] [--full-repeat 3]
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def joint_bound(model, path, jerk, samples=4001):
     return bound
 
 
-def one(model, pm, waypoints, jerk, gridpoints=None, repeat=5):
+def one(model, pm, waypoints, jerk, gridpoints=None, repeat=5, full_repeat=3):
     retimer = Retimer(model)
     opts = RetimeOptions(torque_margin=MARGIN, gridpoints=gridpoints)
     res = retimer.retime(waypoints, options=opts)
@@ -108,11 +109,14 @@ def one(model, pm, waypoints, jerk, gridpoints=None, repeat=5):
     seg = res.segments[0]
     ne = NewtonEulerDynamics(model)
     tlim = MARGIN * model.effort_limit
-    t0 = time.perf_counter()
-    sol = solve_jerk_limited(seg.path, seg.s, seg.x, ne, velocity_limit=model.velocity_limit,
-                             acceleration_limit=model.acceleration_limit, torque_limit=tlim,
-                             jerk_limit=np.full(model.n, jerk))
-    full_ms = (time.perf_counter() - t0) * 1e3
+    full_times = []
+    for _ in range(max(1, full_repeat)):
+        t0 = time.perf_counter()
+        sol = solve_jerk_limited(seg.path, seg.s, seg.x, ne, velocity_limit=model.velocity_limit,
+                                 acceleration_limit=model.acceleration_limit, torque_limit=tlim,
+                                 jerk_limit=np.full(model.n, jerk))
+        full_times.append((time.perf_counter() - t0) * 1e3)
+    full_ms = statistics.median(full_times)
     row = {"gridpoints": int(seg.s.shape[0]), "topp_ra_s": res.duration, "full_s": sol.duration,
            "topp_ra_ms": statistics.median(times), "full_ms": full_ms, "ratio": full_ms / statistics.median(times),
            "lps": sol.iterations, "rounds": sol.rounds, "parts": sol.parts,
@@ -145,6 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--paths", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--full-repeat", type=int, default=3, help="full solves per path (their median is timed)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
     t_run = time.perf_counter()
@@ -160,7 +165,7 @@ def main(argv=None) -> int:
                        jerk_limit=np.full(ur10.n, cs.JERK))
     rows = []
     line = cs.case_line(ur10)
-    case = one(ur10, pm_ur10, line.q, cs.JERK)
+    case = one(ur10, pm_ur10, line.q, cs.JERK, full_repeat=args.full_repeat)
     case["path"] = "case study"
     # the case's full solution with the motor-limit loop (what `robot-dynamics casestudy` runs)
     res = Retimer(ur10).retime(line.q, options=RetimeOptions(torque_margin=MARGIN))
@@ -173,10 +178,11 @@ def main(argv=None) -> int:
     print(json.dumps(case))
     for k in range(args.paths):
         if k % 2 == 0:
-            row = one(ur10, pm_ur10, random_ur10_line(ur10, rng), cs.JERK)
+            row = one(ur10, pm_ur10, random_ur10_line(ur10, rng), cs.JERK, full_repeat=args.full_repeat)
             row["path"] = f"ur10 line {k}"
         else:
-            row = one(panda, pm_panda, random_panda_waypoints(1000 + k), 500.0, gridpoints=40)
+            row = one(panda, pm_panda, random_panda_waypoints(1000 + k), 500.0, gridpoints=40,
+                      full_repeat=args.full_repeat)
             row["path"] = f"panda {k}"
         rows.append(row)
         print(json.dumps(row), flush=True)

@@ -220,3 +220,78 @@ def test_stage_time_closed_form_against_quadrature_and_its_inverse():
     # x reaches zero inside the stage: it cannot be traversed
     assert time_to(1.0, -1.0, 0.5, 2.0) == np.inf
     assert time_to(1.0, -1.0, 0.0, 0.6) == np.inf
+
+
+def test_traversal_time_gradient_against_finite_differences_of_quadrature():
+    """jerk._time_gradient (12-node Gauss–Legendre rule of the derivative) against central differences of
+    the traversal time computed by scipy's adaptive quadrature: the end stages take 3Δ/√x (x_1 resp.
+    x_{N-2}), interior stage i ∫ dσ/√(x_i + 2u_iσ + vσ²) with v = (u_{i+1} − u_i)/Δ_i."""
+    from scipy.integrate import quad
+
+    from robot_dynamics_ros.retiming.jerk import _time_gradient
+
+    rng = np.random.default_rng(11)
+    N = 9
+    s = np.concatenate(([0.0], np.cumsum(rng.uniform(0.02, 0.08, N - 1))))
+    x = np.concatenate(([0.0], rng.uniform(0.5, 3.0, N - 2), [0.0]))
+    u = np.concatenate(([0.0], rng.normal(size=N - 2) * 2.0, [0.0]))
+
+    def total(x, u):
+        d = np.diff(s)
+        t = 3 * d[0] / np.sqrt(x[1]) + 3 * d[N - 2] / np.sqrt(x[N - 2])
+        for i in range(1, N - 2):
+            v = (u[i + 1] - u[i]) / d[i]
+            t += quad(lambda g: (x[i] + 2 * u[i] * g + v * g * g) ** -0.5, 0.0, d[i], epsabs=0.0, epsrel=1e-13)[0]
+        return t
+
+    g = _time_gradient(s, x, u)
+    z = np.concatenate((x, u))
+    for k in [*range(1, N - 1), *range(N + 1, 2 * N - 1)]:
+        h = 1e-5 * max(abs(z[k]), 1.0)
+        zp, zm = z.copy(), z.copy()
+        zp[k] += h
+        zm[k] -= h
+        fd = (total(zp[:N], zp[N:]) - total(zm[:N], zm[N:])) / (2 * h)
+        assert g[k] == pytest.approx(fd, rel=1e-6, abs=1e-9), k
+    assert g[0] == g[N - 1] == g[N] == g[2 * N - 1] == 0.0  # x, u at rest do not enter the stage times
+
+
+def test_lp_basis_from_basic_variables_matches_highs_statuses():
+    """jerk._LP.basis (built from HiGHS's basic-variable list and the solution) against HiGHS's own basis
+    statuses, on random LPs with equality rows, ≤ rows of three entries, columns with finite, infinite and
+    equal bounds (nonbasic fixed rows and columns: only 'nonbasic' compared, either bound is the value)."""
+    import scipy.sparse as sp
+
+    from robot_dynamics_ros.retiming.jerk import _LP
+
+    rng = np.random.default_rng(3)
+    compared = at_upper = 0
+    for _ in range(20):
+        nv, me, m = 12, 3, 30
+        A_eq = sp.csr_matrix(rng.normal(size=(me, nv)) * (rng.random((me, nv)) < 0.4))
+        cols = np.array([rng.choice(nv, 3, replace=False) for _ in range(m)])
+        data = rng.normal(size=(m, 3))
+        x0 = rng.uniform(0.2, 0.8, nv)  # a feasible point: the rows are built to hold there
+        b = (data * x0[cols]).sum(axis=1) + rng.uniform(0.0, 0.5, m)
+        lo = np.zeros(nv)
+        hi = np.where(rng.random(nv) < 0.5, 1.0, np.inf)
+        lo[0] = hi[0] = x0[0]  # a fixed column
+        # x0 into the equalities' kernel (A_eq z = 0)
+        A_eq = sp.csr_matrix(A_eq.toarray() - np.outer(A_eq @ x0, x0) / (x0 @ x0))
+        lp = _LP(rng.normal(size=nv), A_eq, (cols, data, b), lo, hi)
+        res = lp.solve()
+        if res.status != 0:
+            continue
+        mine = lp.basis()
+        hb = lp._h.getBasis()
+        col = np.array([st.value for st in hb.col_status])
+        row = np.array([st.value for st in hb.row_status])
+        fixed_col = lo == hi
+        fixed_row = np.arange(row.shape[0]) < me
+        np.testing.assert_array_equal(mine[0][~fixed_col], col[~fixed_col])
+        np.testing.assert_array_equal(mine[1][~fixed_row], row[~fixed_row])
+        np.testing.assert_array_equal(mine[0][fixed_col] == _LP.BASIC, col[fixed_col] == _LP.BASIC)
+        np.testing.assert_array_equal(mine[1][fixed_row] == _LP.BASIC, row[fixed_row] == _LP.BASIC)
+        compared += 1
+        at_upper += int((col[~fixed_col] == _LP.UPPER).sum())
+    assert compared >= 10 and at_upper > 0  # both bounds of the columns occur

@@ -31,7 +31,10 @@ plain upper bound on x_1 (resp. x_{N-2}). Stage times ∫ dσ/√x(σ) and their
 closed form (:mod:`.jerk_time`), exact also where x nearly vanishes inside a stage.
 
 Every row is imposed at both ends and the midpoint of every stage (the output uses the same x(s), u(s),
-so the row values between check points differ only by the rows' curvature over half a stage).
+so the row values between check points differ only by the rows' curvature over half a stage). That
+difference depends on the answer, so it is checked on the output (:func:`solve_jerk_limited`, 1 kHz):
+a joint's limit exceeded on a stage is tightened at that stage's check points only and the problem
+solved again from the last profile and basis.
 
 Iteration (sequential linear programming). The first LP takes its tangents at a starting profile: the
 solution of the same problem on a coarser grid — the knots where they are at most half the gridpoints
@@ -49,25 +52,33 @@ torque-only TOPP-RA duration, a lower bound of the jerk-limited one.
 
 LPs: HiGHS's dual simplex with Devex pricing (the HiGHS scipy ships). Of the ~15 000 rows (200
 gridpoints, 6 joints) a few hundred are active, so each LP is solved on a working set — the rows with
-little slack at the current profile — and then every row is evaluated at the answer (one sparse
-product); violated rows (and near neighbours) are added to the solved model and the dual simplex goes on
-from its basis, until none is violated: the answer is then the full LP's optimum. Each SLP iteration's LP
+little slack at the current profile — and then every row is evaluated at the answer; violated rows
+(and near neighbours) are added to the solved model and the dual simplex goes on from its basis, until
+none is violated: the answer is then the full LP's optimum. Each SLP iteration's LP
 starts from the previous LP's final basis and rows (its inactive rows with much slack dropped, the rows
 with little slack at the new profile added as basic): between iterations the active set changes little, so
 the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis. The first
 LP after a coarse start begins from a guessed basis: the least-slack row of each stage at the start profile
 active (a vertex has about one active row per stage), which HiGHS repairs where it is singular.
+
+Data layout: every inequality row has three entries (the variables of one stage), so the rows are held as
+(m, 3) column and coefficient arrays, built once per solve; an LP takes a subset by row index, the jerk
+rows' tangents are rewritten in place and the slacks of all rows evaluated by compiled kernels, and the
+stage times, their gradient and the output's time inversion too (numba, :mod:`.jerk_time`). LP bases
+travel as int8 arrays of HiGHS's basis-status values.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from robot_dynamics_ros.retiming.constraints import torque_coefficients
-from robot_dynamics_ros.retiming.jerk_time import position_at, time_to
+from robot_dynamics_ros.retiming.jerk_time import position_at, time_to1
 
 __all__ = ["JerkSolution", "solve_jerk_limited", "third_derivative"]
 
@@ -213,52 +224,100 @@ class JerkSolution:
         return s, sd, sdd, sddd, q, qd, qdd, jerk
 
 
-def _stage_times(s, x, u) -> np.ndarray:
-    """(N-1,) time of each stage, s (inf where x(σ) ≤ 0 inside a stage)."""
-    d = np.diff(s)
+@njit(cache=True, nogil=True, error_model="numpy")
+def _stage_times_kernel(s, x, u, out):  # pragma: no cover - compiled
     N = s.shape[0]
-    out = np.empty(N - 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out[0] = 3.0 * d[0] / np.sqrt(x[1]) if x[1] > 0 else np.inf
-        out[N - 2] = 3.0 * d[N - 2] / np.sqrt(x[N - 2]) if x[N - 2] > 0 else np.inf
-        if N > 3:
-            xi, ui, dd = x[1:N - 2], u[1:N - 2], d[1:N - 2]
-            out[1:N - 2] = time_to(xi, ui, (u[2:N - 1] - ui) / dd, dd)
+    d0, de = s[1] - s[0], s[N - 1] - s[N - 2]
+    out[0] = 3.0 * d0 / math.sqrt(x[1]) if x[1] > 0 else np.inf
+    out[N - 2] = 3.0 * de / math.sqrt(x[N - 2]) if x[N - 2] > 0 else np.inf
+    for i in range(1, N - 2):
+        dd = s[i + 1] - s[i]
+        out[i] = time_to1(x[i], u[i], (u[i + 1] - u[i]) / dd, dd)
+
+
+def _stage_times(s, x, u) -> np.ndarray:
+    """(N-1,) time of each stage, s (inf where x(σ) ≤ 0 inside a stage); s, x, u (N,)."""
+    out = np.empty(s.shape[0] - 1)
+    _stage_times_kernel(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(x, dtype=float),
+                        np.ascontiguousarray(u, dtype=float), out)
     return out
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _time_gradient_kernel(s, x, u, gl_x, gl_w, g):  # pragma: no cover - compiled
+    N = s.shape[0]
+    g[:] = 0.0
+    g[1] += -1.5 * (s[1] - s[0]) * x[1] ** -1.5
+    g[N - 2] += -1.5 * (s[N - 1] - s[N - 2]) * x[N - 2] ** -1.5
+    for i in range(1, N - 2):
+        dd = s[i + 1] - s[i]
+        v = (u[i + 1] - u[i]) / dd
+        gx = gu0 = gu1 = 0.0
+        for k in range(gl_x.shape[0]):
+            sig = dd * gl_x[k]
+            xs = max(x[i] + 2.0 * u[i] * sig + v * sig * sig, 1e-300)
+            w = -0.5 * dd * gl_w[k] * xs ** -1.5  # ∂/∂x(σ) of ∫ dσ/√x, per node
+            # x(σ) = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ
+            gx += w
+            gu0 += w * (2.0 * sig - sig * sig / dd)
+            gu1 += w * sig * sig / dd
+        g[i] += gx
+        g[N + i] += gu0
+        g[N + i + 1] += gu1
 
 
 def _time_gradient(s, x, u) -> np.ndarray:
     """(2N,) gradient of the traversal time Σ stage times (:func:`_stage_times`) with respect to
-    (x_0..x_{N-1}, u_0..u_{N-1}), s per (rad²/s²) and per (rad/s²); requires x > 0 inside every stage."""
-    N = s.shape[0]
-    d = np.diff(s)
-    g = np.zeros(2 * N)
-    g[1] += -1.5 * d[0] * x[1] ** -1.5
-    g[N - 2] += -1.5 * d[N - 2] * x[N - 2] ** -1.5
-    if N > 3:
-        i = np.arange(1, N - 2)
-        xi, ui, dd = x[i], u[i], d[i]
-        v = (u[i + 1] - ui) / dd
-        sig = dd[:, None] * _GL_X[None, :]
-        xs = np.maximum(xi[:, None] + 2 * ui[:, None] * sig + v[:, None] * sig ** 2, 1e-300)
-        w = -0.5 * dd[:, None] * _GL_W[None, :] * xs ** -1.5  # ∂/∂x(σ) of ∫ dσ/√x, per node
-        # x(σ) = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ
-        np.add.at(g, i, w.sum(axis=1))
-        np.add.at(g, N + i, (w * (2 * sig - sig ** 2 / dd[:, None])).sum(axis=1))
-        np.add.at(g, N + i + 1, (w * sig ** 2 / dd[:, None]).sum(axis=1))
+    (x_0..x_{N-1}, u_0..u_{N-1}), s per (rad²/s²) and per (rad/s²); s, x, u (N,); requires x > 0 inside
+    every stage (12-node Gauss–Legendre quadrature of the derivative of ∫ dσ/√x(σ))."""
+    g = np.empty(2 * s.shape[0])
+    _time_gradient_kernel(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(x, dtype=float),
+                          np.ascontiguousarray(u, dtype=float), _GL_X, _GL_W, g)
     return g
 
 
+@njit(cache=True, nogil=True)
+def _slack_kernel(cols, data, b, z, idx, out):  # pragma: no cover - compiled
+    for k in range(idx.shape[0]):
+        r = idx[k]
+        out[k] = b[r] - (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _jerk_rows_kernel(xb_pts, floor, kj, Lj, Xj, Jr, nf, data, b):  # pragma: no cover - compiled
+    # row nf + r: L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) for check point kj[r], limit J = Jr[r], scaled by √x̄ / (1.5 J)
+    # (the tangent's value at x = 0 becomes 1), row nf + mj + r: −L z ≤ the same; each row then scaled to
+    # a largest coefficient of 1 (HiGHS's tolerances are absolute)
+    mj = kj.shape[0]
+    for r in range(mj):
+        xb = max(xb_pts[kj[r]], floor)
+        ls = math.sqrt(xb) / (1.5 * Jr[r])
+        for half in range(2):
+            sgn = 1.0 - 2.0 * half
+            row = nf + half * mj + r
+            scale = 0.0
+            for k in range(3):
+                c = Xj[r, k] / (3.0 * xb) + sgn * Lj[r, k] * ls
+                data[row, k] = c
+                scale = max(scale, abs(c))
+            if scale <= 0.0:
+                scale = 1.0
+            for k in range(3):
+                data[row, k] /= scale
+            b[row] = 1.0 / scale
+
+
 class _LP:
-    """min cost·z s.t. A_eq z = 0, A_ub z ≤ b_ub, lo ≤ z ≤ hi — HiGHS's dual simplex (the HiGHS that scipy
+    """min cost·z s.t. A_eq z = 0, A z ≤ b, lo ≤ z ≤ hi — HiGHS's dual simplex (the HiGHS that scipy
     ships, through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` can neither add rows to a
     solved model and continue from its basis nor start from a given basis).
 
-    Args: cost (nv,); A_eq (me, nv) and A_ub (m, nv) scipy.sparse (rows in that order in the model); b_ub
-    (m,); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status, row_status) as returned by
-    :meth:`basis` for a model with the same columns and rows (statuses of HiGHS's ``HighsBasisStatus``).
-    ``solve()`` / ``add_rows_and_solve(A, b)`` return an object with ``status`` (0: optimal, 2: infeasible,
-    3: unbounded, 4: other), ``x`` (nv,) and ``message``.
+    Args: cost (nv,); A_eq (me, nv) scipy.sparse; rows: the inequality rows A z ≤ b as (cols, data, b), cols
+    (m, 3) distinct column indices per row, data (m, 3) their coefficients, b (m,) (in the model after A_eq,
+    in that order); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status (nv,),
+    row_status (me + m,)) int arrays as returned by :meth:`basis` for a model with the same columns and rows
+    (the values of HiGHS's ``HighsBasisStatus``: :attr:`LOWER`, :attr:`BASIC`, :attr:`UPPER`). ``solve()`` / ``add_rows_and_solve(rows)`` return an object with ``status`` (0:
+    optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
     """
 
     @staticmethod
@@ -270,15 +329,19 @@ class _LP:
                               "(scipy.optimize._highspy._core, present in scipy 1.17)") from exc
         return hs
 
-    @staticmethod
-    def status():
-        """HiGHS's ``HighsBasisStatus`` enum (kBasic, kLower, kUpper, ...)."""
-        return _LP._core().HighsBasisStatus
+    #: values of ``HighsBasisStatus``: nonbasic at the lower bound, basic, nonbasic at the upper bound
+    LOWER, BASIC, UPPER = 0, 1, 2
 
-    def __init__(self, cost, A_eq, A_ub, b_ub, lo, hi, basis=None):
+    @staticmethod
+    def _status_members():
+        # indexed by value: statuses travel as small ints, converted to the enum only at setBasis (an enum
+        # comparison per row costs more than the simplex iterations of a warm-started LP)
+        e = _LP._core().HighsBasisStatus
+        return tuple(sorted(e.__members__.values(), key=lambda m: m.value))
+
+    def __init__(self, cost, A_eq, rows, lo, hi, basis=None):
         hs = self._hs = self._core()
-        M = sp.vstack([A_eq, A_ub], format="csr")
-        nr, nc = M.shape
+        nc = A_eq.shape[1]
         # the columns through a HighsLp, the rows through addRows: its numpy arguments go in as buffers, while
         # HighsLp's matrix fields convert element by element
         lp = hs.HighsLp()
@@ -287,8 +350,6 @@ class _LP:
         lp.col_lower_ = np.asarray(lo, float)
         lp.col_upper_ = np.asarray(hi, float)
         me = A_eq.shape[0]
-        row_lower = np.concatenate((np.zeros(me), np.full(A_ub.shape[0], -np.inf)))
-        row_upper = np.concatenate((np.zeros(me), np.asarray(b_ub, float)))
         h = hs._Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
@@ -300,15 +361,18 @@ class _LP:
         # on these LPs and would discard a given basis
         h.setOptionValue("presolve", "off")
         h.passModel(lp)
-        h.addRows(nr, row_lower, row_upper, M.nnz, M.indptr[:-1].astype(np.int32), M.indices.astype(np.int32),
-                  M.data)
+        h.addRows(me, np.zeros(me), np.zeros(me), A_eq.nnz, A_eq.indptr[:-1].astype(np.int32),
+                  A_eq.indices.astype(np.int32), A_eq.data)
+        self._h = h
+        self._lo, self._hi, self._me, self._x = np.asarray(lo, float), np.asarray(hi, float), me, None
+        self._add(rows)
         if basis is not None:
+            members = self._status_members()
             b = hs.HighsBasis()
-            b.col_status = basis[0]
-            b.row_status = basis[1]
+            b.col_status = [members[v] for v in basis[0].tolist()]
+            b.row_status = [members[v] for v in basis[1].tolist()]
             b.valid = True
             h.setBasis(b)
-        self._h = h
 
     def solve(self):
         h, hs = self._h, self._hs
@@ -318,19 +382,40 @@ class _LP:
         out.message = h.modelStatusToString(st)
         out.status = {hs.HighsModelStatus.kOptimal: 0, hs.HighsModelStatus.kInfeasible: 2,
                       hs.HighsModelStatus.kUnbounded: 3}.get(st, 4)
-        out.x = np.array(h.getSolution().col_value) if out.status == 0 else None
+        out.x = self._x = np.array(h.getSolution().col_value) if out.status == 0 else None
         return out
 
-    def add_rows_and_solve(self, A, b):
-        A = sp.csr_matrix(A)
-        self._h.addRows(A.shape[0], np.full(A.shape[0], -np.inf), np.asarray(b, float), A.nnz,
-                        A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), A.data)
+    def _add(self, rows):
+        cols, data, b = rows
+        m = b.shape[0]
+        self._h.addRows(m, np.full(m, -np.inf), np.ascontiguousarray(b, float), 3 * m,
+                        np.arange(0, 3 * m, 3, dtype=np.int32), np.ascontiguousarray(cols, np.int32).ravel(),
+                        np.ascontiguousarray(data, float).ravel())
+
+    def add_rows_and_solve(self, rows):
+        self._add(rows)
         return self.solve()
 
     def basis(self):
-        """(col_status, row_status): the current basis, lists of ``HighsBasisStatus``, rows in model order."""
-        b = self._h.getBasis()
-        return list(b.col_status), list(b.row_status)
+        """(col_status (nv,), row_status (rows,)): the basis of the last optimal solve, int8 arrays of
+        ``HighsBasisStatus`` values, rows in model order; None if HiGHS has none.
+
+        From HiGHS's list of basic variables (an int array, where reading the statuses would create one
+        enum object per row): every other column is at the bound its value is nearest, every other
+        inequality row at its upper bound (its lower one is −inf), every other equality row at its (only)
+        value, given as lower."""
+        status, basic = self._h.getBasicVariables()
+        if status != self._hs.HighsStatus.kOk or self._x is None:
+            return None
+        x, lo, hi = self._x, self._lo, self._hi
+        with np.errstate(invalid="ignore"):
+            upper = np.isfinite(hi) & (np.abs(x - hi) < np.abs(x - lo))
+        col = np.where(upper, _LP.UPPER, _LP.LOWER).astype(np.int8)
+        row = np.full(self._h.getNumRow(), _LP.UPPER, np.int8)
+        row[:self._me] = _LP.LOWER
+        col[basic[basic >= 0]] = _LP.BASIC
+        row[-1 - basic[basic < 0]] = _LP.BASIC  # a basic row r is listed as −1 − r
+        return col, row
 
 
 def _check_points(s, M=None):
@@ -385,9 +470,11 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
 
     The LPs hold the rows at three points per stage; in between a row can exceed its limit by its curvature
     over half a stage. So the output is sampled every ``verify_period`` s (joint velocity, acceleration and
-    jerk by eq. (1), torque by ``dynamics``); where a limit is exceeded by a ratio r > 1 + ``verify_tol``
-    it is divided by r (and tightened by ``margin``) and the problem solved again from the last profile and
-    LP basis, at most ``max_rounds`` times (None: no verification). Where ``x_ref`` is 0 inside the path
+    jerk by eq. (1), torque by ``dynamics``); where a joint's limit is exceeded by a ratio r > 1 +
+    ``verify_tol`` on a stage (r the largest over the stage's samples), that joint's limit at the stage's
+    check points is divided by r (and tightened by ``margin``) — the rest of the path keeps its limits —
+    and the problem solved again from the last profile and LP basis, at most ``max_rounds`` times (None:
+    no verification; the tool speed limit, one number, is divided as a whole). Where ``x_ref`` is 0 inside the path
     (the torque-only timing stops there, so every timing must), the parts between the stops are timed rest
     to rest and joined (:func:`_through_stops`).
 
@@ -411,7 +498,10 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
                               tool_speed=tool_speed)
     lims = [np.asarray(v, float).copy() for v in (velocity_limit, acceleration_limit, torque_limit, jerk_limit,
                                                   np.atleast_1d(np.inf if tool_speed is None else tool_speed[1]))]
-    work = [v.copy() for v in lims]
+    N = s.shape[0]
+    M = _SUBDIVISIONS
+    # the joint limits the rounds solve with, per collocation point s_i + kΔ_i/M (index M i + k) and joint
+    work = [np.tile(v, (M * (N - 1) + 1, 1)) for v in lims[:4]] + [lims[4].copy()]
     x0, start = np.asarray(x_ref, float), None
     # the LP rows (their order) and basis the last round ended with: the next round, on the same gridpoints
     # and rows with rescaled limits, starts from them
@@ -426,21 +516,34 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
         if verify_period is None or round_ == max_rounds:
             break
         t = np.append(np.arange(0.0, sol.duration, verify_period), sol.duration)
-        _, _, _, _, q, qd, qdd, jerk = sol.sample(t)
-        values = [np.abs(qd).max(0), np.abs(qdd).max(0), None, np.abs(jerk).max(0),
-                  None if tool_speed is None else np.atleast_1d(tool_speed[0](q, qd).max())]
+        s_t, _, _, _, q, qd, qdd, jerk = sol.sample(t)
+        # the stage of every sample: a limit exceeded there is tightened at that stage's check points only
+        # (the overshoot is the rows' curvature between them), the rest of the path keeps its limits
+        stage = np.clip(np.searchsorted(s, s_t, side="right") - 1, 0, N - 2)
+        values = [np.abs(qd), np.abs(qdd), None, np.abs(jerk)]
         if np.isfinite(lims[2]).any():
-            values[2] = np.abs(np.atleast_2d(dynamics.rnea(q, qd, qdd))).max(0)
+            values[2] = np.abs(np.atleast_2d(dynamics.rnea(q, qd, qdd)))
         over = False
         for k, val in enumerate(values):
             if val is None:
                 continue
             with np.errstate(invalid="ignore", divide="ignore"):
-                ratio = np.where(np.isfinite(lims[k]), val / lims[k], 0.0)
+                ratio = np.where(np.isfinite(lims[k])[None, :], val / lims[k][None, :], 0.0)  # (samples, n)
             bad = ratio > 1.0 + verify_tol
             if bad.any():
                 over = True
-                work[k] = np.where(bad, work[k] / ratio * (1.0 - margin), work[k])
+                worst = np.ones((N - 1, ratio.shape[1]))  # per stage and joint
+                np.maximum.at(worst, stage, np.where(bad, ratio, 1.0))
+                point = np.ones_like(work[k])  # per check point: the worst of the stages it belongs to
+                for j in range(M + 1):
+                    idx = M * np.arange(N - 1) + j
+                    point[idx] = np.maximum(point[idx], worst)
+                work[k] = np.where(point > 1.0, work[k] / point * (1.0 - margin), work[k])
+        if tool_speed is not None:
+            ratio = float(tool_speed[0](q, qd).max()) / lims[4][0]
+            if ratio > 1.0 + verify_tol:
+                over = True
+                work[4] = work[4] / ratio * (1.0 - margin)
         if not over:
             break
         start = sol
@@ -499,7 +602,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             linearization point where there is no start; any positive profile works).
         dynamics: engine with batched ``rnea`` (N·m), the model (payload included) the torque limit is for.
         velocity_limit, acceleration_limit, torque_limit, jerk_limit: (n,) rad/s, rad/s², N·m, rad/s³
-            (inf: none). Limits as applied (scales and margins already in).
+            (inf: none), or (M (N-1) + 1, n) per collocation point s_i + kΔ_i/M (index M i + k, M =
+            ``_SUBDIVISIONS``). Limits as applied (scales and margins already in).
         max_iterations: SLP iterations; rtol: stop when an iteration shortens the duration by less.
         margin: fraction the velocity, torque and jerk limits are tightened by inside the solver, so that
             the rows' curvature between check points (half a stage) cannot take the output above the limit.
@@ -539,20 +643,26 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         on_knot = np.flatnonzero(np.minimum(np.abs(s - kn[k - 1]), np.abs(s - kn[k])) <= 1e-12 * s[-1])
         if 4 <= on_knot.shape[0] <= N // 2:
             idx = np.unique(np.r_[0, on_knot, N - 1])
+        def joint(lim):  # per-point limits: the coarse grid (a start only) takes each joint's smallest
+            lim = np.asarray(lim, float)
+            return lim.min(axis=0) if lim.ndim == 2 else lim
+
         try:
-            start = _solve_once(path, s[idx], x_ref[idx], dynamics, velocity_limit=velocity_limit,
-                                acceleration_limit=acceleration_limit, torque_limit=torque_limit,
-                                jerk_limit=jerk_limit, max_iterations=_COARSE_ITERATIONS, rtol=rtol,
+            start = _solve_once(path, s[idx], x_ref[idx], dynamics, velocity_limit=joint(velocity_limit),
+                                acceleration_limit=joint(acceleration_limit), torque_limit=joint(torque_limit),
+                                jerk_limit=joint(jerk_limit), max_iterations=_COARSE_ITERATIONS, rtol=rtol,
                                 margin=margin, tool_speed=tool_speed)
         except ValueError:  # the coarse grid stops somewhere: start from the TOPP-RA profile
             start = None
     n = path.n
-    vlim = np.asarray(velocity_limit, float) * (1.0 - margin)
-    alim = np.asarray(acceleration_limit, float)
-    tlim = np.asarray(torque_limit, float) * (1.0 - margin)
-    jlim = np.asarray(jerk_limit, float) * (1.0 - margin)
     d = np.diff(s)
     M = _SUBDIVISIONS
+    # every limit per collocation point s_i + kΔ_i/M (index M i + k) and joint: (M (N-1) + 1, n)
+    shape = (M * (N - 1) + 1, n)
+    vlim = np.broadcast_to(np.asarray(velocity_limit, float) * (1.0 - margin), shape)
+    alim = np.broadcast_to(np.asarray(acceleration_limit, float), shape)
+    tlim = np.broadcast_to(np.asarray(torque_limit, float) * (1.0 - margin), shape)
+    jlim = np.broadcast_to(np.asarray(jerk_limit, float) * (1.0 - margin), shape)
     s_eval = np.append((s[:-1, None] + d[:, None] * (np.arange(M) / M)[None, :]).ravel(), s[-1])
     q, dq, ddq = path.evaluate(s_eval)
     dddq = third_derivative(path, 0.5 * (s[:-1] + s[1:]))  # (N-1, n) per stage
@@ -571,6 +681,7 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     rows_fixed, rhs_fixed = [], []
     zero = np.zeros((K, n))
     dqp, ddqp = dq[p], ddq[p]
+    vlim, alim, tlim_p, jlim_p = vlim[p], alim[p], tlim[p], jlim[p]  # (K, n)
     vel = np.isfinite(vlim)
     if vel.any() or tool_speed is not None:
         # q'^2 x / V^2 ≤ 1 (and |dp/ds|² x / v_tool² ≤ 1): the same linear form in x for every joint, so
@@ -586,12 +697,12 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         A = np.where(acc, alim, 1.0)
         f = forms(ddqp / A, dqp / A, zero)
         rows_fixed += [f, -f]
-        r = np.where(acc, 1.0, np.inf)[None, :].repeat(K, 0)
+        r = np.where(acc, 1.0, np.inf)
         rhs_fixed += [r, r]
     if use_torque:
-        T = np.where(np.isfinite(tlim), tlim, 1.0)
+        T = np.where(np.isfinite(tlim_p), tlim_p, 1.0)
         f = forms(b[p] / T, a[p] / T, zero)
-        fin = np.isfinite(tlim)[None, :]
+        fin = np.isfinite(tlim_p)
         rows_fixed += [f, -f]
         rhs_fixed += [np.where(fin, 1.0 - c[p] / T, np.inf), np.where(fin, 1.0 + c[p] / T, np.inf)]
     # x and u are continuous at a gridpoint, so a row without v (all but the jerk rows) at the end of a stage
@@ -604,8 +715,8 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     pos_var = var[mids]
 
     def assemble(blocks, rhs, vars_):
-        data, ri, ci, bb = [], [], [], []
-        base = 0
+        """(cols (m, 3), data (m, 3), b (m,)) of the finite rows of ``blocks``."""
+        data, ci, bb = [], [], []
         for f, r, vv in zip(blocks, rhs, vars_):
             keep = np.isfinite(r)
             kk, jj = np.nonzero(keep)
@@ -617,15 +728,12 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
             scale = np.abs(coef).max(axis=1)
             scale = np.where(scale > 0, scale, 1.0)
-            data.append((coef / scale[:, None]).ravel())
-            ci.append(cols.ravel())
-            ri.append(np.repeat(np.arange(base, base + m), 3))
+            data.append(coef / scale[:, None])
+            ci.append(cols)
             bb.append(r[kk, jj] / scale)
-            base += m
-        Amat = sp.csr_matrix((np.concatenate(data), (np.concatenate(ri), np.concatenate(ci))), shape=(base, nv))
-        return Amat, np.concatenate(bb)
+        return np.concatenate(ci), np.concatenate(data), np.concatenate(bb)
 
-    fixed_A, fixed_b = assemble(rows_fixed + [pos_rows], rhs_fixed + [np.zeros((pos_rows.shape[0], 1))],
+    fixed_c, fixed_d, fixed_b = assemble(rows_fixed + [pos_rows], rhs_fixed + [np.zeros((pos_rows.shape[0], 1))],
                                 [var] * len(rows_fixed) + [pos_var])
     # equalities: interior stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0; u_1 = 2 x_1 / (3 Δ_0);
     # u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})
@@ -637,7 +745,6 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
                          [1.0, -2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2])]))
     row = m + 2
     A_eq = sp.csr_matrix((ev, (er, ec)), shape=(row, nv))
-    b_eq = np.zeros(row)
     # bounds: x_0 = u_0 = x_{N-1} = u_{N-1} = 0; on the end stages the jerk is exactly x^{3/2} g(r),
     # g = p''' r² + 2 p''(Δ r) r / Δ + (2/9) p'(Δ r) / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ, p below): a bound
     # on x_1 and x_{N-2}
@@ -662,11 +769,11 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         with np.errstate(divide="ignore", invalid="ignore"):
             rv = np.clip(np.where(a2 != 0, -a1 / (2 * a2), 0.0), 0.0, 1.0)
         gmax = np.maximum(np.abs(g).max(0), np.abs(a2 * rv ** 2 + a1 * rv + g[0]))
+        jl = jlim[pts].min(axis=0)  # the stage's check points
         with np.errstate(divide="ignore"):
-            cap = np.where(np.isfinite(jlim), (jlim / gmax) ** (2 / 3), np.inf).min()
+            cap = np.where(np.isfinite(jl), (jl / gmax) ** (2 / 3), np.inf).min()
         hi[xi] = min(hi[xi], cap)
     jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
-    Jm = np.where(np.isfinite(jlim), jlim, 1.0)
     L = forms(dddq[st], 3 * ddqp, dqp)  # (K, n, 3): q''' x + 3 q'' u + q' v
     w_grid = np.zeros(N)
     w_grid[1:] += 0.5 * d
@@ -685,37 +792,43 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
     ws.update(lps=0, rows=[])
     ws.setdefault("order", None)
 
-    # all inequality rows in one CSR matrix, built once: the fixed rows, then the jerk rows (interior check
-    # points (kj) × joints with a jerk limit (jj), + then −), 3 entries each, whose values every LP rewrites
-    kj, jj = np.nonzero(np.broadcast_to(np.isfinite(jlim)[None, :], (int(interior.sum()), n)))
+    # all inequality rows, built once, 3 entries each (cols, data (m, 3), b_ub (m,)): the fixed rows, then
+    # the jerk rows (interior check points (kj) × joints with a jerk limit (jj), + then −), whose values
+    # every LP rewrites
+    kj, jj = np.nonzero(np.isfinite(jlim_p[interior]))
+    Jr = jlim_p[interior][kj, jj]  # (mj,) the limit of each jerk row
     Lj = L[interior][kj, jj, :]  # (mj, 3)
     Xj = X[interior][kj]
     mj = kj.shape[0] if jerk_on else 0
-    fn = fixed_A.nnz
-    A_ub = sp.csr_matrix((np.concatenate((fixed_A.data, np.zeros(6 * mj))),
-                          np.concatenate((fixed_A.indices, np.tile(var[interior][kj].ravel(), 2)[:6 * mj])),
-                          np.concatenate((fixed_A.indptr, fn + 3 * np.arange(1, 2 * mj + 1)))),
-                         shape=(fixed_A.shape[0] + 2 * mj, nv))
+    nf = fixed_b.shape[0]
+    cols = np.concatenate((fixed_c, np.tile(var[interior][kj], (2, 1))[:2 * mj])).astype(np.int32)
+    data = np.concatenate((fixed_d, np.zeros((2 * mj, 3))))
     b_ub = np.concatenate((fixed_b, np.zeros(2 * mj)))
+    # the stage of every inequality row: the smallest gridpoint index among its variables
+    row_stage = np.where(cols < N, cols, cols - N).min(axis=1)
+    # the end stages' rows hold x_1 (resp. x_{N-2}) alone (var repeats it, the other coefficients 0): their
+    # zero entries moved to the fixed columns x_0 and u_0, so that no row names a column twice
+    same = cols[:, 1] == cols[:, 0]
+    cols[same, 1] = 0
+    cols[same, 2] = N
+
+    all_rows = np.arange(b_ub.shape[0])
+
+    def slack_at(z, idx=None):
+        """b − A z of the inequality rows ``idx`` (None: all)."""
+        idx = all_rows if idx is None else idx
+        out = np.empty(idx.shape[0])
+        _slack_kernel(cols, data, b_ub, np.ascontiguousarray(z, dtype=float), idx, out)
+        return out
+
+    def take(idx):
+        return cols[idx], data[idx], b_ub[idx]
 
     def set_jerk_rows(xbar_pts):
-        """The jerk rows' tangents at x̄ (the check points' x) into A_ub and b_ub."""
-        if not mj:
-            return
-        xb = np.maximum(xbar_pts[interior], 1e-9 * max(float(xbar_pts.max()), 1e-12))[kj]  # (mj,)
-        # L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) scaled by √x̄ / (1.5 J) (the tangent's value at x = 0 becomes 1)
-        Ls = Lj * (np.sqrt(xb) / (1.5 * Jm[jj]))[:, None]
-        tx = Xj / (3.0 * xb)[:, None]
-        coef = np.concatenate((tx + Ls, tx - Ls))
-        # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
-        scale = np.abs(coef).max(axis=1)
-        scale = np.where(scale > 0, scale, 1.0)
-        A_ub.data[fn:] = (coef / scale[:, None]).ravel()
-        b_ub[fixed_b.shape[0]:] = 1.0 / scale
-
-    # the stage of every inequality row: the smallest gridpoint index among its variables
-    col_grid = np.where(A_ub.indices < N, A_ub.indices, A_ub.indices - N)
-    row_stage = np.minimum.reduceat(col_grid, A_ub.indptr[:-1])
+        """The jerk rows' tangents at x̄ (the check points' x) into data and b_ub."""
+        if mj:
+            _jerk_rows_kernel(np.ascontiguousarray(xbar_pts[interior], dtype=float),
+                              1e-9 * max(float(xbar_pts.max()), 1e-12), kj, Lj, Xj, Jr, nf, data, b_ub)
 
     def guessed_basis(order, z0):
         """A starting basis for the LP on rows ``order`` from a profile z0 near its answer: a vertex has as
@@ -723,17 +836,16 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
         per stage, so in each stage the row with the least slack at z0 is taken active (nonbasic at its
         bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
         singular guess is repaired by HiGHS (slack columns swapped in)."""
-        BS = _LP.status()
-        slack = b_ub[order] - A_ub[order] @ z0
+        slack = slack_at(z0, order)
         stage = row_stage[order]
         by = np.lexsort((slack, stage))  # by stage, least slack first
         least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
         active = np.zeros(order.shape[0], bool)
         active[least[np.argsort(slack[least])][:N - 3]] = True
-        col_status = [BS.kBasic] * nv
-        for c_ in (0, N - 1, N, 2 * N - 1):
-            col_status[c_] = BS.kLower
-        row_status = [BS.kLower] * A_eq.shape[0] + [BS.kUpper if a_ else BS.kBasic for a_ in active]
+        col_status = np.full(nv, _LP.BASIC, np.int8)
+        col_status[[0, N - 1, N, 2 * N - 1]] = _LP.LOWER
+        row_status = np.concatenate((np.full(A_eq.shape[0], _LP.LOWER, np.int8),
+                                     np.where(active, _LP.UPPER, _LP.BASIC).astype(np.int8)))
         return col_status, row_status
 
     def lp(xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
@@ -757,9 +869,9 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             lo_t, hi_t = lo.copy(), hi.copy()
             hi_t[1:N - 1] = np.minimum(hi[1:N - 1], _TRUST * zfull[1:N - 1])
             lo_t[1:N - 1] = np.minimum(np.maximum(lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
-        keep = (b_ub - A_ub @ z0) < _WS_SLACK
+        keep = slack_at(z0) < _WS_SLACK
         order, basis = ws["order"], None
-        if order is not None and ws["shape"] != A_ub.shape:  # a different row set: a cold start
+        if order is not None and ws["shape"] != data.shape:  # a different row set: a cold start
             order = None
         if order is not None:
             # the previous LP's rows first, in its order, with its final basis (the new rows' slacks basic):
@@ -770,33 +882,33 @@ def _solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit,
             me = A_eq.shape[0]
             # rows basic in the last basis (inactive) with much slack at z leave: removing a basic row keeps
             # the basis valid, and the model small
-            basic = np.array([st == ws["basic"] for st in row_status[me:]], bool)
-            stay = ~basic | ((b_ub[order] - A_ub[order] @ z0) < _WS_SLACK)
+            basic = row_status[me:] == _LP.BASIC
+            stay = ~basic | (slack_at(z0, order) < _WS_SLACK)
             keep[:] = False
             keep[order[stay]] = True
             keep[new] = True
             order = np.concatenate((order[stay], new))
-            basis = (col_status, row_status[:me] + [st for st, k in zip(row_status[me:], stay) if k]
-                     + [ws["basic"]] * new.shape[0])
+            basis = (col_status, np.concatenate((row_status[:me], row_status[me:][stay],
+                                                 np.full(new.shape[0], _LP.BASIC, np.int8))))
         else:
             order = np.flatnonzero(keep)
             if guess:
                 basis = guessed_basis(order, z0)
-        lpk = _LP(cost, A_eq, A_ub[order], b_ub[order], lo_t, hi_t, basis)
+        lpk = _LP(cost, A_eq, take(order), lo_t, hi_t, basis)
         res = lpk.solve()
         rounds = 1
         while res.status == 0:
-            slack = b_ub - A_ub @ res.x
+            slack = slack_at(res.x)
             if not ((slack < -1e-9) & ~keep).any():
                 break
             add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
             keep[add] = True
             order = np.concatenate((order, add))
-            res = lpk.add_rows_and_solve(A_ub[add], b_ub[add])  # from the last basis (dual simplex)
+            res = lpk.add_rows_and_solve(take(add))  # from the last basis (dual simplex)
             rounds += 1
         if res.status == 0:
-            ws["order"], ws["basis"], ws["shape"] = order, lpk.basis(), A_ub.shape
-            ws["basic"] = _LP.status().kBasic
+            ws["basis"] = lpk.basis()
+            ws["order"], ws["shape"] = (order if ws["basis"] is not None else None), data.shape
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
