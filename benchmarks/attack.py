@@ -761,7 +761,13 @@ def clients_main(argv: list[str]) -> int:
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = Node("attack_clients", context=ctx)
-    clients = [node.create_client(RetimeTrajectory, service) for _ in range(n)]
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    # a response history deeper than the clients: in rmw_fastrtps every client's reader of the service's
+    # reply topic may receive the other clients' replies too, and a keep-last 10 reader of a loaded client
+    # could lose its own behind them
+    qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+    clients = [node.create_client(RetimeTrajectory, service, qos_profile=qos) for _ in range(n)]
     executor = MultiThreadedExecutor(num_threads=2, context=ctx)
     executor.add_node(node)
     spin = threading.Thread(target=executor.spin, daemon=True)

@@ -234,12 +234,17 @@ def _run_retiming_clients(ctx, args, target, clients, grace, mix) -> dict:
     from benchmarks import attack
 
     t0 = time.monotonic()
+    log_start = target.log_size()
     res = {"mix": list(mix)}
     if not clients.go():
         res["error"] = f"clients did not start: {clients.ready_line!r}"
     res.update(attack.finish_clients(clients, args.retime_duration + grace + 120))
     t1 = time.monotonic()
     res.update(target.rss_window(t0, t1))
+    # the server's own account of answers it had to resend or gave up (nodes/responses.py) and any
+    # error it logged meanwhile: what an unanswered request looked like from the other side
+    lines = [ln.decode(errors="replace") for ln in target.log_lines_between(log_start)]
+    res["server_log"] = [ln[:300] for ln in lines if "answer " in ln or "ERROR" in ln][:20]
     res["death"] = target.check_death("retiming_clients")
     return res
 

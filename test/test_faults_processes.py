@@ -265,6 +265,9 @@ def test_simulator_process_killed_holds_then_its_restart_is_commanded(rig):
     includes start-up and DDS discovery, so the bound here is on the restart (20 s), the recovery after the
     first fresh state being bounded by the tests above."""
     probe, states, _ = rig
+    # the simulator withholds its states while another node publishes joint states (a driver): the probe's
+    # own publisher, used only to see the gravity node subscribe, goes first
+    probe.node.destroy_publisher(probe.js_pub)
     sim = _publishing(rig, lambda p: _start_simulator(p, Q_A))
     t_kill, t_restart = _kill_and_replace(rig, sim, lambda p: _start_simulator(p, Q_B))
     recovery = _outage_then_recovery(probe, states, t_kill, t_restart, fresh_timeout=20.0)
