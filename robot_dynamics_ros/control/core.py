@@ -33,7 +33,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from robot_dynamics_ros.control.joint_mapping import CLOCK_JUMP_TOLERANCE_NS, JointStateMapper, Rejection
-from robot_dynamics_ros.control.laws import clamp_effort_list
+from robot_dynamics_ros.control.laws import clamp_effort_list, wrap_angle
 
 __all__ = ["OK", "WARN", "ERROR", "StepResult", "CoreSettings", "plausibility_bounds", "ControlCore",
            "wrap_angle"]
@@ -117,11 +117,6 @@ def plausibility_bounds(model, settings: CoreSettings) -> tuple[np.ndarray, np.n
     vmax = np.asarray(model.velocity_limit, dtype=float)
     qd_max = np.where(np.isfinite(vmax) & (vmax > 0), settings.velocity_factor * vmax, np.inf)
     return q_min, q_max, qd_max
-
-
-def wrap_angle(x):
-    """``x`` (rad, scalar or array) wrapped into ``[-pi, pi)``: the short way of an angle difference."""
-    return (np.asarray(x, dtype=float) + np.pi) % (2 * np.pi) - np.pi
 
 
 class ControlCore:

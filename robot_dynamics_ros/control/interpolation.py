@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robot_dynamics_ros.control.laws import wrap_angle
+
 __all__ = [
     "TrajectoryRejected",
     "JointTrajectorySpec",
@@ -121,8 +123,7 @@ def _unwrap_short_way(pos: np.ndarray, continuous) -> None:
     c = np.asarray(continuous, dtype=bool)
     if not c.any() or len(pos) < 2:
         return
-    d = np.diff(pos[:, c], axis=0)
-    d = (d + np.pi) % (2 * np.pi) - np.pi
+    d = wrap_angle(np.diff(pos[:, c], axis=0))
     pos[1:, c] = pos[0, c] + np.cumsum(d, axis=0)
 
 
@@ -260,7 +261,7 @@ def check_trajectory_speed(spec: JointTrajectorySpec, measured: np.ndarray | Non
         d0 = pos[0] - np.asarray(measured, dtype=float)
         if continuous is not None:
             c = np.asarray(continuous, dtype=bool)
-            d0[c] = (d0[c] + np.pi) % (2 * np.pi) - np.pi
+            d0[c] = wrap_angle(d0[c])
         excess = np.abs(d0) - (allowed_v * times[0] + start_tolerance)
         j = int(np.argmax(np.where(gated, excess, -np.inf)))
         if gated[j] and excess[j] > 0:

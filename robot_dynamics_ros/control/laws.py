@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["Dynamics", "gravity_compensation", "feedforward", "computed_torque", "clamp_effort_list"]
+__all__ = ["Dynamics", "gravity_compensation", "feedforward", "computed_torque", "clamp_effort_list", "wrap_angle"]
 
 
 class Dynamics(Protocol):
@@ -110,3 +110,8 @@ def clamp_effort_list(tau: list[float], limit: list[float]) -> int:
             tau[k] = -lim
             count += 1
     return count
+
+
+def wrap_angle(x):
+    """``x`` (rad, scalar or array) wrapped into ``[-pi, pi)``: the short way of an angle difference."""
+    return (np.asarray(x, dtype=float) + np.pi) % (2 * np.pi) - np.pi

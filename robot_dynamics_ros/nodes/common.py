@@ -788,13 +788,18 @@ def steady_timer(node, period: float, callback: Callable[[], None]):
 GRAPH_CHECK_PERIOD = 1.0
 
 
+def endpoint_node(info) -> str:
+    """The fully qualified name of the node of a graph endpoint (``rclpy.topic_endpoint_info``)."""
+    return f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+
+
 def other_publishers(node, topic: str) -> tuple[list[str], int]:
     """``(names, total)``: the fully qualified node names of the publishers on ``topic`` other than
     ``node``'s own one, and the total publisher count. One endpoint named like ``node`` is the node
     itself (it has one publisher per topic); a further one is another node of the same name."""
     infos = node.get_publishers_info_by_topic(topic)
     me = f"{node.get_namespace().rstrip('/')}/{node.get_name()}"
-    names = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos]
+    names = [endpoint_node(i) for i in infos]
     if me in names:
         names.remove(me)
     return names, len(infos)
@@ -812,7 +817,6 @@ class ExclusivePublisher:
 
     def __init__(self, node, publisher, diag: Diagnostics):
         self._node, self._pub, self._diag = node, publisher, diag
-        self.blocked = False
         self.checked = False
         self.others: list[str] = []
 
@@ -829,8 +833,13 @@ class ExclusivePublisher:
         elif not others and self.blocked:
             self._node.get_logger().info(f"{topic}: no other publisher any more, publishing")
             self._diag.condition("exclusive", None)
-        self.others, self.blocked = others, bool(others)
+        self.others = others
         return not self.blocked
+
+    @property
+    def blocked(self) -> bool:
+        """Publishing is withheld: another publisher was on the topic at the last check."""
+        return bool(self.others)
 
     def allowed(self) -> bool:
         """For the publishing path: the first call checks the graph, later ones return the last verdict."""
@@ -1438,7 +1447,7 @@ class ControlShell:
     def rejected(self, rej) -> None:
         self.diag.count("rejected")
         self.last_error = f"joint_states rejected: {rej}"
-        if self.sim_time and self._clock.now().nanoseconds == 0:   # sim time reads 0 until a /clock arrives
+        if self.waiting_for_clock():
             self.last_error += "; no /clock received while use_sim_time is true"
         self.log.warning(rej.key or rej.code.name, self.last_error)
 
@@ -1518,6 +1527,10 @@ class ControlShell:
         states, total = other_publishers(node, node.sub.topic_name)
         self.diag.set("joint_states_publishers", f"{total}: {', '.join(states[:5])}")
 
+    def waiting_for_clock(self) -> bool:
+        """``use_sim_time`` and no /clock yet (sim time reads 0 until the first one arrives)."""
+        return self.sim_time and self._clock.now().nanoseconds == 0
+
     def no_state_text(self) -> str:
         """Why no joint state drives the command: no publisher, or publishers whose QoS does not match."""
         from rclpy.qos import QoSCompatibility, qos_check_compatible
@@ -1525,7 +1538,7 @@ class ControlShell:
         sub = self.node.sub
         topic = sub.topic_name
         infos = self.node.get_publishers_info_by_topic(topic)
-        if self.sim_time and self._clock.now().nanoseconds == 0:
+        if self.waiting_for_clock():
             return f"no /clock received while use_sim_time is true ({len(infos)} publisher(s) on {topic})"
         if not infos:
             return f"no joint_states received: no publisher on {topic}"
@@ -1533,7 +1546,7 @@ class ControlShell:
         for info in infos:
             compat, why = qos_check_compatible(info.qos_profile, sub.qos_profile)
             if compat == QoSCompatibility.ERROR:
-                bad.append(f"{info.node_namespace.rstrip('/')}/{info.node_name}: {why}")
+                bad.append(f"{endpoint_node(info)}: {why}")
         if bad:
             self.incompatible_qos = len(bad)
             self.diag.set("incompatible_qos", "; ".join(bad)[:300])
