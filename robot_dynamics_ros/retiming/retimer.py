@@ -368,16 +368,13 @@ class Retimer:
         """``options`` with a velocity / acceleration scale of None replaced by the model's
         ``default_velocity_scaling_factor`` / ``default_acceleration_scaling_factor`` (joint_limits.yaml),
         else 1.0: MoveIt's default scaling applies when the request gives none."""
-        if options.velocity_scale is not None and options.acceleration_scale is not None:
-            return options
         m = self.model
-        v = options.velocity_scale
-        a = options.acceleration_scale
-        if v is None:
-            v = getattr(m, "default_velocity_scaling_factor", None) or 1.0
-        if a is None:
-            a = getattr(m, "default_acceleration_scaling_factor", None) or 1.0
-        return replace(options, velocity_scale=v, acceleration_scale=a)
+
+        def pick(given, default):
+            return given if given is not None else (default or 1.0)
+
+        return replace(options, velocity_scale=pick(options.velocity_scale, m.default_velocity_scaling_factor),
+                       acceleration_scale=pick(options.acceleration_scale, m.default_acceleration_scaling_factor))
 
     # ------------------------------------------------------------------------------------------
     def _map_request(self, waypoints, joint_names, start_velocity, end_velocity, hold):
