@@ -54,14 +54,30 @@ class Probe:
         self.JointState = JointState
         self.js_pub = self.node.create_publisher(JointState, self.topics["joint_states"], 100)
         self.desc_pub = self.node.create_publisher(String, self.topics["description"], description_qos())
+        #: CLOCK_REALTIME - CLOCK_MONOTONIC: maps a DDS source timestamp (realtime) to this machine's monotonic
+        #: clock, on which the tests read their own times
+        self.realtime_minus_monotonic = time.time() - time.monotonic()
+        #: (when the node published it, monotonic s; the command): the DDS source timestamp, which a stall of
+        #: this process does not move (an arrival time would)
         self.commands: list[tuple[float, np.ndarray]] = []
         self.diagnostics: list = []
+        #: (publication time as for :attr:`commands`, DiagnosticStatus) of every status on /diagnostics
+        self.diagnostics_log: list = []
         self.node.create_subscription(Float64MultiArray, command_topic,
-                                      lambda m: self.commands.append((time.monotonic(), np.array(m.data))), 1000)
-        self.node.create_subscription(DiagnosticArray, "/diagnostics",
-                                      lambda m: self.diagnostics.extend(m.status), 100)
+                                      lambda m, info: self.commands.append((self.published_at(info),
+                                                                            np.array(m.data))), 1000)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 100)
         self.nodes = []
         self._spinner = SpinThread(self.executor, self.ctx)
+
+    def published_at(self, info) -> float:
+        """The publication time of a received message (its ``MessageInfo``) on this machine's monotonic clock."""
+        return info["source_timestamp"] * 1e-9 - self.realtime_minus_monotonic
+
+    def _on_diagnostics(self, msg, info) -> None:
+        self.diagnostics.extend(msg.status)
+        t = self.published_at(info)
+        self.diagnostics_log.extend((t, s) for s in msg.status)
 
     def add(self, node):
         self.nodes.append(node)

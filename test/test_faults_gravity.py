@@ -154,6 +154,38 @@ def test_publisher_stops_goes_stale_holds_and_recovers_on_restart(probe):
     assert node.diag.counters.get("safe", 0) >= 1
 
 
+def test_no_ok_report_for_an_input_that_went_stale_during_a_stall(probe):
+    """The executor stalls (here: a 0.4 s callback on the same executor) right after the last state: both the
+    safety timer and the diagnostics are overdue when it returns. No report published after the state went
+    stale may say OK, and the first one after the stall already says stale."""
+    timeout = 0.1
+    probe.gravity_node(state_timeout=timeout, diagnostics_period=0.05)
+    for k in range(30):
+        probe.send(position=PANDA.base_pose + 1e-3 * k)
+        time.sleep(0.005)
+    assert probe.sentinel(PANDA.base_pose)
+    t_last = time.monotonic()  # the last state's publication (it was answered)
+    stalled = []
+
+    def stall():
+        timer.cancel()
+        time.sleep(0.4)
+        stalled.append(time.monotonic())
+
+    timer = probe.node.create_timer(0.001, stall)
+    deadline = time.monotonic() + 3.0
+    while not stalled and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stalled, "the stall callback never ran"
+    time.sleep(0.3)
+    name = f"gravity_compensation_{probe.tag}:"
+    after = [(round(t - t_last, 3), s.level[0], s.message) for t, s in list(probe.diagnostics_log)
+             if t > t_last + timeout + 0.01 and s.name.startswith(name)]
+    assert after, "no diagnostics after the stall"
+    assert all(level != 0 for _, level, _ in after), after
+    assert "stale" in after[0][2], after[0]
+
+
 def test_old_and_out_of_order_stamps_are_not_answered_with_their_own_torque(probe):
     node = probe.gravity_node(state_timeout=0.1, stale_policy="zero")
     # the first message is stamped 0.5 s ago (a delayed stream): too old -> the safe command (zeros)

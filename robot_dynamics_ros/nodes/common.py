@@ -949,11 +949,15 @@ class Diagnostics:
         node: the rclpy node.
         name: the status name (default ``"<node name>: <hardware_id>"``).
         period: report period, s.
+        timer: publish from a timer of its own; False for a node whose safety timer calls
+            :meth:`publish_due` after it evaluated the state, so that a report never carries a level older
+            than that evaluation (after a stall both timers are overdue, and a report sent first would say OK
+            for an input that went stale meanwhile).
     """
 
     OK, WARN, ERROR, STALE = 0, 1, 2, 3
 
-    def __init__(self, node, hardware_id: str = "robot_dynamics_ros", period: float = 1.0):
+    def __init__(self, node, hardware_id: str = "robot_dynamics_ros", period: float = 1.0, timer: bool = True):
         from diagnostic_msgs.msg import DiagnosticArray
 
         self._node = node
@@ -971,7 +975,20 @@ class Diagnostics:
         #: standing conditions (key -> (level, text)) raised above :attr:`level` until cleared; per-message
         #: reports set the level, these persist across them (see :meth:`condition`)
         self.conditions: dict[str, tuple[int, str]] = {}
-        self._timer = steady_timer(node, period, self.publish)
+        self.period = float(period)
+        self._next_at = time.monotonic() + self.period
+        self._timer = steady_timer(node, period, self.publish) if timer else None
+
+    def publish_due(self) -> None:
+        """Publish when the period has elapsed since the last report was due (never more often than
+        called: a safety timer at ``state_timeout / 2`` bounds the rate from above)."""
+        now = time.monotonic()
+        if now < self._next_at:
+            return
+        self._next_at += self.period
+        if self._next_at <= now:   # after a stall: the next report one period from now, no burst
+            self._next_at = now + self.period
+        self.publish()
 
     def count(self, key: str, n: int = 1) -> None:
         self.counters[key] = self.counters.get(key, 0) + n
@@ -1025,7 +1042,8 @@ class Diagnostics:
             pass
 
     def destroy(self) -> None:
-        self._node.destroy_timer(self._timer)
+        if self._timer is not None:
+            self._node.destroy_timer(self._timer)
 
 
 # --------------------------------------------------------------------------- control node shells
@@ -1070,7 +1088,8 @@ CONTROL_PARAMS = [
               "rejects the message as implausible.", range=(1.0, 1e6)),
     *payload_params("the payload the model adds"),
     ParamSpec("log_period", 1.0, "Minimum seconds between two log lines of the same kind.", range=(0.0, 3600.0)),
-    ParamSpec("diagnostics_period", 1.0, "Seconds between two /diagnostics messages.", range=(0.01, 3600.0),
+    ParamSpec("diagnostics_period", 1.0, "Seconds between two /diagnostics messages, sent by the safety timer "
+              "after it checked the input (so at most every state_timeout/2).", range=(0.01, 3600.0),
               read_only=True),
 ]
 

@@ -84,7 +84,7 @@ class ComputedTorqueNode(LifecycleNode):
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = common.RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = self.diagnostics = common.Diagnostics(self, hardware_id="computed_torque",
-                                                          period=self.p["diagnostics_period"])
+                                                          period=self.p["diagnostics_period"], timer=False)
         self.shell = common.ControlShell(self, self.diag, self.log)
         self._clock = self.get_clock()
         self._epoch_ns = self._clock.now().nanoseconds
@@ -272,6 +272,7 @@ class ComputedTorqueNode(LifecycleNode):
         # the control timer runs on the node clock: when sim time stops, this steady timer publishes
         quiet, self._ticks_seen = self._control_ticks == self._ticks_seen, self._control_ticks
         self.shell.tick(self._active, lambda: self._writer, publish_safe=self._on_states or quiet)
+        self.diag.publish_due()
 
     def destroy_node(self):
         self._active = False

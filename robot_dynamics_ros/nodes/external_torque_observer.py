@@ -95,7 +95,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
         self._specs = {s.name: s for s in [*common.robot_source_params(), *shared, *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
-        self.diag = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"])
+        self.diag = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"], timer=False)
         self.diag.set_level(Diagnostics.WARN, "unconfigured")
         self._reader = JointStateReader()
         self.shell = common.ControlShell(self, self.diag, self.log)
@@ -231,18 +231,19 @@ class ExternalTorqueObserverNode(LifecycleNode):
         self.pub_collision.publish(Bool(data=bool(value)))
 
     def _tick(self) -> None:
+        """Safety timer: staleness when joint_states stop (the observer restarts), then the diagnostics."""
         core = self.core
-        if core is None or not self._active:
-            return
-        res = core.step(self.get_clock().now().nanoseconds, time.monotonic_ns()) if core.mapper.ready else None
-        if res is not None and res.tau_ext is None:
-            self.shell.report(res)
-        self.diag.set("collision", bool(core.detector.collision))
-        self.diag.set("collisions", core.detector.count)
-        self.diag.set("published", self.published)
-        self.diag.set("no_torque", core.no_torque)
-        self.diag.set("nonfinite_withheld", core.nonfinite)
-        self.diag.set("rejected_by_joint", dict(core.mapper.rejected_joints))
+        if core is not None and self._active:
+            res = core.step(self.get_clock().now().nanoseconds, time.monotonic_ns()) if core.mapper.ready else None
+            if res is not None and res.tau_ext is None:
+                self.shell.report(res)
+            self.diag.set("collision", bool(core.detector.collision))
+            self.diag.set("collisions", core.detector.count)
+            self.diag.set("published", self.published)
+            self.diag.set("no_torque", core.no_torque)
+            self.diag.set("nonfinite_withheld", core.nonfinite)
+            self.diag.set("rejected_by_joint", dict(core.mapper.rejected_joints))
+        self.diag.publish_due()
 
 
 def main(args: list[str] | None = None) -> int:

@@ -85,7 +85,7 @@ class GravityCompensationNode(LifecycleNode):
         self._specs = {s.name: s for s in [*common.robot_source_params(), *common.CONTROL_PARAMS, *PARAMS]}
         self.p = common.declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
-        self.diag = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"])
+        self.diag = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"], timer=False)
         self.diag.set_level(Diagnostics.WARN, "unconfigured")
         self._clock = self.get_clock()
         self._reader = JointStateReader()
@@ -207,6 +207,7 @@ class GravityCompensationNode(LifecycleNode):
         self.shell.tick(self._active and not self._shut, lambda: self._writer)
         self.diag.set("enabled", bool(self.p["enabled"]))
         self.diag.set("published", self.published)
+        self.diag.publish_due()
 
     # ------------------------------------------------------------------ shutdown
     def _stop(self) -> None:
