@@ -175,3 +175,21 @@ def test_a_foreign_publisher_on_the_domain_does_not_crash_track(tmp_path):
     assert s["domain_id"] == domain
     assert m["foreign_desired_states_ignored"] > 0
     assert m["samples"] > 0.9 * s["duration_s"] * s["control_rate_hz"]
+
+
+def test_report_remarks_a_mode_that_drives_the_arm_past_a_limit():
+    """A mode past a velocity or effort limit gets one note naming the mode and the fraction; a mode within
+    its limits gets none (the demo's gravity + PD lags a time-optimal trajectory and overshoots)."""
+    mode = dict(tool_error_max_mm=380.0, tool_error_rms_mm=170.0, joint_error_max_rad=0.62,
+                peak_torque_fraction=0.87, peak_velocity_fraction=2.04)
+    within = {**mode, "joint_error_max_rad": 0.008, "peak_velocity_fraction": 0.9}
+    summary = dict(robot="panda", joints=["a"], tool_frame="tcp", timing="topp-ra", duration_s=2.39,
+                   control_rate_hz=1000.0, trajectory_peak_velocity_fraction=0.9,
+                   trajectory_peak_velocity_joint="a", trajectory_peak_torque_fraction=0.74,
+                   trajectory_peak_torque_joint="a", modes={"gravity": mode, "feedforward": within},
+                   criteria={}, plot=None, bag=None)
+    lines = []
+    track_cmd.print_report(summary, log=lines.append)
+    notes = [line for line in lines if "note:" in line]
+    assert len(notes) == 1, lines
+    assert "gravity + PD" in notes[0] and "204% of the velocity limit" in notes[0] and "0.62 rad" in notes[0]
