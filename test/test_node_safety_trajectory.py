@@ -105,3 +105,30 @@ def test_no_state_yet_skips_only_the_start_check(ur5):
     fast[1] += 3.0                                    # 3 rad in 0.5 s: 6 rad/s
     with pytest.raises(TrajectoryRejected, match=r"points\[0\] -> points\[1\]"):
         core.trajectory_from_message(_traj(model.joint_names, [(0.05, far), (0.55, fast)]))
+
+
+def test_a_given_velocity_above_the_limit_is_refused_naming_point_and_joint(ur5):
+    """points[k].velocities are checked against the same factor × URDF limit, in the message's joint order."""
+    model, vlim = ur5
+    core = _core(model)
+    order = list(reversed(model.joint_names))           # the message's order differs from the model's
+    far = Q.copy()
+    far[3] += 1.0
+
+    def traj(v_mid):
+        pts = [(0.0, Q, np.zeros(model.n)), (2.0, (Q + far) / 2, v_mid), (4.0, far, np.zeros(model.n))]
+        msg = _traj(order, [(t, p[::-1]) for t, p, _ in pts])
+        for point, (_, _, v) in zip(msg.points, pts):
+            point.velocities = list(map(float, v[::-1]))
+        return msg
+
+    v_ok = np.zeros(model.n)
+    v_ok[3] = 0.99 * SPEED_FACTOR * vlim[3]
+    core.trajectory_from_message(traj(v_ok))
+    v_bad = v_ok.copy()
+    v_bad[3] = 1.1 * SPEED_FACTOR * vlim[3]
+    with pytest.raises(TrajectoryRejected) as exc:
+        core.trajectory_from_message(traj(v_bad))
+    text = str(exc.value)
+    assert "points[1].velocities" in text and f"'{model.joint_names[3]}'" in text
+    assert f"{v_bad[3]:.4g} rad/s" in text and f"{vlim[3]:g} rad/s" in text

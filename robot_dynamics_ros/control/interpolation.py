@@ -240,7 +240,10 @@ def check_trajectory_speed(spec: JointTrajectorySpec, measured: np.ndarray | Non
     Segments: the measured position -> ``points[0]`` in its ``time_from_start`` (allowed distance
     ``factor × limit × t0 + start_tolerance``; skipped when ``measured`` is None or has NaN, i.e. no state
     yet), and each ``points[k-1] -> points[k]`` (``factor × limit × Δt``). Continuous joints measure the
-    first segment the short way. Joints without a finite positive limit are not checked.
+    first segment the short way. A velocity a point gives (``points[k].velocities``) is checked against the
+    same ``factor × limit``. Joints without a finite positive limit are not checked. Average speeds and
+    given velocities are lower bounds of the interpolated peak: what is refused cannot be followed by any
+    interpolation.
 
     Args:
         spec: a validated trajectory (model order); measured: ``(n,)`` measured positions or None;
@@ -280,6 +283,14 @@ def check_trajectory_speed(spec: JointTrajectorySpec, measured: np.ndarray | Non
             raise TrajectoryRejected(
                 f"joint '{spec.joint_names[j]}', segment points[{k}] -> points[{k + 1}]: implies "
                 f"{speed[k, j]:.4g} rad/s, above {factor:g} × its velocity limit {vmax[j]:g} rad/s")
+    if spec.has_velocity.any():
+        given = np.where(spec.has_velocity[:, None] & gated[None, :],
+                         np.abs(spec.velocities) - allowed_v[None, :], -np.inf)
+        k, j = np.unravel_index(int(np.argmax(given)), given.shape)
+        if given[k, j] > 1e-12:
+            raise TrajectoryRejected(
+                f"points[{k}].velocities (joint '{spec.joint_names[j]}') = {spec.velocities[k, j]:.4g} "
+                f"rad/s, above {factor:g} × its velocity limit {vmax[j]:g} rad/s")
 
 
 def _segment_coefficients(h, q0, v0, a0, q1, v1, a1, kind):
