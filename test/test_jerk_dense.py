@@ -135,3 +135,32 @@ def test_random_paths_full_solution_within_every_limit(robot):
         binds += info[0] >= 0.99
     assert solved == want, reasons
     assert binds >= want // 2  # the jerk limit binds on most of them
+
+
+def test_motor_limits_keep_the_velocity_and_acceleration_scaling_and_the_effort_margin():
+    """With motor limits the scales still apply (MoveIt's default_*_scaling_factor / --velocity-scale),
+    and |τ| stays within margin × the URDF effort even where the motor's peak is above it. Checked on the
+    1 kHz output: finite-difference velocity and acceleration, Pinocchio RNEA torque."""
+    from robot_dynamics_ros.commands.casestudy import case_line
+
+    model = limited_model("ur10", SETTINGS["ur10"][1])
+    line = case_line(model)
+    peak = 1.5 * np.asarray(model.effort_limit, float)  # above the drive's limit: the URDF's must still hold
+    limits = MotorLimits(np.asarray(model.effort_limit, float), peak, np.full(model.n, 2.0), np.ones(model.n, bool))
+    scale = 0.5
+    opts = RetimeOptions(torque_margin=MARGIN, sample_period=PERIOD, jerk_limit=50.0, motor_limits=limits,
+                         velocity_scale=scale, acceleration_scale=scale)
+    res = Retimer(model).retime(line.q, options=opts)
+    assert res.success, res.message
+    t, q, qd, qdd = res.t, res.q, res.qd, res.qdd
+    v_fd = np.diff(q, axis=0) / np.diff(t)[:, None]
+    a_fd = np.diff(qd, axis=0) / np.diff(t)[:, None]
+    assert (np.abs(v_fd) / (scale * model.velocity_limit)).max() <= 1 + TOL
+    assert (np.abs(a_fd) / (scale * model.acceleration_limit)).max() <= 1 + TOL
+    pm = pinocchio_model("ur10")
+    data = pm.createData()
+    tau = np.array([pin.rnea(pm, data, q[k], qd[k], qdd[k]) for k in range(t.shape[0])])
+    assert (np.abs(tau) / (MARGIN * np.asarray(model.effort_limit))).max() <= 1 + TOL
+    # one of the scaled limits binds: the timing is not merely slow
+    assert max((np.abs(v_fd) / (scale * model.velocity_limit)).max(),
+               (np.abs(a_fd) / (scale * model.acceleration_limit)).max()) >= 0.95

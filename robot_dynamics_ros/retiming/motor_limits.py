@@ -211,11 +211,12 @@ def evaluate(t, tau, limits: MotorLimits, *, margin: float = 1.0) -> MotorReport
 
 
 def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, jerk_limit,
-                              period: float = 1e-3, steps: int = 6, dynamics=None, tool_speed=None):
+                              period: float = 1e-3, steps: int = 6, dynamics=None, tool_speed=None,
+                              velocity_limit=None, acceleration_limit=None, torque_limit=None):
     """Torque + jerk + rated/peak + margin: the jerk-limited timing (:func:`~.jerk.solve_jerk_limited`)
     with the torque limits of the joints that break a motor rule lowered until the rules hold.
 
-    First solved with |τ| ≤ margin · peak. Joints whose time above rated or RMS is then too high get the
+    First solved with |τ| ≤ margin · peak (and ≤ ``torque_limit``). Joints whose time above rated or RMS is then too high get the
     torque limit base + λ (margin · peak − base), λ bisected in [0, 1) — up after a λ with no profile, down
     after one that breaks a rule — (the other joints keep margin · peak),
     where base = rated (or margin · peak if lower), raised to the largest gravity torque along the path if
@@ -229,6 +230,9 @@ def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, j
             :func:`~.jerk.solve_jerk_limited`; limits: :class:`MotorLimits`; margin: fraction of the peak;
             jerk_limit: rad/s³, scalar or (n,); steps: solves of the bisection at most; tool_speed: as
             :func:`~.jerk.solve_jerk_limited`.
+        velocity_limit, acceleration_limit: (n,) rad/s, rad/s², the limits every candidate keeps (the
+            caller's scaled ones); default the model's.
+        torque_limit: (n,) N·m, a cap on top of margin · peak (the caller's margin · URDF effort); default none.
 
     Returns:
         (JerkSolution, MotorReport, λ (1.0 when no joint needed lowering), torque limit (n,), solves).
@@ -241,14 +245,18 @@ def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, j
 
     dynamics = dynamics or NewtonEulerDynamics(model)
     cap = margin * limits.peak
+    if torque_limit is not None:
+        cap = np.minimum(cap, np.asarray(torque_limit, dtype=float))
+    vlim = model.velocity_limit if velocity_limit is None else np.asarray(velocity_limit, dtype=float)
+    alim = model.acceleration_limit if acceleration_limit is None else np.asarray(acceleration_limit, dtype=float)
     gravity = np.abs(np.atleast_2d(dynamics.gravity(path(np.linspace(0.0, path.length, 400))))).max(axis=0)
     base = np.minimum(np.maximum(np.minimum(limits.rated, cap), gravity * (1 + 1e-3)), cap)
     jl = np.broadcast_to(np.asarray(jerk_limit, dtype=float), (model.n,))
 
     def attempt(tl):
         try:
-            sol = solve_jerk_limited(path, s, x_ref, dynamics, velocity_limit=model.velocity_limit,
-                                     acceleration_limit=model.acceleration_limit, torque_limit=tl, jerk_limit=jl,
+            sol = solve_jerk_limited(path, s, x_ref, dynamics, velocity_limit=vlim,
+                                     acceleration_limit=alim, torque_limit=tl, jerk_limit=jl,
                                      tool_speed=tool_speed)
         except ValueError:
             return None

@@ -789,7 +789,9 @@ class Retimer:
 
                     sol, rep, *_ = solve_within_motor_limits(self.model, seg.path, seg.s, seg.x,
                                                              motor_limits, margin=options.torque_margin,
-                                                             jerk_limit=jl, dynamics=self.dynamics)
+                                                             jerk_limit=jl, dynamics=self.dynamics,
+                                                             velocity_limit=vlim, acceleration_limit=alim,
+                                                             torque_limit=tlim)
                     motor = rep.as_dict(self.model.joint_names)
                 else:
                     sol = solve_jerk_limited(seg.path, seg.s, seg.x, self.dynamics, velocity_limit=vlim,
