@@ -217,7 +217,11 @@ class JerkSolution:
             sdd[mid] = ui + v * sig
             sddd[mid] = v * sd[mid]
         q, dq, ddq = self.path.evaluate(s)
-        dddq = third_derivative(self.path, np.minimum(s, s_g[-1] * (1 - 1e-15)))
+        # the path's third derivative jumps at a knot (a gridpoint): take it from inside the stage the time
+        # fell in, so that it goes with that stage's path jerk (a time a rounding error off a gridpoint lands
+        # in the neighbouring stage with s on the knot, and the knot's other side gave a 2x jerk spike)
+        inner = 1e-9 * d[i]
+        dddq = third_derivative(self.path, np.clip(s, s_g[i] + inner, s_g[i + 1] - inner))
         qd = dq * sd[:, None]
         qdd = dq * sdd[:, None] + ddq * (sd ** 2)[:, None]
         jerk = dq * sddd[:, None] + 3 * ddq * (sd * sdd)[:, None] + dddq * (sd ** 3)[:, None]
