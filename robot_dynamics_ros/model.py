@@ -238,10 +238,18 @@ class RobotModel:
         self.joint_types: tuple[str, ...] = tuple(j.type for j in joints)
         self.default_velocity_scaling_factor: float | None = None
         self.default_acceleration_scaling_factor: float | None = None
+        unknown: list[str] = []
         if joint_limits is not None:
-            self._apply_joint_limits(joint_limits)
+            unknown = self._apply_joint_limits(joint_limits)
         self.massless_joints: tuple[str, ...] = self._find_massless()
         warnings = list(description.warnings)
+        if unknown:
+            # MoveIt ignores them too: one joint_limits.yaml often serves an arm with and without its gripper
+            msg = (f"joint limits {unknown[0]}: entries for joints not in {quote_name(d.name)} ignored: "
+                   f"{quote_names(unknown[1:])} (as MoveIt does)")
+            if strict:
+                raise UserError(msg + " [strict]")
+            warnings.append(msg)
         if self.massless_joints:
             msg = (f"URDF {d.source}: joints {quote_names(self.massless_joints)} move links that "
                    "carry no mass or inertia, so M(q) is singular: gravity and inverse dynamics are defined, "
@@ -324,7 +332,9 @@ class RobotModel:
                 out.append(jn)
         return tuple(out)
 
-    def _apply_joint_limits(self, joint_limits) -> None:
+    def _apply_joint_limits(self, joint_limits) -> list[str]:
+        """Apply a joint_limits mapping or file; returns ``[where, *names]`` of its entries for joints this
+        robot does not have (ignored), or ``[]``."""
         where = "joint_limits"
         if isinstance(joint_limits, (str, Path)):
             where = str(joint_limits)
@@ -346,9 +356,11 @@ class RobotModel:
                   "max_effort": ("has_effort_limits", self.effort_limit),
                   "min_position": ("has_position_limits", self.lower),
                   "max_position": ("has_position_limits", self.upper)}
+        unknown = []
         for jn, entry in data.items():
             if jn not in self.description.joints:
-                raise UserError(f"{where}: joint {quote_name(jn)} is not a joint of {quote_name(self.description.name)}")
+                unknown.append(str(jn))
+                continue
             if jn not in self.index:  # held, mimic or fixed: nothing to limit
                 continue
             if not isinstance(entry, Mapping):
@@ -370,6 +382,7 @@ class RobotModel:
             if self.lower[i] > self.upper[i]:
                 raise UserError(f"{where}: joint {quote_name(jn)} min_position {self.lower[i]} > max_position "
                                 f"{self.upper[i]}")
+        return [where, *unknown] if unknown else []
 
     # ----------------------------------------------------------------------------------------------
     @property

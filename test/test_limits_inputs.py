@@ -289,3 +289,22 @@ def test_motor_limits_bare_name_is_looked_up_in_config_like_joint_limits(tmp_pat
         velocity_scaling=0.0, acceleration_scaling=0.0, torque_margin=0.0, path_tolerance=0.0, sample_period=0.0,
         jerk_scaling=0.0, gridpoints=0), dict(PARAMS, motor_limits_path="ur10_motor_limits.yaml"))
     assert yaml.safe_load(open(options.motor_limits).read())["motor_limits"] == rules
+
+
+def test_joint_limits_entries_for_joints_the_urdf_lacks_are_ignored_with_a_warning(tmp_path):
+    """A MoveIt joint_limits.yaml written for the arm and its gripper, used with the arm's URDF: the gripper
+    entry is ignored (MoveIt does the same) and named in one warning; the arm's entries apply; --strict
+    refuses."""
+    import xml.etree.ElementTree as ET
+
+    urdf = str(ROBOTS["ur5"].path)
+    names = [j.get("name") for j in ET.parse(urdf).getroot().iter("joint") if j.get("type") != "fixed"]
+    path = tmp_path / "joint_limits.yaml"
+    path.write_text(yaml.safe_dump({"joint_limits": {
+        names[1]: {"has_acceleration_limits": True, "max_acceleration": 2.5},
+        "gripper_finger_joint": {"has_velocity_limits": True, "max_velocity": 1.0}}}))
+    model = RobotModel.from_urdf(urdf, joint_limits=str(path))
+    assert model.acceleration_limit[model.index[names[1]]] == 2.5
+    assert [w for w in model.warnings if "gripper_finger_joint" in w and "ignored" in w and str(path) in w]
+    with pytest.raises(UserError, match="gripper_finger_joint"):
+        RobotModel.from_urdf(urdf, joint_limits=str(path), strict=True)
