@@ -45,8 +45,8 @@ def data_file(subdir: str, name: str) -> Path | None:
 
 def resolve_config_file(value: str) -> str:
     """A parameter naming a config file: an existing path (``~`` expanded) stays as given; a bare file name
-    (no directory part) found in the package's ``config/`` becomes that file's path; anything else is
-    returned unchanged (the reader then names it in its error). Empty stays empty."""
+    (no directory part, ``.yaml`` optional) found in the package's ``config/`` becomes that file's path;
+    anything else is returned unchanged (the reader then names it in its error). Empty stays empty."""
     text = str(value or "").strip()
     if not text:
         return ""
@@ -54,7 +54,9 @@ def resolve_config_file(value: str) -> str:
     if path.is_file():
         return str(path)
     if path.name == text:
-        found = data_file("config", text)
-        if found is not None:
-            return str(found)
+        # "ur10_motor_limits" as well as "ur10_motor_limits.yaml"
+        for name in (text,) if path.suffix in (".yaml", ".yml") else (text, text + ".yaml"):
+            found = data_file("config", name)
+            if found is not None:
+                return str(found)
     return text

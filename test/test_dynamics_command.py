@@ -67,3 +67,9 @@ def test_bad_input_one_line(capsys, argv, message):
     assert main(["dynamics", "--urdf", "planar_2r", *argv]) == 1
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
+
+
+def test_a_joint_named_twice_is_refused(capsys):
+    """``--q elbow=1,elbow=2`` is ambiguous (the CSV reader and the service refuse duplicates too)."""
+    assert main(["dynamics", "--urdf", "planar_2r", "--q", "joint1=1.0,joint1=2.0"]) != 0
+    assert "joint 'joint1' appears twice" in capsys.readouterr().err

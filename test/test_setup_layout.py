@@ -52,6 +52,7 @@ def test_config_files_resolve_through_the_ament_index_first(tmp_path, monkeypatc
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(prefix))
     assert share.share_dirs()[0] == prefix / "share" / "robot_dynamics_ros"
     assert share.resolve_config_file("panda_joint_limits.yaml") == str(installed)
+    assert share.resolve_config_file("panda_joint_limits") == str(installed)  # the bare name, as the README's
     assert share.resolve_config_file("no_such.yaml") == "no_such.yaml"  # the reader then names it
     assert share.resolve_config_file(str(ROOT / "config" / "ur5.yaml")) == str(ROOT / "config" / "ur5.yaml")
     # without an index: the source checkout's config/

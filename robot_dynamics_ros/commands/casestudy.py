@@ -348,7 +348,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                              "rated = 2/3 of the URDF effort, peak = effort, 2 s")
     parser.add_argument("--tool-speed", type=float, default=None, metavar="V",
                         help="limit on the tool's linear speed, m/s (full solution only; default none)")
-    parser.add_argument("--plot", default="casestudy.png", help="figure file (PNG); '' for none")
+    parser.add_argument("--plot", default="casestudy.png", help="figure file (PNG); 'none' (or '') for none")
     parser.add_argument("--no-sim", action="store_true", help="skip the MuJoCo tracking runs")
 
 
@@ -366,6 +366,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--tool-speed {args.tool_speed}: must be a positive number of m/s")
     if not (args.jerk_limit > 0 and math.isfinite(args.jerk_limit)):
         raise UserError(f"--jerk-limit {args.jerk_limit}: must be a positive number of rad/s³")
+    if args.plot in ("none", "None"):   # as identify's --plot none
+        args.plot = ""
     if args.plot:
         check_output_path(args.plot, "--plot")
     model = case_model(args.payload)

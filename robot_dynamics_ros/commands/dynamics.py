@@ -47,11 +47,15 @@ def parse_vector(text: str | None, joint_names: tuple[str, ...], what: str) -> n
     out = np.zeros(n)
     if items and all("=" in s for s in items):
         index = {jn: i for i, jn in enumerate(joint_names)}
+        seen: set[str] = set()
         for s in items:
             name, _, value = s.partition("=")
             name = name.strip()
             if name not in index:
                 raise UserError(f"{what}: '{name}' is not an actuated joint (joints: {', '.join(joint_names)})")
+            if name in seen:
+                raise UserError(f"{what}: joint '{name}' appears twice")
+            seen.add(name)
             out[index[name]] = number(value, f"{what} {name}")
         return out
     if any("=" in s for s in items):
