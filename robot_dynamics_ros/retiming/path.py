@@ -245,6 +245,63 @@ def _prepare(wp, tol, cos_threshold):  # pragma: no cover - compiled
     return keep, turn, kept, total, offset
 
 
+#: at most this many kept rows are replaced by one chord (bounds the simplification's cost per chord)
+MAX_CHORD_SPAN = 256
+
+
+@njit(cache=True, nogil=True)
+def _segment_distance(wp, a, b, r):  # pragma: no cover - compiled
+    """Euclidean distance of row r from the segment between rows a and b."""
+    n = wp.shape[1]
+    dd = 0.0
+    dr = 0.0
+    for j in range(n):
+        d = wp[b, j] - wp[a, j]
+        dd += d * d
+        dr += (wp[r, j] - wp[a, j]) * d
+    t = 0.0 if dd == 0.0 else min(max(dr / dd, 0.0), 1.0)
+    acc = 0.0
+    for j in range(n):
+        e = wp[r, j] - wp[a, j] - t * (wp[b, j] - wp[a, j])
+        acc += e * e
+    return np.sqrt(acc)
+
+
+@njit(cache=True, nogil=True)
+def _simplify(wp, kidx, protect, offset, tol):  # pragma: no cover - compiled
+    """Greedy chord simplification of the kept rows ``kidx`` (K,) of ``wp``: from each kept anchor, the
+    chord goes to the farthest kept row (at most :data:`MAX_CHORD_SPAN` on, never past a ``protect``-ed one)
+    such that every input row in between is within ``tol`` (Euclidean) of it. Returns keep (K,) and the
+    new chords' offsets (K,) (index of the chord's first kept row): the largest such distance, or the
+    merge's ``offset`` for a chord to the next kept row."""
+    k_count = kidx.shape[0]
+    keep = np.zeros(k_count, dtype=np.bool_)
+    new_off = np.zeros(k_count)
+    keep[0] = True
+    anchor = 0
+    while anchor < k_count - 1:
+        best = anchor + 1
+        best_off = offset[anchor]
+        if not protect[best]:
+            e = best + 1
+            while e < k_count and e - anchor <= MAX_CHORD_SPAN:
+                worst = 0.0
+                for r in range(kidx[anchor] + 1, kidx[e]):
+                    worst = max(worst, _segment_distance(wp, kidx[anchor], kidx[e], r))
+                    if worst > tol:
+                        break
+                if worst > tol:
+                    break
+                best, best_off = e, worst
+                if protect[e]:
+                    break
+                e += 1
+        keep[best] = True
+        new_off[anchor] = best_off
+        anchor = best
+    return keep, new_off
+
+
 def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_threshold: float = 0.0):
     """Merge waypoints close to their predecessor and find direction reversals, in one compiled pass.
 
@@ -277,6 +334,41 @@ def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_
     bounds = [0, *turns, count - 1]
     segments = [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)] if count > 1 else [(0, 0)]
     return kept, idx, segments, dropped, total, offset[:max(count - 1, 0)]
+
+
+def simplify_chords(waypoints, kept_index, segments, offset, tol: float):
+    """Drop kept waypoints that lie within ``tol`` (Euclidean, rad / m) of a chord between kept waypoints
+    further apart (:func:`_simplify`); segment ends (the path's ends, reversals) stay.
+
+    On a dense recorded path, jitter far below the path tolerance would otherwise become curvature of a
+    spline through every sample, on which the acceleration limits bind (5 µrad of noise on a 5000-sample
+    path made it 5× slower). A new chord's offset is the largest distance of an input row from it: the
+    input polyline runs from the chord's start to its end inside that distance of it, so it crosses every
+    hyperplane normal to the chord within that distance of the chord point there — every chord point is
+    that close to the input polyline (a bound in the infinity norm too).
+
+    Args:
+        waypoints: (W, n) the input rows; kept_index, segments, offset: as :func:`prepare_waypoints` returns
+            them; tol: rad / m.
+    Returns:
+        (kept (W'', n), kept_index (W''), segments, dropped (D,) rows of the input no longer kept by this
+        step, length of the kept path, offset (W''-1,)).
+    """
+    wp = np.ascontiguousarray(waypoints, dtype=float)
+    idx = np.asarray(kept_index, dtype=np.int64)
+    count = idx.shape[0]
+    none = np.zeros(0, dtype=np.int64)
+    if count <= 2:
+        return wp[idx], idx, segments, none, float(np.linalg.norm(np.diff(wp[idx], axis=0), axis=1).sum()), offset
+    protect = np.zeros(count, dtype=np.bool_)
+    protect[[b for seg in segments for b in seg]] = True
+    keep, off = _simplify(wp, np.ascontiguousarray(idx), protect, np.append(offset, 0.0), float(tol))
+    sel = np.flatnonzero(keep)
+    remap = np.cumsum(keep) - 1
+    segments = [(int(remap[a]), int(remap[b])) for a, b in segments]
+    kept = wp[idx[sel]]
+    total = float(np.linalg.norm(np.diff(kept, axis=0), axis=1).sum())
+    return kept, idx[sel], segments, idx[~keep], total, off[sel[:-1]]
 
 
 def _unit(v, n):

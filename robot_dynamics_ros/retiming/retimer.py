@@ -33,7 +33,7 @@ from robot_dynamics_ros.retiming.constraints import (build_constraints, build_ro
 from robot_dynamics_ros.retiming import path as _path
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
-from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints
+from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints, simplify_chords
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
 
@@ -565,6 +565,10 @@ class Retimer:
             shown = ", ".join(str(i) for i in dropped[:10]) + (" ..." if dropped.size > 10 else "")
             notes.append(f"merged {dropped.size} waypoint(s) within path_tolerance/2 = {0.5 * tol:g} of the "
                          f"previous kept one at index {shown}")
+        kept, kept_idx, bounds, on_chords, total, offset = simplify_chords(wp, kept_idx, bounds, offset, 0.5 * tol)
+        if on_chords.size:
+            notes.append(f"{on_chords.size} more within path_tolerance/2 of the chord between the waypoints "
+                         f"around them ({kept.shape[0]} kept)")
         warn = self._warnings(options)
         timings = {}
         if kept.shape[0] == 1:  # zero-length path: a zero-duration trajectory at rest
