@@ -105,6 +105,9 @@ _SUBDIVISIONS = 2
 #: the first linearization point comes from the problem on the knots (where at most half the gridpoints)
 #: or every _COARSE-th gridpoint (paths of at least _COARSE_MIN gridpoints, recursively), solved with at
 #: most _COARSE_ITERATIONS SLP iterations
+#: relative excess over a limit on the verification samples an output may keep after the last round (the
+#: dense checks' tolerance); a larger one is refused
+ACCEPT_TOL = 1e-3
 _COARSE = 4
 _COARSE_MIN = 40
 _COARSE_ITERATIONS = 4
@@ -467,7 +470,7 @@ def _check_points(s, M=None):
 
 def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
                        jerk_limit, max_iterations: int = 15, rtol: float = 1e-3, margin: float = 1e-4,
-                       verify_period: float | None = 1e-3, max_rounds: int = 3,
+                       verify_period: float | None = 1e-3, max_rounds: int = 6,
                        verify_tol: float = 2e-4, tool_speed=None) -> JerkSolution:
     """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits,
     verified on the output.
@@ -477,7 +480,8 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
     jerk by eq. (1), torque by ``dynamics``); where a joint's limit is exceeded by a ratio r > 1 +
     ``verify_tol`` on a stage (r the largest over the stage's samples), that joint's limit at the stage's
     check points is divided by r (and tightened by ``margin``) — the rest of the path keeps its limits —
-    and the problem solved again from the last profile and LP basis, at most ``max_rounds`` times (None:
+    and the problem solved again from the last profile and LP basis, at most ``max_rounds`` times (then a
+    ValueError if a limit is still exceeded by more than :data:`ACCEPT_TOL`; ``verify_period`` None:
     no verification; the tool speed limit, one number, is divided as a whole). Where ``x_ref`` is 0 inside the path
     (the torque-only timing stops there, so every timing must), the parts between the stops are timed rest
     to rest and joined (:func:`_through_stops`).
@@ -517,7 +521,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
                           margin=margin, tool_speed=None if tool_speed is None else (tool_speed[0], work[4][0]),
                           start=start, warm=warm)
         lp_ms += sol.lp_ms
-        if verify_period is None or round_ == max_rounds:
+        if verify_period is None:
             break
         t = np.append(np.arange(0.0, sol.duration, verify_period), sol.duration)
         s_t, _, _, _, q, qd, qdd, jerk = sol.sample(t)
@@ -527,7 +531,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
         values = [np.abs(qd), np.abs(qdd), None, np.abs(jerk)]
         if np.isfinite(lims[2]).any():
             values[2] = np.abs(np.atleast_2d(dynamics.rnea(q, qd, qdd)))
-        over = False
+        over, worst_ratio = False, 1.0
         for k, val in enumerate(values):
             if val is None:
                 continue
@@ -535,7 +539,7 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
                 ratio = np.where(np.isfinite(lims[k])[None, :], val / lims[k][None, :], 0.0)  # (samples, n)
             bad = ratio > 1.0 + verify_tol
             if bad.any():
-                over = True
+                over, worst_ratio = True, max(worst_ratio, float(ratio.max()))
                 worst = np.ones((N - 1, ratio.shape[1]))  # per stage and joint
                 np.maximum.at(worst, stage, np.where(bad, ratio, 1.0))
                 point = np.ones_like(work[k])  # per check point: the worst of the stages it belongs to
@@ -546,10 +550,13 @@ def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration
         if tool_speed is not None:
             ratio = float(tool_speed[0](q, qd).max()) / lims[4][0]
             if ratio > 1.0 + verify_tol:
-                over = True
+                over, worst_ratio = True, max(worst_ratio, ratio)
                 work[4] = work[4] / ratio * (1.0 - margin)
-        if not over:
+        if not over or (round_ == max_rounds and worst_ratio <= 1.0 + ACCEPT_TOL):
             break
+        if round_ == max_rounds:   # never an output further above a limit: refused, naming the excess
+            raise ValueError(f"jerk-limited timing: a limit is still exceeded by {worst_ratio - 1.0:.3%} on the "
+                             f"{verify_period:g} s samples after {max_rounds + 1} solves")
         start = sol
     sol.rounds = round_ + 1
     sol.lp_ms = lp_ms
