@@ -184,8 +184,11 @@ def test_joint_limits_yaml_and_held_and_gravity(tmp_path):
     np.testing.assert_array_equal(m.acceleration_limit, [5.0, np.inf])
     np.testing.assert_array_equal(m.velocity_limit, [1.5, 3.0])  # joint2 keeps the URDF's 3.0
     np.testing.assert_array_equal(m.effort_limit, [60.0, 30.0])
+    # a joint the URDF lacks: ignored with a warning (as MoveIt), refused when strict
+    lenient = RobotModel.from_urdf(ROBOTS["planar_2r"].path, joint_limits={"elbow": {}})
+    assert any("'elbow'" in w for w in lenient.warnings)
     with pytest.raises(UserError, match="'elbow'"):
-        RobotModel.from_urdf(ROBOTS["planar_2r"].path, joint_limits={"elbow": {}})
+        RobotModel.from_urdf(ROBOTS["planar_2r"].path, joint_limits={"elbow": {}}, strict=True)
     with pytest.raises(UserError, match=r"joint 'joint1'.*max_acceleration"):
         RobotModel.from_urdf(ROBOTS["planar_2r"].path,
                              joint_limits={"joint1": {"has_acceleration_limits": True, "max_acceleration": -1}})
