@@ -947,7 +947,9 @@ class Diagnostics:
 
     Args:
         node: the rclpy node.
-        name: the status name (default ``"<node name>: <hardware_id>"``).
+        name: the status name, ``"<fully qualified node name>: <hardware_id>"`` (diagnostic_updater's
+            ``"<node name>: <task>"`` shape, with the namespace, so that ``/r1/gravity_compensation`` and
+            ``/r2/gravity_compensation`` stay two entries in diagnostic_aggregator / rqt_robot_monitor).
         period: report period, s.
         timer: publish from a timer of its own; False for a node whose safety timer calls
             :meth:`publish_due` after it evaluated the state, so that a report never carries a level older
@@ -961,7 +963,7 @@ class Diagnostics:
         from diagnostic_msgs.msg import DiagnosticArray
 
         self._node = node
-        self.name = f"{node.get_name()}: {hardware_id}"
+        self.name = f"{node.get_fully_qualified_name()}: {hardware_id}"
         self.hardware_id = hardware_id
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.counters: dict[str, int] = {}
