@@ -115,3 +115,25 @@ def test_two_control_nodes_on_one_command_topic_warn_naming_each_other():
                 break
             time.sleep(0.02)
         assert g.level[0] == 0 and c_name not in g.message, g
+
+
+def test_waiting_for_joint_states_is_one_line_per_log_period():
+    """computed_torque at 500 Hz with no joint_states publisher: one warning per log_period naming the cause,
+    not a per-tick line with a count of suppressed ticks plus a second line for the same condition."""
+    from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
+
+    period, seconds = 0.5, 2.2
+    with RosWorld("waiting_peer") as w:
+        ct = w.add(ComputedTorqueNode(context=w.ctx, parameter_overrides=[
+            Parameter("urdf_path", value="ur5"), Parameter("control_rate", value=500.0),
+            Parameter("log_period", value=period),
+            Parameter("joint_states_topic", value="/ns_waiting/joint_states"),
+            Parameter("controller_name", value="ns_waiting_controller")]))
+        rec = Recorder(None)
+        ct.log._logger = rec
+        w.spin(seconds)
+    lines = [text for level, text in rec.lines if "joint_states" in text]
+    assert lines, rec.lines
+    assert len(lines) <= int(seconds / period) + 1, lines            # at most one per log_period
+    assert all("similar suppressed" not in t for t in lines), lines
+    assert all("no publisher on /ns_waiting/joint_states" in t for t in lines), lines

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_dynamics_ros.control.core import WAITING_FOR_STATES
 from robot_dynamics_ros.nodes.responses import patient_service
 
 __all__ = [
@@ -890,6 +891,12 @@ class RateLimitedLog:
             self._logger.info(text)
         return True
 
+    def due(self, key: str) -> bool:
+        """Whether a line of ``key`` would be logged now (nothing is counted): for a condition checked on
+        every tick, so that its line, once per ``period``, carries no count of the ticks in between."""
+        last = self._last.get(key)
+        return last is None or self._clock() - last >= self._period
+
     def info(self, key: str, text: str) -> bool:
         return self._emit("info", key, text)
 
@@ -1478,6 +1485,8 @@ class ControlShell:
         if res.level == Diagnostics.OK:
             return
         self.last_error = res.reason
+        if res.reason == WAITING_FOR_STATES:
+            return      # the no-joint-state condition: one line per log_period from tick(), naming the cause
         key = reason_key("step", res.reason)
         if res.level >= Diagnostics.ERROR:
             self.log.error(key, res.reason)
@@ -1514,11 +1523,14 @@ class ControlShell:
         if since is not None and time.monotonic() - since > max(float(node.p["state_timeout"]), 1.0) \
                 and not core.fault:
             text = self.no_state_text()
-            self.log.warning("no_state", text)
+            if self.log.due("no_state"):
+                self.log.warning("no_state", text)
             if res is not None and res.safe:   # keep the safe command's reason (and level) first
                 diag.set_level(max(res.level, Diagnostics.WARN), f"{res.reason}; {text}")
             else:
                 diag.set_level(Diagnostics.WARN, text)
+        elif mapper.accepted == 0 and not core.fault and self.log.due("no_state"):
+            self.log.warning("no_state", f"{WAITING_FOR_STATES}: {self.no_state_text()}")
         diag.set("state_age_s", round(mapper.age(now_ns, time.monotonic_ns()), 6) if mapper.ready else "never")
         diag.set("clamp_count", core.clamped)
         diag.set("rejected_by_joint", dict(mapper.rejected_joints))
