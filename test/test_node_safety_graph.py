@@ -95,7 +95,8 @@ def test_two_control_nodes_on_one_command_topic_warn_naming_each_other():
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             probe.send()
-            g, c = _status_of(probe, grav.get_fully_qualified_name() + ":"), _status_of(probe, ct.get_fully_qualified_name() + ":")
+            g = _status_of(probe, grav.get_fully_qualified_name() + ":")
+            c = _status_of(probe, ct.get_fully_qualified_name() + ":")
             if g and c and c_name in g.message and g_name in c.message:
                 break
             time.sleep(0.02)

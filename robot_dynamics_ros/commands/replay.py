@@ -116,7 +116,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------------------------- parameters
 def node_parameters(params_files: list[str], node: str) -> dict[str, Any]:
     """The node's parameters as the files set them to the node ``/<node>`` (every section that applies, as
-    rclpy applies it: :func:`robot_dynamics_ros.commands.run.section_applies`; later ones win), nested keys dotted (``gains.j1.kp``). Only what the files set; the node's defaults are not included.
+    rclpy applies it: :func:`robot_dynamics_ros.commands.run.section_applies`; later ones win), nested keys
+    dotted (``gains.j1.kp``). Only what the files set; the node's defaults are not included.
 
     Raises:
         UserError: unreadable / invalid file (see :func:`robot_dynamics_ros.commands.run.check_params_file`).
