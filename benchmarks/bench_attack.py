@@ -164,7 +164,7 @@ def log_summary(log, t0: float, t1: float, limit: int = 4) -> dict:
 def counter_delta(ctx, target, node: str, t0: float, t1: float) -> dict:
     """Change of the node's diagnostic counters (integer values, e.g. received / rejected / stale) from its
     last status before ``t0`` to its last status up to ``t1`` + 0.15 s (the period is 0.1 s)."""
-    statuses = [d for d in ctx.rec.diagnostics.get(f"/{target.cfg.tag}/diagnostics", []) if d[2].startswith(node)]
+    statuses = [d for d in ctx.rec.diagnostics.get(f"/{target.cfg.tag}/diagnostics", []) if d[2].startswith(f"/{target.cfg.tag}/{node}:")]
     before = [d[3] for d in statuses if d[0] <= t0]
     after = [d[3] for d in statuses if d[0] <= t1 + 0.15]
     if not after:

@@ -39,7 +39,7 @@ def generate_launch_description():
             default_value=[
                 PathJoinSubstitution([FindPackageShare("robot_dynamics_ros"), "config", LaunchConfiguration("robot")]),
                 ".yaml"],
-            description="Parameters YAML with a section per node (node_name: ros__parameters: ...)."),
+            description="Parameters YAML with a section per node (/**/node_name: ros__parameters: ...)."),
         DeclareLaunchArgument(
             "urdf_path", default_value="",
             description="URDF file or bundled robot name; empty: the params_file's urdf_path."),

@@ -5,7 +5,7 @@
         controller_name:=ur_effort_controller use_sim_time:=true
     ros2 launch robot_dynamics_ros computed_torque.launch.py robot_description_topic:=/robot_description
 
-Parameters come from ``params_file`` (default ``config/<robot>.yaml``, section ``computed_torque``: mode,
+Parameters come from ``params_file`` (default ``config/<robot>.yaml``, section ``/**/computed_torque``: mode,
 per-joint gains ``gains.<joint>.{p,d,kp,kd}``, ...); an argument left empty keeps the file's value, a
 given one overrides it. Trajectories go to ``/computed_torque/joint_trajectory``; commands to
 ``/<controller_name>/commands`` (a ros2_control forward effort controller's topic).
@@ -55,7 +55,7 @@ def generate_launch_description():
             default_value=[
                 PathJoinSubstitution([FindPackageShare("robot_dynamics_ros"), "config", LaunchConfiguration("robot")]),
                 ".yaml"],
-            description="Parameters YAML (node_name: ros__parameters: ...)."),
+            description="Parameters YAML (/**/node_name: ros__parameters: ...)."),
         DeclareLaunchArgument(
             "urdf_path", default_value="",
             description="URDF file or bundled robot name; empty: the params_file's urdf_path."),

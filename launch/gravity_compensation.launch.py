@@ -6,7 +6,7 @@
         params_file:=/path/arm.yaml joints:="[j1, j2, j3]" controller_name:=arm_effort_controller
     ros2 launch robot_dynamics_ros gravity_compensation.launch.py robot_description_topic:=/robot_description
 
-Parameters come from ``params_file`` (default ``config/<robot>.yaml``, section ``gravity_compensation``);
+Parameters come from ``params_file`` (default ``config/<robot>.yaml``, section ``/**/gravity_compensation``);
 an argument left empty keeps the file's value, a given one overrides it. The node commands once per
 received joint state (it has no rate of its own). Its parameters are documented in docs/nodes.md.
 """
@@ -51,7 +51,7 @@ def generate_launch_description():
             default_value=[
                 PathJoinSubstitution([FindPackageShare("robot_dynamics_ros"), "config", LaunchConfiguration("robot")]),
                 ".yaml"],
-            description="Parameters YAML (node_name: ros__parameters: ...)."),
+            description="Parameters YAML (/**/node_name: ros__parameters: ...)."),
         DeclareLaunchArgument(
             "urdf_path", default_value="",
             description="URDF file or bundled robot name; empty: the params_file's urdf_path."),

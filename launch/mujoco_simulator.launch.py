@@ -4,7 +4,7 @@ efforts and publishes /joint_states.
     ros2 launch robot_dynamics_ros mujoco_simulator.launch.py robot:=panda
     ros2 launch robot_dynamics_ros mujoco_simulator.launch.py robot:=ur5 rate:=250 controller_name:=arm_ctrl
 
-Parameters come from ``params_file`` (default ``config/<robot>.yaml``, section ``mujoco_simulator``); an
+Parameters come from ``params_file`` (default ``config/<robot>.yaml``, section ``/**/mujoco_simulator``); an
 argument left empty keeps the file's value, a given one overrides it. It publishes /clock only with the
 file's ``publish_clock: true``; otherwise keep use_sim_time false with it. all.launch.py includes this file
 when ``sim:=true``.
@@ -54,7 +54,7 @@ def generate_launch_description():
             default_value=[
                 PathJoinSubstitution([FindPackageShare("robot_dynamics_ros"), "config", LaunchConfiguration("robot")]),
                 ".yaml"],
-            description="Parameters YAML (node_name: ros__parameters: ...)."),
+            description="Parameters YAML (/**/node_name: ros__parameters: ...)."),
         DeclareLaunchArgument(
             "urdf_path", default_value="",
             description="URDF file or bundled robot name; empty: the params_file's urdf_path."),

@@ -4,7 +4,7 @@
     ros2 launch robot_dynamics_ros retiming.launch.py robot:=ur5 joint_limits:=/path/ur5_joint_limits.yaml
     ros2 launch robot_dynamics_ros retiming.launch.py robot_description_topic:=/robot_description
 
-Parameters come from ``params_file`` (default ``config/<robot>.yaml``, section ``retiming_service``); an
+Parameters come from ``params_file`` (default ``config/<robot>.yaml``, section ``/**/retiming_service``); an
 argument left empty keeps the file's value. Acceleration limits come from the MoveIt-style
 ``joint_limits`` file (default ``config/<robot>_joint_limits.yaml``; URDFs carry none).
 """
@@ -49,7 +49,7 @@ def generate_launch_description():
             default_value=[
                 PathJoinSubstitution([FindPackageShare("robot_dynamics_ros"), "config", LaunchConfiguration("robot")]),
                 ".yaml"],
-            description="Parameters YAML (node_name: ros__parameters: ...)."),
+            description="Parameters YAML (/**/node_name: ros__parameters: ...)."),
         DeclareLaunchArgument(
             "urdf_path", default_value="",
             description="URDF file or bundled robot name; empty: the params_file's urdf_path."),

@@ -134,7 +134,7 @@ class Probe:
 
     def last_status(self):
         for s in reversed(self.diagnostics):
-            if s.name.startswith(f"gravity_compensation_{self.tag}:"):
+            if s.name.startswith(f"/gravity_compensation_{self.tag}:"):
                 return s
         return None
 

@@ -256,11 +256,15 @@ class _LaunchFile:
         except yaml.YAMLError as exc:
             self.problem(entry, f"parameters file '{path}' is not valid YAML: {exc}")
             return
-        for section in ("/**", f"/{node_name}", node_name):
-            body = data.get(section) if isinstance(data, dict) else None
-            if body is None:
+        from robot_dynamics_ros.commands.run import param_sections, section_applies
+
+        if not isinstance(data, dict):
+            self.problem(entry, f"parameters file '{path}' is not a mapping of node sections")
+            return
+        for section, name, body in param_sections(data, path):
+            if not section_applies(name, f"/{node_name}"):     # the sections rclpy gives the root-namespace node
                 continue
-            for key in _flatten((body or {}).get("ros__parameters") or {}):
+            for key in _flatten(body):
                 if key not in known:
                     self.problem(entry, f"parameter '{key}' of section '{section}' in '{p.name}' is not "
                                         f"declared by '{executable}'")
@@ -449,14 +453,16 @@ def load_params_file_into_node(target: str, params_file: str | Path, node_name: 
 
     Returns:
         ``(declared, values)``: every parameter name the node declared, and name -> value as the node
-        holds it for each key of the file's section for the node (``/**`` and ``<node name>``, nested keys
-        dotted). A key of the file missing from ``declared`` is a parameter the node silently ignored.
+        holds it for each key of the file's sections that apply to the node (as rclpy applies them, nested
+        keys dotted). A key of the file missing from ``declared`` is a parameter the node silently ignored.
 
     Raises:
         Whatever the node's constructor raises for a bad value (ValueError/UserError naming it).
     """
     import rclpy
     import yaml
+
+    from robot_dynamics_ros.commands.run import section_parameters
 
     cls = node_class(target)
     data = yaml.safe_load(Path(params_file).read_text()) or {}
@@ -466,10 +472,7 @@ def load_params_file_into_node(target: str, params_file: str | Path, node_name: 
         node = cls(context=ctx) if node_name is None else cls(node_name, context=ctx)
         try:
             name = node.get_name()
-            keys: list[str] = []
-            for section in ("/**", name, f"/{name}"):
-                body = (data.get(section) or {}).get("ros__parameters") or {}
-                keys.extend(_flatten(body))
+            keys = list(section_parameters(data, node.get_fully_qualified_name()))
             declared = set(node.list_parameters([], 0).names)
             values = {k: node.get_parameter(k).value for k in keys if k in declared}
             return declared, values

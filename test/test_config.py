@@ -12,7 +12,7 @@ import yaml
 import launch_check
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.commands.run import flatten_parameters
+from robot_dynamics_ros.commands.run import param_sections, section_parameters
 from robot_dynamics_ros.model import RobotModel
 
 pytestmark = pytest.mark.ros  # starts the real node classes (rclpy, own contexts)
@@ -38,7 +38,7 @@ def same_value(a, b) -> bool:
 
 def undeclared_and_unapplied(params_file: Path, section: str):
     declared, values = launch_check.load_params_file_into_node(ENTRY_POINTS[NODES[section]], params_file)
-    wanted = flatten_parameters(yaml.safe_load(params_file.read_text())[section]["ros__parameters"])
+    wanted = section_parameters(yaml.safe_load(params_file.read_text()), f"/{section}")
     undeclared = sorted(k for k in wanted if k not in declared)
     unapplied = sorted(k for k in wanted if k in declared and not same_value(values[k], wanted[k]))
     return undeclared, unapplied
@@ -47,10 +47,15 @@ def undeclared_and_unapplied(params_file: Path, section: str):
 @pytest.mark.parametrize("robot", ROBOTS)
 def test_params_file_has_a_section_per_node(robot):
     data = yaml.safe_load((ROOT / "config" / f"{robot}.yaml").read_text())
-    assert set(NODES) <= set(data)
+    assert {f"/**/{n}" for n in NODES} <= set(data)
     for section, body in data.items():
         assert set(body) == {"ros__parameters"}, section
-        assert flatten_parameters(body["ros__parameters"])["urdf_path"] == robot
+    for _, _, body in param_sections(data):
+        assert section_parameters({"s": {"ros__parameters": body}}, "/s")["urdf_path"] == robot
+    # '/**/<node>': the node's own section in the root namespace and in any other (two_robots' /r1, /r2)
+    for node in NODES:
+        for fqn in (f"/{node}", f"/r1/{node}", f"/a/b/{node}"):
+            assert section_parameters(data, fqn)["urdf_path"] == robot, fqn
 
 
 @pytest.mark.parametrize("robot", ROBOTS)
@@ -73,8 +78,8 @@ def test_command_joints_are_the_models_actuated_joints(robot):
     model = RobotModel.from_urdf(entry.path, held_joints=entry.held_joints or None)
     data = yaml.safe_load((ROOT / "config" / f"{robot}.yaml").read_text())
     for section in ARM_NODES:
-        assert data[section]["ros__parameters"]["joints"] == list(model.joint_names), section
-    gains = data["computed_torque"]["ros__parameters"]["gains"]
+        assert data[f"/**/{section}"]["ros__parameters"]["joints"] == list(model.joint_names), section
+    gains = data["/**/computed_torque"]["ros__parameters"]["gains"]
     assert list(gains) == list(model.joint_names)
 
 

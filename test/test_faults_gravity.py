@@ -178,7 +178,7 @@ def test_no_ok_report_for_an_input_that_went_stale_during_a_stall(probe):
         time.sleep(0.01)
     assert stalled, "the stall callback never ran"
     time.sleep(0.3)
-    name = f"gravity_compensation_{probe.tag}:"
+    name = f"/gravity_compensation_{probe.tag}:"
     after = [(round(t - t_last, 3), s.level[0], s.message) for t, s in list(probe.diagnostics_log)
              if t > t_last + timeout + 0.01 and s.name.startswith(name)]
     assert after, "no diagnostics after the stall"

@@ -155,7 +155,7 @@ def _assert_sane(probe: Probe) -> None:
 
 def _levels(probe: Probe, t0: float, t1: float) -> list[bytes]:
     """The gravity node's diagnostic levels published in [t0, t1]."""
-    name = f"gravity_compensation_{probe.tag}:"
+    name = f"/gravity_compensation_{probe.tag}:"
     return [s.level for t, s in list(probe.diagnostics_log) if t0 <= t <= t1 and s.name.startswith(name)]
 
 

@@ -73,7 +73,7 @@ class Harness(RosWorld):
         self.diags: list = []
         self.io.create_subscription(DiagnosticArray, "/diagnostics",
                                     lambda m: self.diags.extend(s for s in m.status
-                                                                if s.name.startswith("gravity_compensation")), 10)
+                                                                if s.name.startswith("/gravity_compensation")), 10)
         self.wait(lambda: self.pub.get_subscription_count() > 0 and
                   self.io.count_publishers("/effort_controller/commands") > 0)
         # the start-up cross-check runs on a worker thread; no command until it has passed (or failed)

@@ -100,7 +100,7 @@ def test_catches_a_wrong_key_in_the_parameters_file(share):
     edit(share / "config" / "panda.yaml", "    state_timeout: 0.1", "    state_timout: 0.1")
     problems = check(share / "launch" / "gravity_compensation.launch.py", share)
     assert len(problems) == 1
-    assert "parameter 'state_timout' of section 'gravity_compensation' in 'panda.yaml' is not declared" in problems[0]
+    assert "parameter 'state_timout' of section '/**/gravity_compensation' in 'panda.yaml' is not declared" in problems[0]
 
 
 def test_catches_unknown_executable(share):
@@ -145,4 +145,4 @@ def test_params_file_section_of_an_unnamed_node_is_checked_under_its_default_nam
     edit(share / "config" / "panda.yaml", "    default_torque_margin: 0.9", "    torque_margin: 0.9")
     problems = check(share / "launch" / "retiming.launch.py", share)
     assert len(problems) == 1
-    assert "parameter 'torque_margin' of section 'retiming_service' in 'panda.yaml' is not declared" in problems[0]
+    assert "parameter 'torque_margin' of section '/**/retiming_service' in 'panda.yaml' is not declared" in problems[0]

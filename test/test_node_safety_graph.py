@@ -48,14 +48,14 @@ def test_simulator_withholds_joint_states_while_a_driver_publishes_and_resumes_a
         w.spin(1.5)
         assert sim_states == []           # none from the simulator (the driver published nothing)
         assert any(lv == "error" and "/driver" in t and topic in t for lv, t in rec.lines), rec.lines
-        ours = [s for s in diags if s.name.startswith("mujoco_simulator:")]
+        ours = [s for s in diags if s.name.startswith("/mujoco_simulator:")]
         assert ours and ours[-1].level[0] == 2 and "/driver" in ours[-1].message, ours[-1:]
         # the driver goes away: the simulator publishes again and the condition clears
         w.peer.destroy_publisher(driver)
         assert w.wait(lambda: len(sim_states) >= 5, 10.0)
         assert any(lv == "info" and "publishing" in t for lv, t in rec.lines)
         diags.clear()
-        assert w.wait(lambda: any(s.name.startswith("mujoco_simulator:") and s.level[0] == 0 for s in diags), 5.0)
+        assert w.wait(lambda: any(s.name.startswith("/mujoco_simulator:") and s.level[0] == 0 for s in diags), 5.0)
         del listener
 
 
@@ -95,7 +95,8 @@ def test_two_control_nodes_on_one_command_topic_warn_naming_each_other():
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             probe.send()
-            g, c = _status_of(probe, grav.get_name() + ":"), _status_of(probe, ct.get_name() + ":")
+            g = _status_of(probe, grav.get_fully_qualified_name() + ":")
+            c = _status_of(probe, ct.get_fully_qualified_name() + ":")
             if g and c and c_name in g.message and g_name in c.message:
                 break
             time.sleep(0.02)
@@ -110,8 +111,30 @@ def test_two_control_nodes_on_one_command_topic_warn_naming_each_other():
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             probe.send()
-            g = _status_of(probe, grav.get_name() + ":")
+            g = _status_of(probe, grav.get_fully_qualified_name() + ":")
             if g.level[0] == 0 and _values(g)["command_publishers"] == "1":
                 break
             time.sleep(0.02)
         assert g.level[0] == 0 and c_name not in g.message, g
+
+
+def test_waiting_for_joint_states_is_one_line_per_log_period():
+    """computed_torque at 500 Hz with no joint_states publisher: one warning per log_period naming the cause,
+    not a per-tick line with a count of suppressed ticks plus a second line for the same condition."""
+    from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
+
+    period, seconds = 0.5, 2.2
+    with RosWorld("waiting_peer") as w:
+        ct = w.add(ComputedTorqueNode(context=w.ctx, parameter_overrides=[
+            Parameter("urdf_path", value="ur5"), Parameter("control_rate", value=500.0),
+            Parameter("log_period", value=period),
+            Parameter("joint_states_topic", value="/ns_waiting/joint_states"),
+            Parameter("controller_name", value="ns_waiting_controller")]))
+        rec = Recorder(None)
+        ct.log._logger = rec
+        w.spin(seconds)
+    lines = [text for level, text in rec.lines if "joint_states" in text]
+    assert lines, rec.lines
+    assert len(lines) <= int(seconds / period) + 1, lines            # at most one per log_period
+    assert all("similar suppressed" not in t for t in lines), lines
+    assert all("no publisher on /ns_waiting/joint_states" in t for t in lines), lines

@@ -197,18 +197,33 @@ def test_truncated_bag(tmp_path, capfd, storage):
     assert not (tmp_path / "out").exists()
 
 
-def test_joint_not_in_model(tmp_path, capfd):
-    write_with_rosbags(tmp_path / "in", "mcap", 5, names=[*ARM[:6], "elbow_joint", *FINGERS])
-    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
-    assert status == 1
-    assert "topic '/joint_states' record 0: joint 'elbow_joint' is not a joint of 'panda'" in err
-    assert not (tmp_path / "out").exists()
+def test_joint_not_in_model_is_ignored_as_the_node_ignores_it(tmp_path, capfd, panda):
+    """A joint_state_broadcaster bag with joints the URDF lacks (a gripper, another arm's joint): replayed,
+    the names reported once, the commands g(q) of the model's own joints."""
+    names = [*ARM[::-1], "gripper_finger", *FINGERS, "elbow_joint"]
+    q = write_with_rosbags(tmp_path / "in", "mcap", 20, names=names)
+    status, s, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda",
+                            "--params", PARAMS, "--as-fast-as-possible")
+    assert status == 0 and s["ok"], err
+    assert s["ignored_joint_names"] == ["elbow_joint", "gripper_finger"]
+    assert s["commands"] == 20 and s["dropped"] == 0 and s["max_abs_diff_nm"] <= 1e-9
+    tau = recorded_commands(tmp_path / "out")
+    g_ne = NewtonEulerDynamics(panda).gravity(q)
+    np.testing.assert_allclose(tau, np.clip(g_ne, -panda.effort_limit, panda.effort_limit), rtol=0, atol=1e-9)
 
 
 def test_robot_joint_never_in_bag(tmp_path, capfd):
     write_with_rosbags(tmp_path / "in", "mcap", 5, names=[*ARM[:6], *FINGERS])
     status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
     assert status == 1 and "joint 'panda_joint7' of 'panda' never appears" in err
+
+
+def test_robot_joint_missing_is_refused_even_with_a_name_not_in_the_model(tmp_path, capfd):
+    """An unknown name is not a stand-in for a missing one (here a UR joint where panda_joint7 should be)."""
+    write_with_rosbags(tmp_path / "in", "mcap", 5, names=[*ARM[:6], "elbow_joint", *FINGERS])
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and "joint 'panda_joint7' of 'panda' never appears" in err
+    assert "ignored: ['elbow_joint']" in err and not (tmp_path / "out").exists()
 
 
 def test_refuses_existing_out(tmp_path, capfd):

@@ -65,7 +65,7 @@ def test_misspelled_parameter_in_a_params_file_is_reported(tmp_path):
         try:
             problems = undeclared_parameters([str(f)], [sim, grav])
             assert len(problems) == 1, problems
-            assert "'gravity_compensation'" in problems[0] and "'state_timout'" in problems[0]
+            assert "node '/gravity_compensation'" in problems[0] and "'state_timout'" in problems[0]
             assert grav.p["state_timeout"] == 0.1          # the default: the typo did not reach the node
         finally:
             sim.destroy_node()
@@ -202,3 +202,143 @@ def test_retiming_service_solves_in_its_worker_process_with_the_robots_accelerat
     assert p.returncode == 0, err[-2000:]
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["nodes"] == ["mujoco_simulator", "retiming_service"]
+
+
+NS_YAML = """
+gravity_compensation:
+  ros__parameters:
+    urdf_path: ur5
+    state_timeout: 0.25
+computed_torque:
+  ros__parameters:
+    urdf_path: ur5
+    gains:
+      shoulder_pan_joint: {kp: 400.0, kd: 40.0}
+mujoco_simulator:
+  ros__parameters:
+    publish_rate: 250.0
+"""
+
+
+def _namespaced_nodes(f, ns):
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=["x", "--ros-args", "--params-file", str(check_params_file(str(f))),
+                                  "-r", f"__ns:={ns}"])
+    return ctx, start_nodes(["gravity_compensation", "computed_torque"], context=ctx)
+
+
+def test_plain_sections_do_not_reach_namespaced_nodes_and_run_says_so_in_one_line_each(tmp_path):
+    """rclpy gives a node the '/**' section and the one named by its fully qualified name (a leading '/'
+    implied): a plain 'gravity_compensation:' is '/gravity_compensation', not '/rt1/gravity_compensation'.
+    `run` reports each such section once (file, section, nodes' names), never per parameter."""
+    from robot_dynamics_ros.commands.run import unmatched_sections
+
+    f = tmp_path / "plain.yaml"
+    f.write_text(NS_YAML)
+    ctx, nodes = _namespaced_nodes(f, "/rt1")
+    try:
+        grav, ct = nodes
+        assert grav.get_fully_qualified_name() == "/rt1/gravity_compensation"
+        assert grav.p["state_timeout"] == 0.1 and grav.p["urdf_path"] == ""   # rclpy applied nothing
+        assert undeclared_parameters([str(f)], nodes) == []                  # no per-parameter flood
+        lines = unmatched_sections([str(f)], nodes)
+        assert len(lines) == 2, lines                       # mujoco_simulator: a node this run does not start
+        for line, section in zip(lines, ("gravity_compensation", "computed_torque")):
+            assert line.startswith(f"parameter file '{f}': section '{section}' matches none of the nodes "
+                                   "[/rt1/gravity_compensation, /rt1/computed_torque]"), line
+            assert f"write '/rt1/{section}:'" in line and "\n" not in line
+    finally:
+        for n in nodes:
+            n.destroy_node()
+        rclpy.shutdown(context=ctx)
+
+
+@pytest.mark.parametrize("key, applies", [("/rt2/gravity_compensation", True),
+                                          ("rt2/gravity_compensation", True),
+                                          ("/**/gravity_compensation", True),
+                                          ("/*/gravity_compensation", True),
+                                          ("/x/gravity_compensation", False),
+                                          ("/gravity_compensation", False)])
+def test_namespaced_sections_reach_the_node_as_rclpy_applies_them(tmp_path, key, applies):
+    from robot_dynamics_ros.commands.run import unmatched_sections
+
+    f = tmp_path / "ns.yaml"
+    f.write_text(f"'{key}':\n  ros__parameters:\n    state_timeout: 0.25\n    state_timout: 1.0\n")
+    ctx, nodes = _namespaced_nodes(f, "/rt2")
+    try:
+        grav = nodes[0]
+        assert grav.p["state_timeout"] == (0.25 if applies else 0.1)   # what rclpy itself applied
+        lines = unmatched_sections([str(f)], nodes)
+        undeclared = undeclared_parameters([str(f)], nodes)
+        if applies:
+            assert lines == [] and len(undeclared) == 1 and "'/rt2/gravity_compensation'" in undeclared[0]
+            assert "'state_timout'" in undeclared[0]
+        else:
+            assert len(lines) == 1 and f"section '{key}'" in lines[0] and undeclared == [], (lines, undeclared)
+    finally:
+        for n in nodes:
+            n.destroy_node()
+        rclpy.shutdown(context=ctx)
+
+
+def test_nested_namespace_sections_are_read_as_rcl_reads_them(tmp_path):
+    f = tmp_path / "nested.yaml"
+    f.write_text("rt3:\n  gravity_compensation:\n    ros__parameters:\n      state_timeout: 0.25\n")
+    ctx, nodes = _namespaced_nodes(f, "/rt3")
+    try:
+        from robot_dynamics_ros.commands.run import unmatched_sections
+
+        assert nodes[0].p["state_timeout"] == 0.25 and unmatched_sections([str(f)], nodes) == []
+    finally:
+        for n in nodes:
+            n.destroy_node()
+        rclpy.shutdown(context=ctx)
+
+
+SECTION_KEYS = ["gravity_compensation", "/gravity_compensation", "/rt4/gravity_compensation",
+                "rt4/gravity_compensation", "/**/gravity_compensation", "/*/gravity_compensation", "/rt4/*", "/*",
+                "/**", "**/gravity_compensation", "/**/rt4/gravity_compensation", "/*/*", "/rt4/**",
+                "/x/gravity_compensation", "/**/other", "/rt4/gravity_compensation/**"]
+
+
+@pytest.mark.parametrize("ns", ["/", "/rt4", "/a/rt4"])
+def test_section_matching_is_rclpys_own(tmp_path, ns):
+    """`run`'s section rule against rclpy itself: for each key, whether a plain rclpy node (which declares
+    whatever the file gives it) got the section's parameter."""
+    from rclpy.node import Node
+
+    from robot_dynamics_ros.commands.run import section_applies
+
+    for i, key in enumerate(SECTION_KEYS):
+        f = tmp_path / f"k{i}.yaml"
+        f.write_text(f"'{key}':\n  ros__parameters:\n    probe_value: 1\n")
+        ctx = rclpy.Context()
+        rclpy.init(context=ctx, args=["x", "--ros-args", "--params-file", str(f), "-r", f"__ns:={ns}"])
+        try:
+            node = Node("gravity_compensation", context=ctx, automatically_declare_parameters_from_overrides=True)
+            try:
+                got = node.has_parameter("probe_value")
+                name = key if key.startswith("/") else f"/{key}"
+                assert section_applies(name, node) == got, (ns, key, got)
+            finally:
+                node.destroy_node()
+        finally:
+            rclpy.shutdown(context=ctx)
+
+
+def test_bundled_config_reaches_namespaced_nodes(tmp_path):
+    """The README's `run --params config/panda.yaml ... --ros-args -r __ns:=/r1`: the file's values arrive."""
+    root = Path(__file__).resolve().parent.parent
+    ctx, nodes = _namespaced_nodes(root / "config" / "panda.yaml", "/rt5")
+    try:
+        from robot_dynamics_ros.commands.run import unmatched_sections
+
+        grav, ct = nodes
+        assert grav.p["urdf_path"] == "panda" and ct.p["urdf_path"] == "panda"
+        assert ct.get_parameter("gains.panda_joint5.p").value == 250.0      # config/panda.yaml, by hand
+        files = [str(root / "config" / "panda.yaml")]
+        assert unmatched_sections(files, nodes) == [] and undeclared_parameters(files, nodes) == []
+    finally:
+        for n in nodes:
+            n.destroy_node()
+        rclpy.shutdown(context=ctx)

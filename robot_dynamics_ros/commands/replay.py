@@ -51,8 +51,9 @@ Exit status: 0, or 2 when inputs were dropped or a command differs from the reco
 ``--tolerance`` (N·m); 130 on Ctrl-C.
 
 Errors naming the topic/joint (exit status 1, nothing written): a topic missing from the bag or holding
-another message type, a truncated or corrupt bag, a joint name that is not a joint of the robot's URDF,
-a robot joint that never appears in the joint states.
+another message type, a truncated or corrupt bag, a robot joint that never appears in the joint states.
+Joint state names that are not joints of the URDF (a gripper of joint_state_broadcaster) are ignored, as
+the nodes ignore them; the summary lists them once (``ignored_joint_names``).
 """
 from __future__ import annotations
 
@@ -114,22 +115,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 # ----------------------------------------------------------------------------------------- parameters
 def node_parameters(params_files: list[str], node: str) -> dict[str, Any]:
-    """The node's parameters as the files set them (``/**`` then ``<node>`` sections, later files win),
-    nested keys dotted (``gains.j1.kp``). Only what the files set; the node's defaults are not included.
+    """The node's parameters as the files set them to the node ``/<node>`` (every section that applies, as
+    rclpy applies it: :func:`robot_dynamics_ros.commands.run.section_applies`; later ones win), nested keys
+    dotted (``gains.j1.kp``). Only what the files set; the node's defaults are not included.
 
     Raises:
         UserError: unreadable / invalid file (see :func:`robot_dynamics_ros.commands.run.check_params_file`).
     """
     import yaml
 
-    from robot_dynamics_ros.commands.run import check_params_file, flatten_parameters
+    from robot_dynamics_ros.commands.run import check_params_file, section_parameters
 
     out: dict[str, Any] = {}
     for path in params_files:
         data = yaml.safe_load(check_params_file(path).read_text()) or {}
-        for section in ("/**", node, f"/{node}"):
-            body = (data.get(section) or {}).get("ros__parameters") or {}
-            out.update(flatten_parameters(body))
+        out.update(section_parameters(data, f"/{node}", path))
     return out
 
 
@@ -268,11 +268,16 @@ def read_inputs(path: str, js_topic: str, traj_topic: str | None) -> tuple[list[
     return records, storage
 
 
-def check_joint_names(records: list[Record], model, js_topic: str) -> None:
-    """Every joint state name must be a joint of the URDF, and every actuated joint must appear.
+def check_joint_names(records: list[Record], model, js_topic: str) -> list[str]:
+    """Every actuated joint of the model must appear in the joint states; names that are not joints of the
+    URDF (a gripper finger of joint_state_broadcaster, another robot's joint) are ignored, as the nodes
+    ignore them (counted as ``unknown_names``) and ``identify`` does.
+
+    Returns:
+        The ignored names, sorted (each once, for the summary).
 
     Raises:
-        UserError: naming the joint, the topic and the record index.
+        UserError: an actuated joint that never appears, naming it and the topic.
     """
     urdf_joints = set(model.description.joints)
     seen: set[str] = set()
@@ -284,15 +289,14 @@ def check_joint_names(records: list[Record], model, js_topic: str) -> None:
         if names in checked:
             continue
         checked.add(names)
-        for name in names:
-            if name not in urdf_joints:
-                raise UserError(f"topic '{js_topic}' record {r.index}: joint '{name}' is not a joint of "
-                                f"'{model.description.name}' (its joints: {sorted(model.joint_names)})")
         seen.update(names)
+    ignored = sorted(n for n in seen if n not in urdf_joints)
     missing = [j for j in model.joint_names if j not in seen]
     if missing:
         raise UserError(f"topic '{js_topic}': joint '{missing[0]}' of '{model.description.name}' never appears "
-                        f"(missing: {missing}); the node would never command")
+                        f"(missing: {missing}); the node would never command"
+                        + (f" (names not in the model, ignored: {ignored})" if ignored else ""))
+    return ignored
 
 
 # ----------------------------------------------------------------------------------------- offline
@@ -755,7 +759,7 @@ def _run(args: argparse.Namespace) -> int:
 
     source, held, _ = common.resolve_robot_source(params)
     model = RobotModel.from_urdf(source, held_joints=held, joint_limits=params.get("joint_limits_path") or None)
-    check_joint_names(records, model, args.joint_states_topic)
+    ignored_names = check_joint_names(records, model, args.joint_states_topic)
     replayer = Replayer(args.node, args.urdf, args.params, timeout=args.timeout, domain_id=args.domain_id)
     try:
         node = replayer.node
@@ -786,7 +790,7 @@ def _run(args: argparse.Namespace) -> int:
         "bag_duration_s": round((records[-1].t_ns - records[0].t_ns) * 1e-9, 6),
         "wall_s": round(res.wall_s, 3), "node_counters": counters, "interrupted": res.interrupted,
         "domain_id": replayer.domain_id,
-        "recorded": n_written, "output_topic": output_topic,
+        "recorded": n_written, "output_topic": output_topic, "ignored_joint_names": ignored_names,
     }
     if collision_topic is not None:
         summary["collision_onsets"] = collision_onsets(res.recorded, collision_topic)
@@ -797,6 +801,8 @@ def _run(args: argparse.Namespace) -> int:
           f"{args.node} in {res.wall_s:.2f} s ({summary['mode']})")
     print(f"  commands {res.commands}, dropped {res.dropped}, unmatched {res.unmatched_commands}, "
           f"no command expected {res.no_command_expected}")
+    if ignored_names:
+        print(f"  joint state names not in the model, ignored (as the node ignores them): {ignored_names}")
     if lat["p50"] is not None:
         print(f"  latency p50 {lat['p50']} us, p90 {lat['p90']} us, p99 {lat['p99']} us, max {lat['max']} us")
     print(f"  max |command - offline recomputation| = {summary['max_abs_diff_nm']} N·m (tolerance {args.tolerance:g})")

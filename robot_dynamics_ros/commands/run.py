@@ -6,8 +6,15 @@
     robot-dynamics run --params config/panda.yaml --nodes retiming_service --ros-args -r __ns:=/r1
 
 Node parameters come from a standard rcl parameter file (``<node name>: ros__parameters: ...``, the
-format ``ros2 launch`` and ``--ros-args --params-file`` read; ``/**:`` applies to every node), handed to
-rclpy as global ``--params-file`` arguments, so each node picks its own section by name. ``--urdf`` sets
+format ``ros2 launch`` and ``--ros-args --params-file`` read), handed to rclpy as global ``--params-file``
+arguments, so each node picks its sections as rclpy does in any process (:func:`section_applies`): a
+section names the node's fully qualified name, a leading ``/`` implied, ``*`` one namespace token and
+``**`` any number. A plain ``gravity_compensation:`` is the root-namespace node ``/gravity_compensation``
+only; the bundled ``config/<robot>.yaml`` files use ``/**/gravity_compensation:`` so that they also reach
+``/r1/gravity_compensation`` under ``-r __ns:=/r1``. ``run`` names, in one line, each section meant for a
+started node (same node name) that applies to none of them (the file, the section and the nodes' fully
+qualified names), and, one per line, the keys of an applied section that the node does not declare.
+``--urdf`` sets
 ``urdf_path`` of every started node and wins over the file; for a bundled robot name it also sets
 ``joint_limits_path`` to the package's ``config/<robot>_joint_limits.yaml`` when no params file is given
 (``--joint-limits`` chooses another file, ``--joint-limits ''`` none). Arguments after ``--ros-args``
@@ -67,7 +74,8 @@ def check_params_file(path: str) -> Path:
     """Check that ``path`` is a readable rcl parameter YAML; return it.
 
     Raises:
-        UserError: missing file, invalid YAML, or a top-level entry without ``ros__parameters``.
+        UserError: missing file, invalid YAML, or an entry that is neither a node section (with
+            ``ros__parameters``) nor a namespace mapping of such sections.
     """
     import yaml
 
@@ -80,10 +88,66 @@ def check_params_file(path: str) -> Path:
         raise UserError(f"parameter file '{path}': invalid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise UserError(f"parameter file '{path}': expected 'node_name: ros__parameters: ...' mappings")
-    for key, val in data.items():
-        if not isinstance(val, dict) or "ros__parameters" not in val:
-            raise UserError(f"parameter file '{path}': entry '{key}' has no 'ros__parameters' mapping")
+    param_sections(data, path)
     return p.resolve()
+
+
+def param_sections(data: dict, path: str = "") -> list[tuple[str, str, dict]]:
+    """The node sections of a parsed rcl parameter file: ``(key, name, ros__parameters)`` per section.
+
+    ``key`` is the section as written (nested namespace keys joined by ``/``: ``r1: {gravity_compensation:
+    {ros__parameters: ...}}`` is ``r1/gravity_compensation``, as rcl_yaml_param_parser reads it); ``name`` is
+    the name rclpy matches, with the leading ``/`` it adds (``gravity_compensation`` -> ``/gravity_compensation``).
+
+    Raises:
+        UserError: an entry that is neither a node section nor a namespace mapping of node sections.
+    """
+    out = []
+
+    def walk(d: dict, prefix: str) -> None:
+        for key, val in d.items():
+            full = f"{prefix.rstrip('/')}/{str(key).lstrip('/')}" if prefix else str(key)
+            if isinstance(val, dict) and "ros__parameters" in val:
+                body = val["ros__parameters"]
+                out.append((full, full if full.startswith("/") else f"/{full}",
+                            body if isinstance(body, dict) else {}))
+            elif isinstance(val, dict) and val and all(isinstance(v, dict) for v in val.values()):
+                walk(val, full)
+            else:
+                raise UserError(f"parameter file '{path}': entry '{full}' has no 'ros__parameters' mapping")
+
+    walk(data, "")
+    return out
+
+
+def section_applies(name: str, node_fqn) -> bool:
+    """Whether rclpy gives the section ``name`` (as :func:`param_sections` returns it) to the node whose fully
+    qualified name is ``node_fqn`` (a node object: its ``get_fully_qualified_name()``).
+
+    rclpy's rule (wildcard matching of rclpy's ``Node::get_parameters``, ros2/rclpy#987; the same as
+    rclcpp's): the name, with a leading ``/`` implied, must equal the fully qualified name token by token
+    (tokens split at ``/``), where ``*`` is one token and ``**`` zero or more; no partial tokens. So a plain
+    ``gravity_compensation:`` is the node ``/gravity_compensation`` in the root namespace only,
+    ``/**/gravity_compensation:`` that node in any namespace, ``/r1/*:`` every node in ``/r1`` and ``/**:``
+    every node.
+    """
+    import re
+
+    fqn = node_fqn if isinstance(node_fqn, str) else node_fqn.get_fully_qualified_name()
+    tokens = [tok for tok in name.split("/") if tok]
+    pattern = "".join("(?:/[^/]+)*" if tok == "**" else "/[^/]+" if tok == "*" else "/" + re.escape(tok)
+                      for tok in tokens)
+    return re.fullmatch(pattern or "/", fqn) is not None
+
+
+def section_parameters(data: dict, node_fqn: str, path: str = "") -> dict:
+    """The parameters (dotted names) a parsed rcl parameter file gives the node ``node_fqn``: every section
+    that applies (:func:`section_applies`), later ones winning."""
+    out: dict = {}
+    for _, name, body in param_sections(data, path):
+        if section_applies(name, node_fqn):
+            out.update(flatten_parameters(body))
+    return out
 
 
 def flatten_parameters(d: dict, prefix: str = "") -> dict:
@@ -97,26 +161,55 @@ def flatten_parameters(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def unmatched_sections(params_files, nodes) -> list[str]:
+    """One line per parameter-file section meant for a started node that applies to none of them.
+
+    A section is "meant for" a started node when its last name component is that node's name (the
+    ``gravity_compensation:`` of a file used with ``-r __ns:=/r1``, whose node is
+    ``/r1/gravity_compensation``). The line names the file, the section and the started nodes' fully
+    qualified names.
+    """
+    import yaml
+
+    lines = []
+    fqns = [n.get_fully_qualified_name() for n in nodes]
+    basenames = {n.get_name() for n in nodes}
+    for path in params_files:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        for key, name, _ in param_sections(data, path):
+            if any(section_applies(name, n) for n in nodes):
+                continue
+            base = name.rsplit("/", 1)[-1]
+            if base not in basenames:
+                continue            # a section for a node this run does not start (or a '/r1/*' wildcard)
+            want = next(n.get_fully_qualified_name() for n in nodes if n.get_name() == base)
+            hint = (f"a section applies to the node whose fully qualified name it is, a leading '/' implied: "
+                    f"write '{want}:', or '/**/{base}:' for the node in any namespace")
+            lines.append(f"parameter file '{path}': section '{key}' matches none of the nodes "
+                         f"[{', '.join(fqns)}] ({hint}); its parameters are not used")
+    return lines
+
+
 def undeclared_parameters(params_files, nodes) -> list[str]:
     """Keys of the parameter files that a started node does not declare (rclpy ignores them silently).
 
-    A section applies to a node when its name is the node's name (with or without a leading ``/``) or
-    ``/**``. Returns one human-readable line per undeclared key, naming the file, node and key.
+    A section applies to a node as rclpy applies it (:func:`section_applies`). Returns one human-readable
+    line per undeclared key, naming the file, node and key.
     """
     import yaml
 
     problems = []
     for path in params_files:
         data = yaml.safe_load(Path(path).read_text()) or {}
-        for section, body in data.items():
-            keys = flatten_parameters(body.get("ros__parameters") or {})
+        for key, name, body in param_sections(data, path):
+            keys = flatten_parameters(body)
             for node in nodes:
-                if section.lstrip("/") not in (node.get_name(), "**"):
+                if not section_applies(name, node):
                     continue
-                for key in keys:
-                    if key != "use_sim_time" and not node.has_parameter(key):
-                        problems.append(f"parameter file '{path}': node '{node.get_name()}' has no parameter "
-                                        f"'{key}' (ignored; see docs/nodes.md for the parameters)")
+                for k in keys:
+                    if k != "use_sim_time" and not node.has_parameter(k):
+                        problems.append(f"parameter file '{path}': node '{node.get_fully_qualified_name()}' "
+                                        f"has no parameter '{k}' (ignored; see docs/nodes.md for the parameters)")
     return problems
 
 
@@ -203,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
     executor = None
     try:
         nodes = start_nodes(list(args.nodes), context=ctx, urdf=args.urdf, joint_limits=joint_limits)
-        for line in undeclared_parameters(args.params, nodes):
+        for line in unmatched_sections(args.params, nodes) + undeclared_parameters(args.params, nodes):
             print(f"robot-dynamics run: warning: {line}", file=sys.stderr, flush=True)
         executor = common.make_executor(args.executor, context=ctx)
         for n in nodes:

@@ -40,6 +40,8 @@ __all__ = ["OK", "WARN", "ERROR", "StepResult", "CoreSettings", "plausibility_bo
 
 #: levels of a :class:`StepResult` (the ``diagnostic_msgs/DiagnosticStatus`` levels)
 OK, WARN, ERROR = 0, 1, 2
+#: the reason of a step before any joint state was accepted
+WAITING_FOR_STATES = "waiting for joint_states"
 
 
 class StepResult(NamedTuple):
@@ -200,7 +202,7 @@ class ControlCore:
     def _waiting(self) -> StepResult:
         mapper = self.mapper
         if mapper.accepted == 0:
-            return StepResult(None, False, WARN, "waiting for joint_states")
+            return StepResult(None, False, WARN, WAITING_FOR_STATES)
         return StepResult(None, False, WARN, "no command: joints missing from joint_states (or without a "
                           f"finite velocity): {mapper.missing()[:8]}")
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_dynamics_ros.control.core import WAITING_FOR_STATES
 from robot_dynamics_ros.nodes.responses import patient_service
 
 __all__ = [
@@ -890,6 +891,12 @@ class RateLimitedLog:
             self._logger.info(text)
         return True
 
+    def due(self, key: str) -> bool:
+        """Whether a line of ``key`` would be logged now (nothing is counted): for a condition checked on
+        every tick, so that its line, once per ``period``, carries no count of the ticks in between."""
+        last = self._last.get(key)
+        return last is None or self._clock() - last >= self._period
+
     def info(self, key: str, text: str) -> bool:
         return self._emit("info", key, text)
 
@@ -947,7 +954,9 @@ class Diagnostics:
 
     Args:
         node: the rclpy node.
-        name: the status name (default ``"<node name>: <hardware_id>"``).
+        name: the status name, ``"<fully qualified node name>: <hardware_id>"`` (diagnostic_updater's
+            ``"<node name>: <task>"`` shape, with the namespace, so that ``/r1/gravity_compensation`` and
+            ``/r2/gravity_compensation`` stay two entries in diagnostic_aggregator / rqt_robot_monitor).
         period: report period, s.
         timer: publish from a timer of its own; False for a node whose safety timer calls
             :meth:`publish_due` after it evaluated the state, so that a report never carries a level older
@@ -961,7 +970,7 @@ class Diagnostics:
         from diagnostic_msgs.msg import DiagnosticArray
 
         self._node = node
-        self.name = f"{node.get_name()}: {hardware_id}"
+        self.name = f"{node.get_fully_qualified_name()}: {hardware_id}"
         self.hardware_id = hardware_id
         self._pub = node.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.counters: dict[str, int] = {}
@@ -1476,6 +1485,8 @@ class ControlShell:
         if res.level == Diagnostics.OK:
             return
         self.last_error = res.reason
+        if res.reason == WAITING_FOR_STATES:
+            return      # the no-joint-state condition: one line per log_period from tick(), naming the cause
         key = reason_key("step", res.reason)
         if res.level >= Diagnostics.ERROR:
             self.log.error(key, res.reason)
@@ -1512,11 +1523,14 @@ class ControlShell:
         if since is not None and time.monotonic() - since > max(float(node.p["state_timeout"]), 1.0) \
                 and not core.fault:
             text = self.no_state_text()
-            self.log.warning("no_state", text)
+            if self.log.due("no_state"):
+                self.log.warning("no_state", text)
             if res is not None and res.safe:   # keep the safe command's reason (and level) first
                 diag.set_level(max(res.level, Diagnostics.WARN), f"{res.reason}; {text}")
             else:
                 diag.set_level(Diagnostics.WARN, text)
+        elif mapper.accepted == 0 and not core.fault and self.log.due("no_state"):
+            self.log.warning("no_state", f"{WAITING_FOR_STATES}: {self.no_state_text()}")
         diag.set("state_age_s", round(mapper.age(now_ns, time.monotonic_ns()), 6) if mapper.ready else "never")
         diag.set("clamp_count", core.clamped)
         diag.set("rejected_by_joint", dict(mapper.rejected_joints))
