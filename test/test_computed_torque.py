@@ -61,6 +61,14 @@ class RawPinocchio:
         return self.arm(pin.rnea(self.m, self.d, self.vec(q, 0.02), self.vec(qd, 0.0, self.iv),
                                  self.vec(qdd, 0.0, self.iv)))
 
+    def friction(self, qd):
+        """URDF <dynamics> as Pinocchio's parser reads it (Panda: damping 0.003 N·m·s/rad, friction 0) at the
+        velocities ``qd``: damping·qd + friction·sign(qd), arm joints in URDF order (the node's friction
+        feedforward at the desired velocity, on by default)."""
+        v = np.array([qd.get(n, 0.0) for n in URDF_ORDER])
+        ia = [self.iv[n] for n in URDF_ORDER]
+        return np.asarray(self.m.damping)[ia] * v + np.asarray(self.m.friction)[ia] * np.sign(v)
+
     def computed_torque(self, q, qd, a):
         """M(q) a + C(q, qd) qd + g(q) from CRBA, the Coriolis matrix and g separately (arm block)."""
         qf, vf = self.vec(q, 0.02), self.vec(qd, 0.0, self.iv)
@@ -209,7 +217,7 @@ def test_feedforward_equals_pinocchio_rnea_of_the_sampled_desired_motion(harness
         pos, vel, eff = _by_name(d, "position"), _by_name(d, "velocity"), _by_name(d, "effort")
         np.testing.assert_allclose([pos[n] for n in URDF_ORDER], [q[n] for n in URDF_ORDER], atol=1e-9)
         np.testing.assert_allclose([vel[n] for n in URDF_ORDER], [qd[n] for n in URDF_ORDER], atol=1e-9)
-        np.testing.assert_allclose([eff[n] for n in URDF_ORDER], raw.rnea(q, qd, qdd), atol=1e-9)
+        np.testing.assert_allclose([eff[n] for n in URDF_ORDER], raw.rnea(q, qd, qdd) + raw.friction(qd), atol=1e-9)
         checked += 1
     assert checked >= 50, checked  # 200 Hz over 0.8 s
     # each published command (reversed = desired_state order) is the feedforward of one tick, clamped to
@@ -255,7 +263,8 @@ def test_computed_torque_law_and_gains_set_at_run_time(harness, raw):
         a = {n: polys[n].deriv(2)(t) + kd[n] * (polys[n].deriv(1)(t) - QD_MEASURED[n])
              + kp[n] * (polys[n](t) - Q_MEASURED[n]) for n in URDF_ORDER}
         arm_qd = {n: QD_MEASURED[n] for n in URDF_ORDER}  # the fingers are held: no velocity in the model
-        expected.append(np.clip(raw.computed_torque(Q_MEASURED, arm_qd, a), -limit, limit))
+        qd_d = {n: polys[n].deriv(1)(t) for n in URDF_ORDER}
+        expected.append(np.clip(raw.computed_torque(Q_MEASURED, arm_qd, a) + raw.friction(qd_d), -limit, limit))
     expected = np.array(expected)
     # a command carries no stamp: each command of the window must equal the law at one sampled tick
     checked = 0
@@ -333,7 +342,7 @@ def test_joint_states_tick_samples_at_the_measurement_stamp(harness, raw):
     checked = 0
     for d, q, qd, qdd in _desired_inside(harness.desired, polys, times, start_ns):
         eff = _by_name(d, "effort")
-        np.testing.assert_allclose([eff[n] for n in URDF_ORDER], raw.rnea(q, qd, qdd), atol=1e-9)
+        np.testing.assert_allclose([eff[n] for n in URDF_ORDER], raw.rnea(q, qd, qdd) + raw.friction(qd), atol=1e-9)
         checked += 1
     assert checked >= 30
 

@@ -11,7 +11,9 @@ engine, and from the URDF.
 Here the plant's Coulomb friction is MuJoCo's dry-friction constraint (not a tanh law) and the simulator
 reports with each state the effort applied during the PREVIOUS control period (the effort lags the state
 by half a period): both are for ``identify`` to find (Coulomb transition velocity and effort shift from
-the data; the shift is checked against −T/2). Criterion over every held-out sample: RMS ≤ 2 % of the joint's peak |effort|, URDF ≥ 5 × worse.
+the data; the shift is checked against −T/2). Criterion on the held-out samples where a joint slides: RMS ≤ 2 % of the
+joint's peak |effort|, URDF ≥ 5 × worse; on every sample, 2 % plus the sticking samples' indeterminate
+static friction (below), URDF ≥ 3 × worse.
 """
 from __future__ import annotations
 
@@ -223,6 +225,12 @@ def test_nodes_over_dds_identified_model_predicts_a_held_out_bag_within_2_percen
     assert np.all(rms_id_mov <= 0.02 * peak), pct
     assert np.all(rms_urdf_mov >= 5 * rms_id_mov), pct
     # on all samples, the joints whose peak torque is far above their Coulomb friction (not the wrist's
-    # joint 7: peak ~0.5 N·m for fc = 0.3 N·m)
+    # joint 7: peak ~0.5 N·m for fc = 0.3 N·m): 2 % of the peak plus what the sticking samples leave
+    # unpredictable, fc · sqrt(fraction of samples the joint sticks) (the static friction anywhere in
+    # [−fc, fc]). Since the simulator's dry friction holds a stuck joint as Coulomb friction does
+    # (sim/mujoco_model.py: before, MuJoCo's soft default let it creep, which a tanh law predicted: 2 % of
+    # the peak on all samples) joints 5 and 6 stick 16-25 % of the time: 5.5 % and 2.6 % of their peaks.
     big = peak > 5 * FC
-    assert big.sum() >= 5 and np.all(rms_id[big] <= 0.02 * peak[big]), pct
+    stuck = 1.0 - np.asarray(e["moving_fraction"])
+    assert big.sum() >= 5 and np.all(rms_id[big] <= 0.02 * peak[big] + FC[big] * np.sqrt(stuck[big])), pct
+    assert np.all(rms_urdf[big] >= 3 * rms_id[big]), pct

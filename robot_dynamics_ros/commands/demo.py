@@ -30,6 +30,8 @@ FALL_THRESHOLD_RAD = 0.1
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("exit status: 0 when every check passes (PASS), 2 when the demo ran but a check failed, "
+                     "1 on an error")
     parser.add_argument("--robot", "--urdf", dest="robot", default="panda",
                         help="robot name from the catalogue (panda, ur5, ...) or a URDF file (default: panda)")
     parser.add_argument("--duration", type=float, default=5.0, help="simulated seconds per run (default 5)")

@@ -11,6 +11,19 @@ continuous joint e is taken the short way, in [−π, π)):
 * ``gravity``:         τ = g(q) + P e + D ė  (PD with gravity compensation, Spong, Hutchinson &
   Vidyasagar 2006, *Robot Modeling and Control*, §8.2).
 
+Friction feedforward (:attr:`ComputedTorqueSettings.friction_compensation`, default on): in the
+``feedforward`` and ``computed_torque`` modes, when the model has friction (URDF ``<dynamics damping
+friction>``, or the identified friction YAML installed in the model), the model's friction torque at the
+DESIRED velocity, τ_f(qd_d) = damping · qd_d + friction · law(qd_d) (``engine.friction_torque``, the same
+model the gravity node's ``friction_compensation`` uses; ``law`` = sign, or tanh(qd/v_s) with identified
+friction), is added to the command and to the reported feedforward. Compensating friction on the
+reference velocity rather than the measured one is the standard model-based feedforward (Siciliano,
+Sciavicco, Villani & Oriolo 2009, *Robotics: Modelling, Planning and Control*, §8.5 and §8.6;
+Armstrong-Hélouvry, Dupont & Canudas de Wit 1994, Automatica 30(7), §5): the reference is smooth and
+noise-free, so the discontinuous Coulomb term does not chatter on measurement noise around q̇ = 0, and at
+rest (qd_d = 0) nothing is added (the static friction there is taken up by the feedback). The ``gravity``
+mode (a baseline without any feedforward of the desired motion) never adds it.
+
 The desired motion is a :class:`~robot_dynamics_ros.control.interpolation.TrajectoryExecutor`
 (``joint_trajectory_controller`` semantics) fed with :meth:`ComputedTorqueController.submit_trajectory`;
 before the first trajectory the first measured q is held.
@@ -94,7 +107,7 @@ class Gains:
 
 
 def control_torque(mode: str, engine, q: np.ndarray, qd: np.ndarray, desired: DesiredState,
-                   gains: Gains) -> tuple[np.ndarray, np.ndarray]:
+                   gains: Gains, *, friction: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The effort command of one tick and the feedforward torque of the desired motion.
 
     Args:
@@ -104,18 +117,26 @@ def control_torque(mode: str, engine, q: np.ndarray, qd: np.ndarray, desired: De
         desired: q_d, qd_d, qdd_d ``(n,)`` (rad, rad/s, rad/s²); for continuous joints q_d is expected
             within π of q (the caller takes the short way).
         gains: per-joint :class:`Gains`.
+        friction: add the friction feedforward τ_f(qd_d) = ``engine.friction_torque(desired.qd)`` (module
+            docstring) in the ``feedforward`` and ``computed_torque`` modes; ignored by ``gravity``.
 
     Returns:
-        ``(tau, tau_ff)``, both ``(n,)`` N·m: the command (not yet clamped) and RNEA(q_d, qd_d, qdd_d).
+        ``(tau, tau_ff)``, both ``(n,)`` N·m: the command (not yet clamped) and the feedforward of the
+        desired motion, RNEA(q_d, qd_d, qdd_d) [+ τ_f(qd_d) with ``friction``, not in mode ``gravity``].
 
     Raises:
         ValueError: unknown mode.
     """
     tau_ff = laws.feedforward(engine, desired.q, desired.qd, desired.qdd)
+    tau_f = engine.friction_torque(desired.qd) if friction and mode != "gravity" else None
+    if tau_f is not None:
+        tau_ff = tau_ff + tau_f
     if mode == "feedforward":
         tau = tau_ff + gains.p * (desired.q - q) + gains.d * (desired.qd - qd)
     elif mode == "computed_torque":
         tau = laws.computed_torque(engine, q, qd, desired.q, desired.qd, desired.qdd, gains.kp, gains.kd)
+        if tau_f is not None:
+            tau = tau + tau_f
     elif mode == "gravity":
         tau = laws.gravity_compensation(engine, q) + gains.p * (desired.q - q) + gains.d * (desired.qd - qd)
     else:
@@ -132,6 +153,9 @@ class ComputedTorqueSettings(CoreSettings):
         gains: ``{joint: {kind: value}}`` overrides of :data:`DEFAULT_GAINS` (kinds p, d, kp, kd; units
             :data:`GAIN_UNITS`).
         check_position_limits: reject trajectories with positions outside the model's limits.
+        friction_compensation: add the model's friction torque at the desired velocity in the
+            ``feedforward`` and ``computed_torque`` modes (module docstring); a no-op on a model without
+            friction.
     """
 
     CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"mode": tuple(MODES)}
@@ -139,6 +163,7 @@ class ComputedTorqueSettings(CoreSettings):
     mode: str = "feedforward"
     gains: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     check_position_limits: bool = True
+    friction_compensation: bool = True
 
 
 class ComputedTorqueController(ControlCore):
@@ -157,7 +182,8 @@ class ComputedTorqueController(ControlCore):
 
     Attributes:
         desired: the last sampled :class:`DesiredState` (None before the first command).
-        feedforward: ``(n,)`` RNEA(q_d, qd_d, qdd_d) of the last command, N·m.
+        feedforward: ``(n,)`` RNEA(q_d, qd_d, qdd_d) [+ the friction feedforward τ_f(qd_d)] of the last
+            command, N·m.
         gains: the :class:`Gains` in use (model order).
     """
 
@@ -176,6 +202,7 @@ class ComputedTorqueController(ControlCore):
         self.settings = settings
         self.gains = Gains.from_mapping(model.joint_names, settings.gains)
         self._bind(model, engine, command_joints)
+        self._set_friction()
         self.trajectory = TrajectoryExecutor(model.n, epoch_ns=self.epoch_ns, continuous=self._continuous)
         #: a collision reported by an observer: gravity only until :meth:`reset_collision`
         self.collision = False
@@ -189,6 +216,11 @@ class ComputedTorqueController(ControlCore):
 
             raise UserError(f"mode computed_torque needs M(q) > 0, but joints {list(massless)} of "
                             f"'{model.description.name}' move no mass or inertia; use feedforward or gravity")
+
+    def _set_friction(self) -> None:
+        """Whether the law adds the friction feedforward: the setting is on and the model has friction."""
+        m = self.model
+        self._friction = self.settings.friction_compensation and bool(np.any(m.damping) or np.any(m.friction))
 
     # ------------------------------------------------------------------ configuration
     def set_settings(self, settings: ComputedTorqueSettings) -> None:
@@ -206,6 +238,7 @@ class ComputedTorqueController(ControlCore):
         if (settings.position_margin, settings.prismatic_margin, settings.velocity_factor) != (
                 old.position_margin, old.prismatic_margin, old.velocity_factor):
             self._bind(self.model, self.engine, self.mapper.command_joints, self.mapper)
+        self._set_friction()
 
     def with_settings(self, **changes) -> None:
         """:meth:`set_settings` with ``dataclasses.replace(self.settings, **changes)``."""
@@ -224,6 +257,7 @@ class ComputedTorqueController(ControlCore):
                              f"{list(self.model.joint_names)}; build a new controller")
         self._check(model, self.settings)
         self._bind(model, engine, self.mapper.command_joints, self.mapper)
+        self._set_friction()
 
     # ------------------------------------------------------------------ trajectories
     def time_s(self, now_ns: int) -> float:
@@ -313,7 +347,8 @@ class ComputedTorqueController(ControlCore):
             q_d[c] = q[c] + wrap_angle(q_d[c] - q[c])
             desired = DesiredState(q_d, desired.qd, desired.qdd, desired.tracking)
         try:
-            tau, tau_ff = control_torque(self.settings.mode, self.engine, q, qd, desired, self.gains)
+            tau, tau_ff = control_torque(self.settings.mode, self.engine, q, qd, desired, self.gains,
+                                         friction=self._friction)
         except ValueError as exc:   # the engine's own input checks: not fatal for the node
             return StepResult(None, False, ERROR, f"control law failed: {exc}")
         self.desired, self.feedforward = desired, tau_ff

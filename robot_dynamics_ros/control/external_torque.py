@@ -19,7 +19,15 @@ level is ERROR while a collision flag is held; the flag itself is only cleared b
 rule or :meth:`ExternalTorqueCore.reset_collision`, never by missing data.
 
 Collision (:class:`~robot_dynamics_ros.control.momentum_observer.CollisionDetector`): per-joint thresholds
-on |τ_ext| with hysteresis and a minimum duration. The external wrench at a frame is the least-squares
+on |τ_ext| with hysteresis and a minimum duration.
+
+Friction at rest (``ObserverSettings.coulomb_velocity`` v_c, default
+:data:`~robot_dynamics_ros.control.momentum_observer.DEFAULT_COULOMB_VELOCITY`): at rest the Coulomb
+(static) friction is anywhere in [−F_c, F_c], so the observer cannot attribute it (Haddadin et al. 2017,
+§IV, friction). For a sign-law friction model (URDF ``<dynamics friction>``) the observer's Coulomb term is
+the ramp F_c · clip(q̇ / v_c, −1, 1), zero at rest instead of ±F_c from the sign of velocity noise (an
+identified tanh(q̇ / v_s) law is kept), and the collision threshold of a joint with |q̇| < v_c is widened by
+its F_c (with ``friction`` on): a residual inside the friction band of a slow joint is no collision. The external wrench at a frame is the least-squares
 solution of Jᵀ(q) F = τ_ext (Haddadin 2017 §V; exact when the contact is at that frame and J has rank 6).
 """
 from __future__ import annotations
@@ -31,7 +39,8 @@ from typing import NamedTuple
 import numpy as np
 
 from robot_dynamics_ros.control.core import ERROR, OK, WARN, ControlCore, CoreSettings
-from robot_dynamics_ros.control.momentum_observer import CollisionDetector, MomentumObserver
+from robot_dynamics_ros.control.momentum_observer import (DEFAULT_COULOMB_VELOCITY, CollisionDetector,
+                                                          MomentumObserver)
 
 __all__ = ["TORQUE_SOURCES", "ObserverSettings", "ObserverResult", "ExternalTorqueCore"]
 
@@ -54,6 +63,9 @@ class ObserverSettings(CoreSettings):
         torque_source: ``"auto"``, ``"measured"`` or ``"commanded"`` (module docstring).
         friction: subtract the model's friction torque (URDF ``<dynamics>``).
         integration: ``"euler"`` or ``"trapezoid"`` (see ``momentum_observer.INTEGRATIONS``).
+        coulomb_velocity: v_c, rad/s (m/s) ≥ 0 (module docstring, "Friction at rest"): the Coulomb ramp of
+            a sign-law friction model and the speed below which a joint's threshold is widened by its
+            Coulomb friction; 0: bare sign(q̇), no widening.
     """
 
     gain: float = 50.0
@@ -63,6 +75,7 @@ class ObserverSettings(CoreSettings):
     torque_source: str = "auto"
     friction: bool = True
     integration: str = "euler"
+    coulomb_velocity: float = DEFAULT_COULOMB_VELOCITY
 
     def check(self) -> None:
         super().check()
@@ -74,6 +87,8 @@ class ObserverSettings(CoreSettings):
             raise ValueError(f"release = {self.release!r}: must be in (0, 1]")
         if not (math.isfinite(self.min_duration) and self.min_duration >= 0):
             raise ValueError(f"min_duration = {self.min_duration!r}: must be ≥ 0 s")
+        if not (math.isfinite(self.coulomb_velocity) and self.coulomb_velocity >= 0):
+            raise ValueError(f"coulomb_velocity = {self.coulomb_velocity!r}: must be ≥ 0 rad/s")
         if self.torque_source not in TORQUE_SOURCES:
             raise ValueError(f"torque_source = {self.torque_source!r}: must be one of {list(TORQUE_SOURCES)}")
 
@@ -129,9 +144,12 @@ class ExternalTorqueCore(ControlCore):
         if thr.size not in (1, n):
             raise ValueError(f"threshold: {thr.size} values for {n} joints (give 1 or {n})")
         self.observer = MomentumObserver(self.engine, s.gain, friction=s.friction,
-                                         max_dt=s.state_timeout, integration=s.integration)
+                                         max_dt=s.state_timeout, integration=s.integration,
+                                         coulomb_velocity=s.coulomb_velocity)
+        band = np.asarray(self.model.friction, dtype=float) if s.friction else None
         self.detector = CollisionDetector(n, np.broadcast_to(thr, (n,)), release=s.release,
-                                          min_duration=s.min_duration)
+                                          min_duration=s.min_duration, friction_band=band,
+                                          band_velocity=s.coulomb_velocity)
         self.observer.watch(self.detector.threshold)
         self._commanded = np.full(n, np.nan)
         self._measured_first = s.torque_source != "commanded"
@@ -257,7 +275,7 @@ class ExternalTorqueCore(ControlCore):
         detector = self.detector
         # the observer watches the detector's thresholds: with none exceeded and nothing pending the detector
         # has nothing to decide (the per-sample case)
-        state = detector.update(t_s, tau_ext) if observer.above or not detector.idle else None
+        state = detector.update(t_s, tau_ext, mapper.qd) if observer.above or not detector.idle else None
         if state is not None and state.collision:
             names = tuple(self.model.joint_names[i] for i in state.joints)
             res = ObserverResult(tau_ext, True, state.onset, names, ERROR,

@@ -42,7 +42,12 @@ from robot_dynamics_ros.dynamics.newton_euler import (MOMENTUM_WORK_ROWS, moment
                                                      momentum_terms_one)
 from robot_dynamics_ros.model import RobotModel
 
-__all__ = ["INTEGRATIONS", "MomentumObserver", "CollisionDetector", "CollisionState"]
+__all__ = ["INTEGRATIONS", "DEFAULT_COULOMB_VELOCITY", "MomentumObserver", "CollisionDetector", "CollisionState"]
+
+#: v_c (rad/s) of the observer's Coulomb ramp for a sign(q̇) friction model (URDF ``<dynamics friction>``):
+#: well above the velocity noise of a joint at rest (encoders and simulators: < 1e-3 rad/s) and small
+#: against the speeds of a motion
+DEFAULT_COULOMB_VELOCITY = 0.02
 
 #: ``euler``: β of the sample that starts the interval — exact to first order for a torque that is held
 #: over the interval from the sample where it is reported (a ros2_control command, a simulator step);
@@ -106,19 +111,24 @@ def _step_from_terms(st, dt, restart, trapezoid):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _coulomb(v, v_s):
-    """``RobotModel.coulomb_law`` for one velocity: tanh(v / v_s), or sign(v) for v_s = 0."""
+def _coulomb(v, v_s, v_c):
+    """The observer's Coulomb law for one velocity: the identified tanh(v / v_s) when v_s > 0; else the
+    ramp clip(v / v_c, −1, 1) when v_c > 0 (zero at rest, sign(v) from |v| ≥ v_c); else sign(v)."""
     if v_s > 0.0:
         return np.tanh(v / v_s)
+    if v_c > 0.0:
+        x = v / v_c
+        return 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
     return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else 0.0)
 
 
 @njit(cache=True, nogil=True)
-def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, friction, v_s):
+def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, friction, v_s, v_c):
     """One observer sample in one compiled call: the model terms (``newton_euler.momentum_terms_one``:
     g, p = M q̇, Cᵀ q̇ into rows 0–2 of ``st``), β = τ_m − τ_f + Cᵀ q̇ − g with
-    τ_f = viscous · q̇ + Coulomb · law(q̇) (the model's URDF ``<dynamics>`` or identified friction, ``law`` =
-    sign or tanh(q̇ / v_s) as ``PinocchioDynamics.friction_torque``), then :func:`_advance`.
+    τ_f = viscous · q̇ + Coulomb · law(q̇) (the model's URDF ``<dynamics>`` or identified friction, ``law``
+    :func:`_coulomb`: the identified tanh(q̇ / v_s), or the ramp of ``coulomb_velocity`` v_c), then
+    :func:`_advance`.
 
     Returns a code: ``_OK_QUIET`` / ``_OK_ABOVE`` (accepted, :func:`_outcome`), ``_BAD_R`` (accepted but the
     residual is not finite), or a refusal (``_BAD_Q`` …), for which the observer rows (β onwards) are
@@ -148,7 +158,7 @@ def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, frictio
     for j in range(n):
         beta = tau[j] + st[_CTQD, j] - st[_G, j]
         if friction:
-            beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _coulomb(qd[j], v_s)
+            beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _coulomb(qd[j], v_s, v_c)
         st[_BETA, j] = beta
     _advance(st, dt, restart, trapezoid)
     return _outcome(st)
@@ -173,13 +183,20 @@ class MomentumObserver:
         max_dt: a sample gap longer than this (s) restarts the observer at the new sample (the momentum
             balance over a long gap is meaningless); non-positive gaps are refused.
         integration: how β is taken over a sample interval (see :data:`INTEGRATIONS`).
+        coulomb_velocity: v_c, rad/s (m/s), ≥ 0: the Coulomb term of a model whose law is sign(q̇) (URDF
+            ``<dynamics friction>``, no identified v_s) is the ramp F_c · clip(q̇ / v_c, −1, 1) — zero at
+            rest, where the static friction is anywhere in [−F_c, F_c] and cannot be attributed
+            (:data:`DEFAULT_COULOMB_VELOCITY`); 0 restores the bare sign(q̇). An identified v_s > 0 keeps its
+            tanh(q̇ / v_s). Below v_c the friction model is uncertain by up to F_c: widen the collision
+            threshold there (:class:`CollisionDetector` ``friction_band``).
 
     Raises:
-        ValueError: a gain that is not positive and finite, or of the wrong length.
+        ValueError: a gain that is not positive and finite, or of the wrong length; a bad
+            ``coulomb_velocity``.
     """
 
     def __init__(self, engine, gain=50.0, *, friction: bool = True, max_dt: float = 0.1,
-                 integration: str = "euler"):
+                 integration: str = "euler", coulomb_velocity: float = DEFAULT_COULOMB_VELOCITY):
         self.engine = engine
         self.n = int(engine.n)
         k = np.broadcast_to(np.asarray(gain, dtype=float), (self.n,)).copy()
@@ -187,6 +204,10 @@ class MomentumObserver:
             raise ValueError(f"observer gain: expected positive finite values (1/s), got {k.tolist()}")
         self.gain = k
         self.friction = bool(friction)
+        v_c = float(coulomb_velocity)
+        if not (math.isfinite(v_c) and v_c >= 0.0):
+            raise ValueError(f"observer coulomb_velocity: expected a finite value ≥ 0 (rad/s), got {coulomb_velocity!r}")
+        self.coulomb_velocity = v_c
         self.max_dt = float(max_dt)
         if integration not in INTEGRATIONS:
             raise ValueError(f"observer integration {integration!r}: must be one of {list(INTEGRATIONS)}")
@@ -210,7 +231,7 @@ class MomentumObserver:
             # it from numba's cache (~0.5 s) would make the next joint states stale
             z = np.zeros(self.n)
             _fused_step(self._tab, self._itab, self._work, st.copy(), z, z, z, 0.0, True, self._trapezoid,
-                        self.friction, self._v_s)
+                        self.friction, self._v_s, self.coulomb_velocity)
         else:
             self._tab = None
         self._t: float | None = None
@@ -288,7 +309,7 @@ class MomentumObserver:
         tab = self._tab
         if tab is not None:
             code = _fused_step(tab, self._itab, self._work, self._st, q, qd, tau_m, dt, restart, self._trapezoid,
-                               self.friction, self._v_s)
+                               self.friction, self._v_s, self.coulomb_velocity)
         else:
             self._terms(q, qd, tau_m)
             code = _step_from_terms(self._st, dt, restart, self._trapezoid)
@@ -341,16 +362,25 @@ class CollisionDetector:
     ``min_duration``. The minimum duration rejects one-sample spikes (sensor noise, a dropped message);
     the hysteresis keeps the flag from chattering at the threshold.
 
+    Friction band (Haddadin et al. 2017, §IV-D and the friction discussion of §IV: thresholds that account
+    for the unmodelled friction): at rest or near a velocity reversal the Coulomb (static) friction is
+    anywhere in [−F_c, F_c] and the observer cannot attribute it, so a joint with |q̇| < ``band_velocity``
+    has its threshold raised by ``friction_band`` (F_c) at that sample (the velocity given to
+    :meth:`update`); in motion the threshold is the plain one.
+
     Args:
         threshold: N·m, scalar or (n,) positive (inf disables a joint).
         release: fraction in (0, 1] of the threshold below which a joint counts as released.
         min_duration: s, ≥ 0.
+        friction_band: N·m, scalar or (n,) ≥ 0, added to the threshold of a slow joint (None: 0).
+        band_velocity: rad/s ≥ 0: |q̇| below it is slow (the observer's ``coulomb_velocity``).
 
     Raises:
-        ValueError: non-positive thresholds, release outside (0, 1], negative duration.
+        ValueError: non-positive thresholds, release outside (0, 1], negative duration or band.
     """
 
-    def __init__(self, n: int, threshold, *, release: float = 0.5, min_duration: float = 0.002):
+    def __init__(self, n: int, threshold, *, release: float = 0.5, min_duration: float = 0.002,
+                 friction_band=None, band_velocity: float = 0.0):
         thr = np.broadcast_to(np.asarray(threshold, dtype=float), (n,)).copy()
         if np.any(np.isnan(thr)) or np.any(thr <= 0):
             raise ValueError(f"collision threshold: expected positive values (N·m), got {thr.tolist()}")
@@ -358,8 +388,17 @@ class CollisionDetector:
             raise ValueError(f"collision release: expected a fraction in (0, 1], got {release}")
         if not min_duration >= 0.0:
             raise ValueError(f"collision min_duration: expected ≥ 0 s, got {min_duration}")
+        band = np.zeros(n) if friction_band is None else \
+            np.broadcast_to(np.asarray(friction_band, dtype=float), (n,)).copy()
+        if not (np.all(np.isfinite(band)) and np.all(band >= 0)):
+            raise ValueError(f"collision friction_band: expected finite values ≥ 0 (N·m), got {band.tolist()}")
+        if not (math.isfinite(band_velocity) and band_velocity >= 0):
+            raise ValueError(f"collision band_velocity: expected a finite value ≥ 0 (rad/s), got {band_velocity!r}")
         self.threshold = thr
         self._threshold_list = thr.tolist()
+        self.friction_band = band
+        self.band_velocity = float(band_velocity)
+        self._banded = bool(np.any(band > 0) and band_velocity > 0)
         self.release = float(release)
         self.min_duration = float(min_duration)
         self.collision = False
@@ -377,20 +416,29 @@ class CollisionDetector:
         self.collision = False
         self._since = None
 
-    def update(self, t: float, residual) -> CollisionState:
-        """Feed the residual (n,) N·m (an array or a list) at time ``t`` (s); return the decision here."""
+    def thresholds(self, qd=None) -> np.ndarray:
+        """The thresholds (n,) N·m in force at joint velocities ``qd`` (None: the plain ones): raised by
+        the friction band where |q̇| < ``band_velocity`` (class docstring)."""
+        if qd is None or not self._banded:
+            return self.threshold
+        return self.threshold + self.friction_band * (np.abs(np.asarray(qd, dtype=float)) < self.band_velocity)
+
+    def update(self, t: float, residual, qd=None) -> CollisionState:
+        """Feed the residual (n,) N·m (an array or a list) at time ``t`` (s), with the joint velocities
+        ``qd`` (n,) rad/s of that sample for the friction band (None: no band); return the decision here."""
         if not self.collision and self._since is None:
             # the per-sample case, nothing above any threshold and nothing pending: over Python floats
             values = residual.tolist() if isinstance(residual, np.ndarray) else residual
             if not any(map(operator.gt, map(abs, values), self._threshold_list)):
                 return _QUIET
         a = np.abs(np.asarray(residual, dtype=float))
-        above = a > self.threshold
+        thr = self.thresholds(qd)
+        above = a > thr
         joints = tuple(int(i) for i in np.nonzero(above)[0])
         if not self.collision:
             candidate = bool(above.any())
         else:
-            candidate = bool(np.all(a < self.release * self.threshold))
+            candidate = bool(np.all(a < self.release * thr))
         if not candidate:
             self._since = None
             return CollisionState(self.collision, False, joints)

@@ -12,6 +12,8 @@ gravity only at the last known state, ERROR). This module moves bytes, parameter
   RNEA(q_d, qd_d, qdd_d), for the command joints, stamped with the sampling time);
 * ticks (``tick_source``): ``timer`` at ``control_rate`` Hz on the node clock, or ``joint_states``, one tick
   per accepted state sampled at its header stamp (a deterministic closed loop with a lockstep simulator);
+* friction feedforward ``friction_compensation`` (default on): the model's friction torque at the desired
+  velocity added in the feedforward and computed_torque modes (``control/computed_torque.py``);
 * gains ``gains.<joint>.{p,d}`` (N·m/rad, N·m·s/rad; feedforward/gravity), ``.{kp,kd}`` (1/s², 1/s;
   computed_torque), checked on set; lifecycle and ``autostart`` as the gravity node's;
 * collision reaction: ``collision_topic`` True → gravity only until ``~/reset_collision``;
@@ -51,6 +53,11 @@ def _node_params():
                   "settable.", range=(1.0, 10000.0)),
         ParamSpec("check_position_limits", True, "Reject trajectories with positions outside the URDF "
                   "limits."),
+        ParamSpec("friction_compensation", True, "feedforward and computed_torque modes: add the model's "
+                  "friction torque at the desired velocity, damping*qd_d + friction*sign(qd_d) from URDF "
+                  "<dynamics> (or the identified friction YAML of friction_path, with its tanh(qd/v_s) law); "
+                  "a no-op without friction in the model. false: leave friction to the feedback. Run-time "
+                  "settable."),
         ParamSpec("executor", "events", "rclpy executor for main(): events, single or multi.",
                   choices=("events", "single", "multi"), read_only=True),
         ParamSpec("collision_topic", "", "std_msgs/Bool collision flag (e.g. external_torque_observer/collision); "
@@ -158,6 +165,7 @@ class ComputedTorqueNode(LifecycleNode):
                 gains.setdefault(joint, {})[kind] = float(p.get(f"gains.{joint}.{kind}", DEFAULT_GAINS[kind]))
         return ComputedTorqueSettings(mode=p["mode"], gains=gains,
                                       check_position_limits=bool(p["check_position_limits"]),
+                                      friction_compensation=bool(p["friction_compensation"]),
                                       **common.core_settings_kwargs(p))
 
     def _on_model(self, model, label: str) -> None:

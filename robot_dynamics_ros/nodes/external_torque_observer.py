@@ -59,6 +59,10 @@ PARAMS = [
               "effort), commanded (command_topic), auto (measured when every effort is finite).",
               choices=TORQUE_SOURCES),
     ParamSpec("friction", True, "Subtract the model's friction torque (URDF <dynamics>)."),
+    ParamSpec("coulomb_velocity", 0.02, "v_c, rad/s (m/s): for a sign-law Coulomb model (URDF <dynamics "
+              "friction>) the observer uses F_c*clip(qd/v_c, -1, 1), zero at rest where static friction is "
+              "indeterminate, and a joint slower than v_c has its collision threshold widened by its F_c. "
+              "0: bare sign(qd), no widening.", range=(0.0, 100.0)),
     ParamSpec("command_topic", "effort_controller/commands", "Float64MultiArray effort commands read for the "
               "commanded torque source (relative).", read_only=True),
     ParamSpec("command_joints", [], "Joint order of command_topic (empty: the model's joint order).",
@@ -72,6 +76,7 @@ def settings_from(p) -> ObserverSettings:
     return ObserverSettings(gain=float(p["gain"]), threshold=tuple(float(x) for x in p["threshold"]) or (10.0,),
                             release=float(p["release"]), min_duration=float(p["min_duration"]),
                             torque_source=p["torque_source"], friction=bool(p["friction"]),
+                            coulomb_velocity=float(p["coulomb_velocity"]),
                             state_timeout=float(p["state_timeout"]), position_margin=float(p["position_margin"]),
                             prismatic_margin=float(p["prismatic_margin"]),
                             velocity_factor=float(p["velocity_factor"]))

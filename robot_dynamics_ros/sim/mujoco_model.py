@@ -3,7 +3,8 @@
 The URDF MuJoCo compiles is ``RobotModel.reduced_urdf()``: held joints welded at their values, visual and
 collision geometry dropped (MuJoCo 4.0 cannot resolve ``package://`` meshes, and dynamics needs none).
 Inertias, joint axes, position limits and ``<dynamics damping friction>`` are kept (MuJoCo's URDF
-importer maps ``damping`` -> ``dof_damping``, ``friction`` -> ``dof_frictionloss``). Static links are not
+importer maps ``damping`` -> ``dof_damping``, ``friction`` -> ``dof_frictionloss``, whose soft constraint is stiffened to
+2 dt / d = 0.999 so that it acts as Coulomb friction, see :func:`build_mujoco_model`). Static links are not
 fused (``fusestatic="false"``), so every URDF link is a MuJoCo body of the same name and a payload can
 be attached to any link. Gravity is the model's gravity vector (root link frame = MuJoCo world frame:
 the URDF root is welded to the world).
@@ -147,6 +148,17 @@ def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "imp
     for e in range(mj.neq):
         if mj.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT:
             mj.eq_solref[e] = (2.0 * mj.opt.timestep, 1.0)
+    # URDF Coulomb friction (dof_frictionloss) as hard as the step allows. MuJoCo's frictionloss is a soft
+    # constraint: a force |f| ≤ F that drives the joint acceleration towards a_ref = −b·q̇ (b ≈ 2/(d·t_c)),
+    # not −F·sign(q̇). With the default solref t_c = 0.02 s and solimp d ≈ 0.9 it stays in its linear zone far
+    # above rest (xArm7 joint 7: 0.18 F at 1.4 rad/s, a 0.5 N·m push against F = 1 N·m creeps at 0.23 rad/s)
+    # and, under a deceleration faster than b·q̇, pushes along the motion (joint 4 at +1.2 rad/s: +F). With
+    # t_c = 2 dt (critically damped) and d = 0.999 it is ≈ −F·sign(q̇) once moving and holds a joint at rest
+    # against |τ| < F (joint 7 under 0.5 N·m: creep 4e-3 rad/s, joint 1: 1e-4), as URDF Coulomb friction means.
+    fric = mj.dof_frictionloss > 0
+    if np.any(fric):
+        mj.dof_solref[fric] = (2.0 * mj.opt.timestep, 1.0)
+        mj.dof_solimp[fric, 0] = mj.dof_solimp[fric, 1] = 0.999
 
     def joint_ids_of(names) -> np.ndarray:
         ids = [mujoco.mj_name2id(mj, mujoco.mjtObj.mjOBJ_JOINT, name) for name in names]

@@ -5,7 +5,8 @@ wraps, and what tests and the tracking scenario can step directly. Arrays are in
 order (``joint_names``), shape ``(n,)``; q in rad (m), qd in rad/s, tau in N·m (N); time in s.
 
 Physics: MuJoCo integrates M(q) qdd + c(q, qd) = tau_applied - b qd - f_c sgn-like(qd) (URDF damping b
-and Coulomb friction f_c as MuJoCo's ``dof_damping`` / ``dof_frictionloss``), plus joint-limit constraint
+and Coulomb friction f_c as MuJoCo's ``dof_damping`` / ``dof_frictionloss``, the latter a dry-friction constraint
+|f| ≤ f_c stiffened to act as Coulomb friction: :mod:`~robot_dynamics_ros.sim.mujoco_model`), plus joint-limit constraint
 forces at the URDF position limits; no contacts (geometry is dropped). The applied effort is held
 (zero-order hold) until the next :meth:`MujocoSim.set_effort`, and clamped to the URDF effort limits,
 as a motor driver does.
