@@ -308,3 +308,20 @@ def test_joint_limits_entries_for_joints_the_urdf_lacks_are_ignored_with_a_warni
     assert [w for w in model.warnings if "gripper_finger_joint" in w and "ignored" in w and str(path) in w]
     with pytest.raises(UserError, match="gripper_finger_joint"):
         RobotModel.from_urdf(urdf, joint_limits=str(path), strict=True)
+
+
+def test_a_node_logs_what_the_lenient_loader_accepted(tmp_path):
+    """A node given such a joint_limits file logs the same warning the CLI prints (once, at load)."""
+    from robot_dynamics_ros.nodes.common import ModelLoader, robot_source_params
+
+    path = tmp_path / "joint_limits.yaml"
+    path.write_text(yaml.safe_dump({"joint_limits": {"gripper_finger_joint": {"has_velocity_limits": True,
+                                                                              "max_velocity": 1.0}}}))
+    lines, models = [], []
+    logger = SimpleNamespace(warning=lines.append, info=lines.append, error=lines.append)
+    node = SimpleNamespace(get_logger=lambda: logger)
+    params = {s.name: s.default for s in robot_source_params()}
+    params.update(urdf_path="ur5", joint_limits_path=str(path))
+    ModelLoader(node, lambda model, label: models.append(label), log=None, params=params)
+    assert len(models) == 1
+    assert [line for line in lines if "gripper_finger_joint" in line and "ignored" in line], lines

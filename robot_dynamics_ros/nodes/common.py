@@ -449,8 +449,9 @@ class ModelLoader:
         self._friction = p["friction_path"] or None
         source, self._held, label = resolve_robot_source(p)
         if source is not None:
-            on_model(shared_model(source, self._held, self._joint_limits,
-                                  text=label == "parameter robot_description", friction=self._friction), label)
+            self._hand_over(shared_model(source, self._held, self._joint_limits,
+                                         text=label == "parameter robot_description", friction=self._friction),
+                            label)
         else:
             from std_msgs.msg import String
 
@@ -460,6 +461,13 @@ class ModelLoader:
                                                          description_qos(), raw=True)
             self._timer = steady_timer(node, 0.05, self._deliver)
             node.get_logger().info(f"waiting for the robot description on {self.subscription.topic_name}")
+
+    def _hand_over(self, model, label: str) -> None:
+        """``on_model(model, label)``, after one warning line per thing the lenient loader accepted (a
+        massless joint, joint_limits entries for joints the robot lacks): the CLI prints the same lines."""
+        for w in model.warnings:
+            self._node.get_logger().warning(f"{label}: {w}")
+        self._on_model(model, label)
 
     def _on_description(self, raw: bytes) -> None:
         """A serialized description arrived: refuse it at once when it is larger than any URDF accepted,
@@ -503,7 +511,7 @@ class ModelLoader:
         model, error = result
         if model is not None:
             try:
-                self._on_model(model, "topic " + self.subscription.topic_name)
+                self._hand_over(model, "topic " + self.subscription.topic_name)
                 self.last_error = ""
                 freeze_gc()  # the new model's objects are long-lived too (see freeze_gc)
                 return
