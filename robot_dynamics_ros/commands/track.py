@@ -135,9 +135,10 @@ def _quintic_timing(model, engine, W, velocity_scale, torque_margin) -> Plan:
     """Rest-to-rest quintic segments, each as short as the velocity and torque limits allow.
 
     A quintic q_a + Δ·(10x³ − 15x⁴ + 6x⁵), x = t/T, peaks at qd = 15Δ/(8T) (Lynch & Park 2017, §9.2.2);
-    T starts at the velocity bound and grows by 2 % until RNEA(q, qd, qdd) stays within torque_margin ×
-    effort limit at 200 samples of the segment.
+    T starts at the velocity bound and grows by 2 % until RNEA(q, qd, qdd) + friction stays within
+    torque_margin × effort limit at 200 samples of the segment.
     """
+    from robot_dynamics_ros.control import laws
     from robot_dynamics_ros.control.interpolation import PiecewisePolynomialTrajectory
 
     vmax = velocity_scale * model.velocity_limit
@@ -150,7 +151,7 @@ def _quintic_timing(model, engine, W, velocity_scale, torque_margin) -> Plan:
             seg = PiecewisePolynomialTrajectory([0.0, T], [a, b], np.zeros((2, model.n)), np.zeros((2, model.n)))
             q, qd, qdd = seg.sample_many(np.linspace(0, T, 200))
             # with the friction feedforward the node commands (zero without URDF <dynamics>)
-            tau = np.array([engine.rnea(*x) + engine.friction_torque(x[1]) for x in zip(q, qd, qdd)])
+            tau = np.array([laws.feedforward(engine, *x, friction=True) for x in zip(q, qd, qdd)])
             if np.all(np.abs(tau) <= tmax):
                 break
             T *= 1.02
@@ -584,13 +585,14 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         plan = plan_trajectory(model, engine, W, timing=timing, velocity_scale=velocity_scale,
                                torque_margin=torque_margin, period=0.01)
     # the desired motion as the node will sample it, for the trajectory's own limit usage
+    from robot_dynamics_ros.control import laws
     from robot_dynamics_ros.control.interpolation import PiecewisePolynomialTrajectory
 
     dense = PiecewisePolynomialTrajectory(plan.t, plan.q, plan.qd, plan.qdd)
     ts = np.arange(0.0, plan.duration, 1.0 / rate)
     Qs, QDs, QDDs = dense.sample_many(ts)
     # the feedforward the node commands: RNEA + the friction at the desired velocity (computed_torque core)
-    tau_ff = np.array([engine.rnea(q_, qd_, qdd_) + engine.friction_torque(qd_) for q_, qd_, qdd_ in zip(Qs, QDs, QDDs)])
+    tau_ff = np.array([laws.feedforward(engine, *x, friction=True) for x in zip(Qs, QDs, QDDs)])
     traj_tau = np.max(np.abs(tau_ff) / model.effort_limit, axis=0)
     traj_vel = np.max(np.abs(QDs) / model.velocity_limit, axis=0)
 

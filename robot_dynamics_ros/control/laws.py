@@ -57,12 +57,17 @@ def gravity_compensation(engine: Dynamics, q: np.ndarray, *, qd: np.ndarray | No
     return tau
 
 
-def feedforward(engine: Dynamics, q_d: np.ndarray, qd_d: np.ndarray, qdd_d: np.ndarray) -> np.ndarray:
-    """tau_ff = M(q_d) qdd_d + C(q_d, qd_d) qd_d + g(q_d) = RNEA(q_d, qd_d, qdd_d).
+def feedforward(engine: Dynamics, q_d: np.ndarray, qd_d: np.ndarray, qdd_d: np.ndarray, *,
+                friction: bool = False) -> np.ndarray:
+    """tau_ff = M(q_d) qdd_d + C(q_d, qd_d) qd_d + g(q_d) = RNEA(q_d, qd_d, qdd_d) [+ tau_friction(qd_d)].
 
-    Lynch & Park 2017, eq. (11.33). Shapes ``(n,)``; rad, rad/s, rad/s² in, N·m out.
+    Lynch & Park 2017, eq. (11.33); ``friction``: plus the model's friction torque at the desired velocity
+    (``engine.friction_torque(qd_d)``, the friction feedforward of
+    :func:`~robot_dynamics_ros.control.computed_torque.control_torque`). Shapes ``(n,)``; rad, rad/s,
+    rad/s² in, N·m out.
     """
-    return np.asarray(engine.rnea(q_d, qd_d, qdd_d), dtype=float)
+    tau = np.asarray(engine.rnea(q_d, qd_d, qdd_d), dtype=float)
+    return tau + engine.friction_torque(qd_d) if friction else tau
 
 
 def computed_torque(engine: Dynamics, q: np.ndarray, qd: np.ndarray, q_d: np.ndarray, qd_d: np.ndarray,
