@@ -325,3 +325,23 @@ def test_a_node_logs_what_the_lenient_loader_accepted(tmp_path):
     ModelLoader(node, lambda model, label: models.append(label), log=None, params=params)
     assert len(models) == 1
     assert [line for line in lines if "gripper_finger_joint" in line and "ignored" in line], lines
+
+
+def test_a_joint_with_zero_urdf_limits_that_the_path_does_not_move():
+    """romeo.urdf gives its hands velocity="0" effort="0": a path that leaves them still is retimed, and
+    their zero limits count 0 in peak_fraction (they raised ZeroDivisionError in the report)."""
+    from robot_dynamics_ros.robots import example_robot_data_urdfs
+
+    urdf = next(p for p in example_robot_data_urdfs() if p.name == "romeo.urdf")
+    model = RobotModel.from_urdf(str(urdf))
+    hands = [model.index[j] for j in ("LHand", "RHand")]
+    assert (model.velocity_limit[hands] == 0).all() and (model.effort_limit[hands] == 0).all()
+    lo = np.where(np.isfinite(model.lower), model.lower, -1.0)
+    hi = np.where(np.isfinite(model.upper), model.upper, 1.0)
+    start = (lo + hi) / 2
+    goal = start + 0.1 * (hi - lo) / 2
+    goal[hands] = start[hands]
+    res = Retimer(model).retime(np.array([start, goal]))
+    assert res.success, res.message
+    assert np.abs(res.qd[:, hands]).max() == 0.0
+    assert all(v is None or np.isfinite(v) for v in res.peak_fraction.values()), res.peak_fraction

@@ -63,7 +63,9 @@ DIRECTION_TOL = 1e-3
 
 @njit(cache=True, nogil=True)
 def _peak_fractions(qd, qdd, tau, vlim, alim, tlim):  # pragma: no cover - compiled
-    """max_k,j |value| / limit for (qd, qdd, tau); -1 where every limit is infinite."""
+    """max_k,j |value| / limit for (qd, qdd, tau); -1 where every limit is infinite. A zero limit (URDF
+    ``velocity="0" effort="0"`` on a joint the path does not move, e.g. romeo's hands) counts 0 when the
+    value stays 0, inf otherwise."""
     out = np.full(3, -1.0)
     n = qd.shape[1]
     for r in range(3):
@@ -76,8 +78,9 @@ def _peak_fractions(qd, qdd, tau, vlim, alim, tlim):  # pragma: no cover - compi
                     v = abs(arr[k, j])
                     if v > peak:
                         peak = v
-                if peak / lim[j] > out[r]:
-                    out[r] = peak / lim[j]
+                frac = peak / lim[j] if lim[j] > 0.0 else (np.inf if peak > 0.0 else 0.0)
+                if frac > out[r]:
+                    out[r] = frac
     return out
 
 
