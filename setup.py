@@ -8,7 +8,10 @@ PACKAGE = "robot_dynamics_ros"
 setup(
     name=PACKAGE,
     version="0.1.0",
-    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    # The runtime package, the developer tools (the `robot-dynamics` command) and the shared test and
+    # benchmark harness: three top-level packages; the runtime package imports neither of the others.
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*", "robot_dynamics_tools", "robot_dynamics_tools.*",
+                                    "robot_dynamics_testing", "robot_dynamics_testing.*"]),
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -26,7 +29,7 @@ setup(
     entry_points={
         "console_scripts": [
             # The one user-facing command with subcommands (demo, run, crossval, dynamics, retime, ...).
-            "robot-dynamics = robot_dynamics_ros.cli:main",
+            "robot-dynamics = robot_dynamics_tools.cli:main",
             # `ros2 run robot_dynamics_ros <executable>` entry points, one per node.
             "gravity_compensation = robot_dynamics_ros.nodes.gravity_compensation:main",
             "computed_torque = robot_dynamics_ros.nodes.computed_torque:main",

@@ -4,11 +4,11 @@ Run:  .venv/bin/python benchmarks/bench_attack.py [--duration S] [--quick] [--js
 e.g.  .venv/bin/python benchmarks/bench_attack.py --quick --json          (≤ 60 s, what the test runs)
       .venv/bin/python benchmarks/bench_attack.py --duration 3 --json benchmarks/results/attack.json
 
-Segments (each against its own target process; see :mod:`benchmarks.attack` for the processes and for
+Segments (each against its own target process; see :mod:`robot_dynamics_testing.attack` for the processes and for
 how a command is attributed to a hostile message):
 
 1. ``joint_states`` — target A = gravity_compensation + computed_torque + retiming_service in one process,
-   model from the description topic. Per hostile kind (:data:`benchmarks.attack.KINDS`), ``--duration`` s of
+   model from the description topic. Per hostile kind (:data:`robot_dynamics_testing.attack.KINDS`), ``--duration`` s of
    the kind at 1 kHz mixed with good states at 1 kHz, then 0.5 s of good states only. Per kind and node:
    sent, commands caused by hostile messages, non-finite outputs, max gap between two commands over the
    burst and the settle, RSS growth of the node process. ``rss_flood``: 100 000 messages with 50 new
@@ -46,10 +46,8 @@ import threading
 import time
 from pathlib import Path
 
-if str(Path(__file__).resolve().parent.parent) not in sys.path:  # the repository: import benchmarks.*
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from robot_dynamics_ros.commands import isolation  # noqa: E402
+from robot_dynamics_testing import attack
+from robot_dynamics_tools.commands import isolation
 
 SETTLE_S = 0.5
 GAP_TARGET_MS = 2 * 0.1 * 1e3
@@ -87,7 +85,6 @@ def _round(x, nd=1):
 
 def seg_joint_states(ctx, args):
     """Prepare the segment (its publisher started, held at READY); return the function that runs it."""
-    from benchmarks import attack
 
     target = ctx.target("A")
     panda_text = Path(attack.PANDA.urdf).read_text()
@@ -109,11 +106,10 @@ def seg_joint_states(ctx, args):
 
 
 def _run_joint_states(ctx, target, pub, phases, kinds) -> dict:
-    from benchmarks import attack
 
     log_start = target.log_size()
     records = ctx.collect(pub, phases)
-    log = parse_log(target.log_lines_between(log_start))
+    log = attack.parse_log(target.log_lines_between(log_start))
     rows = []
     by_name = {r["name"]: r for r in records}
     for kind in kinds:
@@ -191,7 +187,6 @@ def seg_sim_time(ctx, args):
 
 
 def _run_sim_time(ctx, target, pub, phases) -> dict:
-    from benchmarks import attack
 
     records = {r["name"]: r for r in ctx.collect(pub, phases)}
     out = {"jump_s": -1000.0}
@@ -218,7 +213,6 @@ def _run_sim_time(ctx, target, pub, phases) -> dict:
 
 
 def seg_retiming_clients(ctx, args):
-    from benchmarks import attack
 
     target = ctx.target("C")
     # a request may wait for max_concurrent_requests others before its own deadline starts
@@ -231,7 +225,6 @@ def seg_retiming_clients(ctx, args):
 
 
 def _run_retiming_clients(ctx, args, target, clients, grace, mix) -> dict:
-    from benchmarks import attack
 
     t0 = time.monotonic()
     log_start = target.log_size()
@@ -250,7 +243,6 @@ def _run_retiming_clients(ctx, args, target, clients, grace, mix) -> dict:
 
 
 def seg_shared(ctx, args, tag: str):
-    from benchmarks import attack
 
     target = ctx.target(tag)
     # good states alone first (the baseline: what the machine's load costs without any request), then the
@@ -266,7 +258,6 @@ def seg_shared(ctx, args, tag: str):
 
 
 def _run_shared(ctx, args, tag, target, clients, pub, phases) -> dict:
-    from benchmarks import attack
 
     ok = clients.go()
     records = {r["name"]: r for r in ctx.collect(pub, phases)}
@@ -294,7 +285,6 @@ def _run_shared(ctx, args, tag, target, clients, pub, phases) -> dict:
 
 
 def seg_descriptions(ctx, args):
-    from benchmarks import attack
 
     descs = attack.hostile_descriptions(ctx.work, args.quick)
     (ctx.work / "panda.urdf").write_text(Path(attack.PANDA.urdf).read_text())
@@ -364,7 +354,7 @@ def _drive_descriptions(target, pub, phases) -> dict[str, dict]:
             t_pub, signalled = float(stamp), False
             seen[current] = {}
         if current is not None and not signalled and current in by_name:
-            lines = [ln for ln in parse_log(target.log_lines_between(pos)) if ln[0] >= t_pub - 0.02]
+            lines = [ln for ln in attack.parse_log(target.log_lines_between(pos)) if ln[0] >= t_pub - 0.02]
             seen[current] = handled(lines, by_name[current]["robot"])
             if len(seen[current]) == len(DESCRIPTION_NODES):
                 pub.signal(current)
@@ -373,7 +363,6 @@ def _drive_descriptions(target, pub, phases) -> dict[str, dict]:
 
 
 def _run_descriptions(ctx, args, descs, first) -> dict:
-    from benchmarks import attack
 
     rows = []
     todo = list(descs)
@@ -398,7 +387,7 @@ def _run_descriptions(ctx, args, descs, first) -> dict:
         records = {r["name"]: r for r in pub.lines(30.0)}
         stop.set()
         watcher.join()
-        log = parse_log(target.log_lines_between(log_start))
+        log = attack.parse_log(target.log_lines_between(log_start))
         death_t = target.death_time
         died = target.check_death("descriptions")
         done = []
@@ -451,36 +440,11 @@ def _run_descriptions(ctx, args, descs, first) -> dict:
     return {"rows": rows}
 
 
-_LOG_RE = re.compile(rb"^\[(DEBUG|INFO|WARN|ERROR|FATAL)\] \[(\d+\.\d+)\] \[([^\]]*)\]: ")
-
-
-def parse_log(lines: list[bytes]) -> list[tuple[float, str, int, str, str]]:
-    """rcutils console lines -> (monotonic time, severity, length in characters, node name, first 200
-    characters of the text). A line without the ``[LEVEL] [time] [logger]: `` prefix (the continuation of a
-    multi-line message) is its own entry at the previous line's time, severity ``CONT``."""
-    offset = time.time() - time.monotonic()
-    out = []
-    last_t = 0.0
-    for raw in lines:
-        if not raw:
-            continue
-        m = _LOG_RE.match(raw)
-        if m:
-            last_t = float(m.group(2)) - offset
-            node = m.group(3).decode(errors="replace").rpartition(".")[2]
-            out.append((last_t, m.group(1).decode(), len(raw), node,
-                        raw[m.end():m.end() + 200].decode(errors="replace")))
-        else:
-            out.append((last_t, "CONT", len(raw), "", ""))
-    return out
-
-
 # --------------------------------------------------------------------------- context
 class Context:
     """Targets, the recorder and the work folder of one benchmark run."""
 
     def __init__(self, work: Path, quick: bool):
-        from benchmarks import attack
 
         self.work = work
         self.rec = attack.Recorder()
@@ -499,7 +463,6 @@ class Context:
         self.targets: dict[str, attack.Target] = {}
 
     def launch(self, tags) -> None:
-        from benchmarks import attack
 
         for tag in tags:
             cfg = self.configs[tag]
@@ -547,7 +510,6 @@ class Context:
 
     def publisher(self, target, phases, sim_time: bool = False):
         """A publisher child for ``phases`` against ``target``, started now, held until :meth:`collect`."""
-        from benchmarks import attack
 
         n_sub = sum(1 for n in target.cfg.nodes if n in CONTROL_NODES)
         plan = {"joint_states": target.cfg.joint_states, "description_topic": target.cfg.description_topic,

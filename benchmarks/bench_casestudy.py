@@ -5,7 +5,7 @@ Per path, in one run:
   more limits on the same path;
 * ``full``    — :func:`robot_dynamics_ros.retiming.jerk.solve_jerk_limited` from that result (torque +
   jerk, velocity; the case study adds the motor-limit loop, timed separately on the case);
-* ``scurve``  — :func:`robot_dynamics_ros.commands.casestudy.scurve_baseline`, a path-exact double-S on
+* ``scurve``  — :func:`robot_dynamics_tools.commands.casestudy.scurve_baseline`, a path-exact double-S on
   s(t) from the TOPP-RA limits, stretched until every limit holds (the post-smoothing baseline).
 Reported: durations, whether full is closer to topp_ra than to scurve, a lower bound of every jerk-limited
 timing (per joint, the 1-D time-optimal double-S over its net displacement, and for a joint that turns
@@ -37,9 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "test"))
-
-from robot_dynamics_ros.commands import casestudy as cs
+from robot_dynamics_tools.commands import casestudy as cs
 from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits  # noqa: E402
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics  # noqa: E402
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited  # noqa: E402
@@ -49,7 +47,7 @@ MARGIN = 0.9
 
 
 def _dense(pm, sol, model, tlim, jerk):
-    from test_jerk import dense_check, dense_samples
+    from robot_dynamics_testing.jerk_cases import dense_check, dense_samples
 
     t, q, qd, qdd = dense_samples(sol)
     jfd, tau = dense_check(pm, t, q, qd, qdd)
@@ -143,7 +141,7 @@ def random_ur10_line(model, rng):
 
 
 def main(argv=None) -> int:
-    from test_jerk import package_model, pinocchio_model, random_panda_waypoints
+    from robot_dynamics_testing.jerk_cases import package_model, pinocchio_model, random_panda_waypoints
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--paths", type=int, default=10)

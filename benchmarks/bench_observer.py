@@ -2,19 +2,19 @@
 
 Run:  .venv/bin/python benchmarks/bench_observer.py [--json out.json] [--duration S] [--blocks N]
 
-Two comparisons on the 7-DoF Panda (fingers held), each interleaved (ABAB..., :func:`benchmarks.latency.
+Two comparisons on the 7-DoF Panda (fingers held), each interleaved (ABAB..., :func:`robot_dynamics_testing.latency.
 interleaved_rounds`) so that the machine's speed drifting over the run hits both alike:
 
 (a) **core step**: the ROS-free cores a node calls per message — ``GravityCompensator`` and
     ``ExternalTorqueCore`` (``on_joint_state`` + ``step``) — fed the same joint states: the probe poses of
-    :func:`benchmarks.latency.probe_positions` at 1 kHz stamps, velocities and accelerations from their
+    :func:`robot_dynamics_testing.latency.probe_positions` at 1 kHz stamps, velocities and accelerations from their
     differences, efforts their inverse dynamics and friction, so the observer runs its ordinary
     no-collision branch with its default thresholds. ``--blocks`` × ``--core-repeats`` rounds of one timed
     pass per core (µs per message); the ratio observer / gravity of each round (back to back) and its
     median and quartiles, and the ratio of the two fastest passes.
-(b) **node per message**: the gravity-compensation node (:func:`benchmarks.latency.make_gravity_node`) and
+(b) **node per message**: the gravity-compensation node (:func:`robot_dynamics_testing.latency.make_gravity_node`) and
     the ``external_torque_observer`` node, each alone in a fresh ``rclpy.Context`` with the events executor,
-    under the same 1 kHz ``joint_states`` stream (:class:`benchmarks.latency.StampedPublisher`, the probe
+    under the same 1 kHz ``joint_states`` stream (:class:`robot_dynamics_testing.latency.StampedPublisher`, the probe
     poses, zero velocities, no efforts: the observer balances a commanded torque, sent once before the
     stream, with thresholds above any residual so that it stays in the no-collision branch as the gravity
     node stays in its normal one), every output received by a raw subscription that only counts. CPU per
@@ -39,12 +39,9 @@ import threading
 import time
 from pathlib import Path
 
-if str(Path(__file__).resolve().parent.parent) not in sys.path:  # the repository: import benchmarks.*
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import numpy as np  # noqa: E402
 
-from benchmarks import latency  # noqa: E402  (also puts test/ on sys.path for reference.py)
+from robot_dynamics_testing import latency
 
 KINDS = ("gravity", "observer")
 OBSERVER_TOPIC = "/external_torque_observer/external_torque"
@@ -134,7 +131,7 @@ def bench_cores(robot, count: int, blocks: int, repeats: int) -> dict:
 
 # ------------------------------------------------------------------------------------------- (b) the nodes
 def make_observer_node(context, robot):
-    """The external-torque observer node configured like :func:`benchmarks.latency.make_gravity_node`
+    """The external-torque observer node configured like :func:`robot_dynamics_testing.latency.make_gravity_node`
     (same robot, topics through QoS overrides, every state answered)."""
     from rclpy.parameter import Parameter
 
@@ -312,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.duration > 0 and args.blocks >= 1 and args.rate > 0 and args.core_messages >= 10):
         parser.error("--duration, --rate must be > 0, --blocks ≥ 1, --core-messages ≥ 10")
     domain = latency.isolate_dds(args.domain_id)
-    from reference import ProbeRobot
+    from robot_dynamics_testing.reference import ProbeRobot
 
     robot = ProbeRobot.panda()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from robot_dynamics_ros.commands import isolation
+from robot_dynamics_tools.commands import isolation
 
 os.environ.update(isolation.private_environment())
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -26,7 +26,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def pytest_collection_modifyitems(config, items):
     """The attack benchmark's quick run goes last: its targets are timing ones, and earlier tests have
     then compiled every numba kernel (a cold compile inside its nodes would be measured as an attack's gap)."""
-    last = [it for it in items if it.nodeid.startswith("test/test_attack_quick.py")
-            or it.nodeid.startswith("test_attack_quick.py")]
+    last = [it for it in items if it.nodeid.startswith("test/system/test_attack_quick.py")
+            or it.nodeid.startswith("system/test_attack_quick.py")]
     if last:
         items[:] = [it for it in items if it not in last] + last

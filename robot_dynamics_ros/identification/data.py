@@ -36,7 +36,7 @@ from scipy.signal import savgol_filter
 
 from robot_dynamics_ros.errors import UserError
 
-__all__ = ["Recording", "read_csv", "read_bag", "read_recording", "parse_joint_map", "parse_effort_scale",
+__all__ = ["Recording", "read_csv", "parse_joint_map", "parse_effort_scale",
            "differentiate", "Prepared", "prepare"]
 
 
@@ -105,60 +105,6 @@ def read_csv(path: str | Path) -> Recording:
     rec = Recording(arr[:, col["t"]], tuple(joints), block("position", True), block("velocity", False),
                     block("acceleration", False), block("effort", True), src)
     return rec
-
-
-def read_bag(path: str | Path, topic: str | None = None) -> Recording:
-    """Read JointState messages from a rosbag2. Raises UserError (no JointState topic, no efforts, names
-    changing between messages, too few messages)."""
-    from robot_dynamics_ros.bags import JOINT_STATE, BagReader
-
-    src = str(path)
-    with BagReader(path) as bag:
-        topics = {t: m for t, m in bag.topics.items() if m == JOINT_STATE}
-        if topic is None:
-            if len(topics) != 1:
-                raise _fail(src, f"expected one {JOINT_STATE} topic, found {sorted(topics) or 'none'} "
-                                 "(choose one with --topic)")
-            topic = next(iter(topics))
-        bag.check_topics({topic: JOINT_STATE})
-        names = None
-        t, q, qd, tau = [], [], [], []
-        has_v = True
-        for rec in bag.messages([topic]):
-            m = rec.msg
-            nm = tuple(m.name)
-            if names is None:
-                names = nm
-            elif nm != names:
-                raise _fail(src, f"topic {topic}: joint names change at t = {rec.t_ns * 1e-9:.6f} s "
-                                 f"({list(nm)[:3]}... after {list(names)[:3]}...)")
-            n = len(nm)
-            if len(m.position) != n:
-                raise _fail(src, f"topic {topic}: a message has {len(m.position)} positions for {n} names")
-            if len(m.effort) != n:
-                raise _fail(src, f"topic {topic}: messages carry no efforts (effort has {len(m.effort)} "
-                                 f"entries for {n} joints); identification needs measured torques")
-            has_v = has_v and len(m.velocity) == n
-            stamp = m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
-            t.append((stamp if stamp > 0 else rec.t_ns) * 1e-9)
-            q.append(list(m.position))
-            qd.append(list(m.velocity) if len(m.velocity) == n else [math.nan] * n)
-            tau.append(list(m.effort))
-    if names is None or len(t) < 3:
-        raise _fail(src, f"topic {topic}: {len(t)} JointState messages, need many more")
-    t0 = t[0]
-    return Recording(np.array(t) - t0, names, np.array(q), np.array(qd) if has_v else None, None,
-                     np.array(tau), src)
-
-
-def read_recording(path: str | Path, topic: str | None = None) -> Recording:
-    """CSV (a file ending in .csv) or rosbag2 (anything else)."""
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"--data '{path}': no such file or directory")
-    if p.is_file() and p.suffix.lower() == ".csv":
-        return read_csv(p)
-    return read_bag(p, topic)
 
 
 def parse_joint_map(text: str | None) -> dict[str, str]:

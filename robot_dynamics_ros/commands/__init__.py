@@ -1,1 +1,0 @@
-"""One module per ``robot-dynamics`` subcommand (see :mod:`robot_dynamics_ros.cli`)."""

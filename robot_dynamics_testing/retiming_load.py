@@ -1,0 +1,192 @@
+"""Background load for the latency benchmark: back-to-back 100-waypoint retiming requests.
+
+A *client process* (``python -m robot_dynamics_testing.retiming_load client``) calls the
+``RetimeTrajectory`` service in a loop, each call as soon as the previous one returned, with a smooth
+100-waypoint Panda path (a different one each time). It runs until SIGINT and prints one JSON line:
+requests answered, successes, mean/max round-trip time.
+
+Where the service runs is the scenario's choice (see :mod:`robot_dynamics_testing.latency`):
+
+* ``retiming`` — in the same process as the node under test, added to the same executor (the
+  node-under-test child is started with ``--with-retiming``): what ``robot-dynamics run`` does when it
+  hosts all nodes; the node serves ``~/retime`` from its own worker thread (``<name>_worker``);
+* ``retiming-sep`` — in a process of its own (``... retiming_load serve``).
+
+Keeping the client in its own process keeps its CPU and GIL use out of the measuring process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+
+from robot_dynamics_testing import child_env
+from robot_dynamics_testing.reference import WAYPOINTS, request_path  # noqa: F401 - test/reference.py (request_path: the paths sent)
+
+SERVICE_NAME = "/bench_retiming/retime"
+
+
+def available() -> bool:
+    """True when the retiming service node and the service type can be imported."""
+    try:
+        import robot_dynamics_ros.nodes.retiming_service  # noqa: F401
+        from robot_dynamics_interfaces.srv import RetimeTrajectory  # noqa: F401
+    except ImportError:
+        return False
+    return hasattr(robot_dynamics_ros.nodes.retiming_service, "RetimingServiceNode")
+
+
+def make_retiming_node(context):
+    """The package's retiming service node serving :data:`SERVICE_NAME` for the Panda."""
+    from rclpy.parameter import Parameter
+
+    from robot_dynamics_ros.nodes import retiming_service as rs
+
+    node_name = SERVICE_NAME.strip("/").rpartition("/")[0]
+    overrides = [Parameter("urdf_path", value="panda")]
+    return rs.RetimingServiceNode(node_name, context=context, parameter_overrides=overrides)
+
+
+def client_main() -> int:
+    """Call the retiming service back to back until SIGINT; print a JSON line with the counts."""
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from robot_dynamics_interfaces.srv import RetimeTrajectory
+    from robot_dynamics_testing.latency import ProbeRobot
+
+    names = list(ProbeRobot.panda().joint_names)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = Node("bench_retiming_client", context=ctx)
+    client = node.create_client(RetimeTrajectory, SERVICE_NAME)
+    executor = SingleThreadedExecutor(context=ctx)
+    executor.add_node(node)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    stats = {"requests": 0, "answered": 0, "success": 0, "rtt_ms": [], "solve_ms": [], "errors": []}
+    if not client.wait_for_service(timeout_sec=20.0):
+        print(json.dumps({"error": f"service {SERVICE_NAME} not available"}), flush=True)
+        return 1
+    print("READY", flush=True)
+    k = 0
+    while not stop.is_set():
+        req = RetimeTrajectory.Request()
+        req.path.joint_names = names
+        for row in request_path(k):
+            p = JointTrajectoryPoint()
+            p.positions = row.tolist()
+            req.path.points.append(p)
+        req.torque_margin = 0.9
+        req.sample_period = 0.01
+        t0 = time.perf_counter()
+        fut = client.call_async(req)
+        stats["requests"] += 1
+        while not fut.done() and not stop.is_set():
+            executor.spin_once(timeout_sec=0.05)
+        if fut.done():
+            res = fut.result()
+            stats["answered"] += 1
+            stats["rtt_ms"].append((time.perf_counter() - t0) * 1e3)
+            stats["solve_ms"].append(res.solve_time * 1e3)
+            if res.success:
+                stats["success"] += 1
+            elif len(stats["errors"]) < 3:
+                stats["errors"].append(res.message)
+        k += 1
+    rtt = np.array(stats.pop("rtt_ms") or [np.nan])
+    solve = np.array(stats.pop("solve_ms") or [np.nan])
+    stats.update(rtt_ms_mean=round(float(rtt.mean()), 2), rtt_ms_max=round(float(rtt.max()), 2),
+                 solve_ms_mean=round(float(solve.mean()), 2))
+    node.destroy_node()
+    rclpy.try_shutdown(context=ctx)
+    print(json.dumps(stats), flush=True)
+    return 0
+
+
+def serve_main() -> int:
+    """Run only the retiming service node (events executor) until SIGINT."""
+    import rclpy
+
+    from robot_dynamics_ros.nodes.common import make_executor, spin_until_shutdown
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = make_retiming_node(ctx)
+    executor = make_executor("events", ctx)
+    executor.add_node(node)
+    print("READY", flush=True)
+    try:
+        spin_until_shutdown(executor, ctx)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+    return 0
+
+
+def _start(args: list[str]) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "robot_dynamics_testing.retiming_load", *args],
+                            stdout=subprocess.PIPE, text=True, env=child_env())
+    line = proc.stdout.readline()
+    if not line.startswith("READY"):
+        proc.kill()
+        raise RuntimeError(f"retiming load '{args[0]}' did not start: {line.strip()!r}")
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out
+
+
+class RetimingLoad:
+    """start(): the client process (and, if ``separate``, the service process); stop() -> the stats."""
+
+    def __init__(self, separate: bool):
+        self.separate = separate
+        self._server = None
+        self._client = None
+
+    def start(self) -> None:
+        if self.separate:
+            self._server = _start(["serve"])
+        self._client = _start(["client"])
+        time.sleep(0.5)  # the first requests compile/warm the retiming; keep them out of the window
+
+    def stop(self) -> dict:
+        out = _stop(self._client) if self._client else ""
+        if self._server:
+            _stop(self._server)
+        self._client = self._server = None
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        info = json.loads(lines[-1]) if lines else {"error": "no statistics from the retiming client"}
+        info["service_process"] = "separate" if self.separate else "same as the node under test"
+        return info
+
+
+def make_retiming_load(separate: bool) -> RetimingLoad:
+    return RetimingLoad(separate)
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd == "client":
+        sys.exit(client_main())
+    if cmd == "serve":
+        sys.exit(serve_main())
+    print("usage: python -m robot_dynamics_testing.retiming_load client|serve", file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,1 @@
+"""One module per ``robot-dynamics`` subcommand (see :mod:`robot_dynamics_tools.cli`)."""
