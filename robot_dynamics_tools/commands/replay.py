@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_dynamics_ros import bags
+from robot_dynamics_tools import bags
 from robot_dynamics_ros.errors import UserError
 
 #: nodes replay can drive: node name (= section of the params file)
