@@ -377,7 +377,7 @@ def shared_model(source: str, held_joints: Mapping[str, float] | None = None,
         model = RobotModel.from_urdf(_P(source), held_joints=held_joints or None,
                                      joint_limits=joint_limits or None)
     if friction:
-        from robot_dynamics_ros.model import JointFriction
+        from robot_dynamics_ros.friction import JointFriction
 
         model = model.with_settings(friction=JointFriction.from_yaml(friction, model.joint_names))
     with _SHARED_LOCK:

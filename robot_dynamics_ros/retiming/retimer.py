@@ -28,11 +28,13 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
+from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.retiming import path as _path
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
-from robot_dynamics_ros.retiming import path as _path
-from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
+from robot_dynamics_ros.retiming.motor_limits import load_motor_limits, solve_within_motor_limits
 from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints, simplify_chords
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
@@ -310,8 +312,6 @@ class Retimer:
 
     def __init__(self, model, dynamics=None):
         if dynamics is None:
-            from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
-
             dynamics = NewtonEulerDynamics(model)
         self.model = model
         self.dynamics = dynamics
@@ -792,8 +792,6 @@ class Retimer:
         for seg in segments:
             try:
                 if options.motor_limits is not None:
-                    from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits
-
                     sol, rep, *_ = solve_within_motor_limits(self.model, seg.path, seg.s, seg.x,
                                                              motor_limits, margin=options.torque_margin,
                                                              jerk_limit=jl, dynamics=self.dynamics,
@@ -814,8 +812,6 @@ class Retimer:
     def _motor_limits_file(self, path):
         """:class:`~.motor_limits.MotorLimits` of this model from a motor_limits.yaml path, read again only
         when the file's modification time changes; a bad file is an INVALID_REQUEST naming it."""
-        from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
-
         try:
             key = (str(path), Path(path).stat().st_mtime_ns)
         except OSError as exc:
