@@ -109,7 +109,7 @@ class RobotModel:
       ``acceleration_limit`` (rad/s² or m/s²), ``jerk_limit`` (rad/s³ or m/s³), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
     * ``default_velocity_scaling_factor``, ``default_acceleration_scaling_factor``: the joint_limits.yaml's
       top-level factors in (0, 1] (MoveIt Setup Assistant writes them), or None; the retimer's scaling
-      when a request gives none (:class:`~robot_dynamics_ros.retiming.retimer.RetimeOptions`);
+      when a request gives none (:class:`~robot_dynamics_ros.retiming.request.RetimeOptions`);
     * ``armature`` (kg·m², rotor inertia on the diagonal of M) and ``effort_offset`` (N·m, bias of the
       measured torque): zeros unless identified values were applied with ``with_settings(friction=...)``,
       which also replaces ``damping``/``friction`` and sets ``coulomb_velocity`` (rad/s, 0: the Coulomb law is

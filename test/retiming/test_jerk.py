@@ -14,7 +14,8 @@ from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited, third_derivative
 from robot_dynamics_ros.retiming.path import JointPath
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+from robot_dynamics_ros.retiming.request import RetimeOptions
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_ros.robots import ROBOTS, example_robot_data_dir
 from robot_dynamics_testing.jerk_cases import CASES, TOL, UR10, dense_check, dense_samples, package_model, pinocchio_model, random_panda_waypoints  # noqa: F401
 
