@@ -74,7 +74,8 @@ class RetimeOptions:
         friction: include URDF ``<dynamics>`` viscous damping and Coulomb friction in the torque
             constraint and the output efforts.
         reversal_cos: a waypoint where consecutive chords make an angle whose cosine is below this is a
-            direction reversal: the trajectory stops there (see :func:`~robot_dynamics_ros.retiming.path.prepare_waypoints`).
+            direction reversal: the trajectory stops there
+            (see :func:`~robot_dynamics_ros.retiming.waypoints.prepare_waypoints`).
         dynamics_spacing: path-length spacing (rad) of the exact dynamics evaluations inside a knot
             interval when the gridpoints are denser; the rest is cubic interpolation
             (:func:`~robot_dynamics_ros.retiming.constraints.plan_and_schemes`). 0 → RNEA at every gridpoint and stage midpoint.

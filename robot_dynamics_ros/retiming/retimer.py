@@ -1,17 +1,19 @@
 """The retiming facade: waypoints by joint name in, a time-optimal sampled trajectory out.
 
 Pipeline (each step in its own module):
-1. request checks (:mod:`.validation`; the request and result types in :mod:`.request`) (shapes, NaN, joint names, position limits, start/end velocity limits, gravity at every
-   waypoint against the torque limit) — every failure is a :class:`RetimeResult` with ``success=False``
-   and a message naming the joint, the waypoint index and the limit (never an exception);
+1. request checks (:mod:`.validation`; the request and result types in :mod:`.request`): shapes, NaN,
+   joint names, position limits, start/end velocity limits, gravity at every waypoint against the torque
+   limit — every failure is a :class:`~.request.RetimeResult` with ``success=False`` and a message naming
+   the joint, the waypoint index and the limit (never an exception);
 2. continuous joints unwrapped the short way, waypoints within path_tolerance / 2 of the previous kept one
-   merged, the path split where the motion turns back (:mod:`.path`);
+   merged, the path split where the motion turns back (:mod:`.waypoints`);
 3. per segment: C² spline q(s) within path_tolerance of the request's polyline
    (:meth:`~.path.JointPath.within_tolerance`: knots added on the chords), gridpoints containing every knot
-   with turn-limited stages, q, q', q'' at gridpoints and stage midpoints, torque coefficients a, b, c from
-   one batched RNEA call (:mod:`.constraints`), TOPP-RA (:mod:`.topp_ra`);
-4. output sampling of the same piecewise-constant-sdd s(t) at a period or at the gridpoints, efforts from
-   the same dynamics engine (:mod:`.sampling`, :mod:`.output`).
+   with turn-limited stages, q, q', q'' at gridpoints and stage midpoints (:mod:`.grid`), torque
+   coefficients a, b, c from one batched RNEA call (:mod:`.constraints`), TOPP-RA (:mod:`.topp_ra`); with
+   jerk or motor limits the jerk-limited timing from that profile (:mod:`.jerk`, :mod:`.motor_limits`);
+4. output sampling of the same s(t) at a period or at the gridpoints, efforts from the same dynamics
+   engine, peak fractions of the limits (:mod:`.sampling`, :mod:`.output`).
 
 Used by ``robot-dynamics retime`` and the ``retiming_service`` node.
 """
@@ -35,12 +37,14 @@ from robot_dynamics_ros.retiming.constraints import (build_constraints, build_ro
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
 from robot_dynamics_ros.retiming.motor_limits import load_motor_limits, solve_within_motor_limits
 from robot_dynamics_ros.retiming.output import Segment, grid_efforts, peak_fractions, sample_segments
-from robot_dynamics_ros.retiming.path import JointPath, collocation, prepare_waypoints, simplify_chords
+from robot_dynamics_ros.retiming.path import JointPath
+from robot_dynamics_ros.retiming.grid import collocation
 from robot_dynamics_ros.retiming.request import (DEFAULT_GRIDPOINTS, MAX_GRIDPOINTS, MAX_OUTPUT_SAMPLES, MAX_WORK,
                                                  MIN_SEGMENT_GRIDPOINTS, RetimeFailure, RetimeOptions, RetimeResult,
                                                  RetimeStatus)
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
 from robot_dynamics_ros.retiming.validation import RequestChecks, map_request
+from robot_dynamics_ros.retiming.waypoints import prepare_waypoints, simplify_chords
 
 __all__ = ["Retimer"]
 

@@ -14,7 +14,8 @@ import pinocchio as pin
 import pytest
 
 from robot_dynamics_ros.retiming.constraints import build_constraints
-from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for
+from robot_dynamics_ros.retiming.grid import gridpoints_for
+from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.sampling import joint_trajectory, sample_path_parameter
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, _lp2d_x, solve_topp_ra, stage_times
 from robot_dynamics_ros.robots import ROBOTS
