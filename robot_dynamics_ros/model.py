@@ -35,17 +35,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from robot_dynamics_ros.description import (
-    RobotDescription,
-    check_inertia,
-    is_xml_text,
-    quote_name,
-    quote_names,
-    read_urdf_file,
-)
+from robot_dynamics_ros.description import RobotDescription
 from robot_dynamics_ros.errors import URDFError, UserError
 from robot_dynamics_ros.friction import JointFriction
 from robot_dynamics_ros.share import read_yaml
+from robot_dynamics_ros.urdf_elements import check_inertia
+from robot_dynamics_ros.urdf_reader import is_xml_text, quote_name, quote_names, read_urdf_file
 
 
 _KEEP = object()
@@ -214,7 +209,7 @@ class RobotModel:
         is not XML is refused (``"URDF robot_description: not URDF XML (starts with '...')"``).
 
         Args:
-            xml: the URDF document (see :func:`robot_dynamics_ros.description.parse_urdf_xml` for the caps).
+            xml: the URDF document (see :func:`robot_dynamics_ros.urdf_reader.parse_urdf_xml` for the caps).
             label: how messages name the source.
             held_joints: joint name -> value (rad or m) to weld (e.g. ``{"panda_finger_joint1": 0.02}``).
             gravity: (3,) m/s² in the root link frame.
@@ -242,7 +237,7 @@ class RobotModel:
                   gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None,
                   strict: bool = False) -> RobotModel:
         """Load a fixed-base robot from a URDF file: a regular file (no FIFO, device or directory) of at
-        most :data:`robot_dynamics_ros.description.MAX_URDF_BYTES` bytes. Arguments and errors as
+        most :data:`robot_dynamics_ros.urdf_reader.MAX_URDF_BYTES` bytes. Arguments and errors as
         :meth:`from_text` (messages name the path)."""
         text, label = read_urdf_file(path)
         return cls.from_text(text, label=label, held_joints=held_joints, gravity=gravity,

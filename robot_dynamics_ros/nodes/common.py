@@ -472,7 +472,7 @@ class ModelLoader:
     def _on_description(self, raw: bytes) -> None:
         """A serialized description arrived: refuse it at once when it is larger than any URDF accepted,
         else deserialize and parse it on the worker thread (the newest pending one wins)."""
-        from robot_dynamics_ros.description import MAX_URDF_BYTES
+        from robot_dynamics_ros.urdf_reader import MAX_URDF_BYTES
 
         if len(raw) > MAX_URDF_BYTES + 64:
             self.last_error = (f"robot_description rejected: {len(raw)} bytes, more than the {MAX_URDF_BYTES} "
