@@ -62,8 +62,15 @@ def momentum_terms_one(tab, itab, q, qd, armature, work, out):
         out: (≥ 3, n): rows 0, 1, 2 written with g(q) N·m (N), p kg·m²/s (kg·m/s) and
             Cᵀ(q, q̇) q̇ N·m (N); other rows untouched.
     """
+    _outward(tab, itab, q, qd, work)
+    _inward(tab, itab, qd, armature, work, out)
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=FASTMATH)
+def _outward(tab, itab, q, qd, work):  # pragma: no cover - compiled
+    """The outward sweep of :func:`momentum_terms_one`: per body its transform (R, p), ω_i, v_i, the gravity
+    acceleration a_i, its momenta L, K about the origin of {i}, its mass and first moment, into ``work``."""
     nb = itab.shape[0]
-    n = q.shape[0]
     big = False
     for i in range(nb):
         v = tab[i, _T_MULT] * q[itab[i, 2]] + tab[i, _T_OFF]
@@ -135,6 +142,14 @@ def momentum_terms_one(tab, itab, q, qd, armature, work, out):
         work[_W_K + 2, i] = tab[i, _T_I + 6] * wx + tab[i, _T_I + 7] * wy + tab[i, _T_I + 8] * wz + kz
         work[_W_MC, i] = m
         work[_W_H, i], work[_W_H + 1, i], work[_W_H + 2, i] = m * ccx, m * ccy, m * ccz
+
+
+@njit(cache=True, nogil=True, inline="always", fastmath=FASTMATH)
+def _inward(tab, itab, qd, armature, work, out):  # pragma: no cover - compiled
+    """The inward sweep of :func:`momentum_terms_one`: the composites of each subtree into the parent, and
+    g_i, p_i, (Cᵀq̇)_i from the composite of body i, onto the master joints, into ``out`` rows 0, 1, 2."""
+    nb = itab.shape[0]
+    n = qd.shape[0]
     for j in range(n):
         out[0, j] = 0.0
         out[1, j] = armature[j] * qd[j]
