@@ -25,6 +25,6 @@ clean:
 	rm -rf build $(VENV) *.egg-info
 
 # numba caches compiled kernels in __pycache__ and only notices edits to the file that defines a kernel:
-# after changing dynamics/newton_euler.py (whose helpers retiming/constraints.py inlines), drop the cache.
+# after changing dynamics/rnea_kernels.py (whose helpers dynamics/momentum_terms.py inlines), drop the cache.
 clean-numba-cache:
 	find robot_dynamics_ros -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -41,7 +41,8 @@ from robot_dynamics_tools.commands import casestudy as cs
 from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits  # noqa: E402
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics  # noqa: E402
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited  # noqa: E402
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer  # noqa: E402
+from robot_dynamics_ros.retiming.request import RetimeOptions  # noqa: E402
+from robot_dynamics_ros.retiming.retimer import Retimer  # noqa: E402
 
 MARGIN = 0.9
 

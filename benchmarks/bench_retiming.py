@@ -46,7 +46,8 @@ import pinocchio as pin  # noqa: E402
 
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics  # noqa: E402
 from robot_dynamics_ros.model import RobotModel  # noqa: E402
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer  # noqa: E402
+from robot_dynamics_ros.retiming.request import RetimeOptions  # noqa: E402
+from robot_dynamics_ros.retiming.retimer import Retimer  # noqa: E402
 from robot_dynamics_ros.robots import ROBOTS  # noqa: E402
 
 #: robot -> (payload link, mass kg, com m)

@@ -11,7 +11,7 @@ and fixes the things every consumer must agree on:
 * **held joints** (e.g. gripper fingers) are welded at a given value; a mimic joint of a held joint is held;
 * limits: position, velocity, effort from the URDF, acceleration (and overrides) from a MoveIt-style
   ``joint_limits.yaml``; ``damping``/``friction`` from URDF ``<dynamics>``, or identified values with the
-  rotor inertia (``armature``) and the torque-sensor offset (:class:`JointFriction`, the friction YAML);
+  rotor inertia (``armature``) and the torque-sensor offset (:class:`~robot_dynamics_ros.friction.JointFriction`, the friction YAML);
 * ``gravity`` (m/s², in the root link frame) and a **payload** on a named link. A model is treated as
   immutable once shared: run-time changes build a copy with :meth:`RobotModel.with_settings` and swap the
   reference (``gravity`` and ``payload`` are read-only properties). Every model object has a
@@ -35,15 +35,12 @@ from types import MappingProxyType
 
 import numpy as np
 
-from robot_dynamics_ros.description import (
-    RobotDescription,
-    check_inertia,
-    is_xml_text,
-    quote_name,
-    quote_names,
-    read_urdf_file,
-)
+from robot_dynamics_ros.description import RobotDescription
 from robot_dynamics_ros.errors import URDFError, UserError
+from robot_dynamics_ros.friction import JointFriction
+from robot_dynamics_ros.share import read_yaml
+from robot_dynamics_ros.urdf_elements import check_inertia
+from robot_dynamics_ros.urdf_reader import is_xml_text, quote_name, quote_names, read_urdf_file
 
 
 _KEEP = object()
@@ -63,23 +60,6 @@ def estimated_engine_bytes(nv: int) -> int:
     return 36 * nv**3 + 8_000_000
 
 
-
-def read_yaml(path: str | Path, what: str):
-    """The parsed content of the YAML file ``path`` (the package's configuration files: joint limits, motor
-    limits, friction).
-
-    Raises:
-        UserError: ``"<what> '<path>': no such file"`` or ``"... cannot read: <reason>"`` (one line).
-    """
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
-    except FileNotFoundError:
-        raise UserError(f"{what} {str(path)!r}: no such file") from None
-    except (OSError, yaml.YAMLError) as exc:
-        raise UserError(f"{what} {str(path)!r}: cannot read: {exc}") from None
 
 def _scaling_factor(value, where: str, key: str) -> float:
     """A joint_limits.yaml ``default_*_scaling_factor``: a number in (0, 1].
@@ -113,51 +93,6 @@ class Payload:
     inertia: np.ndarray
 
 
-@dataclass(frozen=True)
-class JointFriction:
-    """Identified joint friction, rotor inertia and torque-sensor offset, per actuated joint.
-
-    The actuator torque model is ``tau = M(q) qdd + C qd + g(q) + coulomb·law(qd) + viscous·qd
-    + armature·qdd + offset`` with ``law(qd) = tanh(qd / coulomb_velocity)``, or ``sign(qd)`` when
-    ``coulomb_velocity`` is 0 (the friction YAML of ``robot-dynamics identify``, see
-    ``docs/identification.md``; the smooth law after Gaz et al., RA-L 2019). Arrays are (n,) in ``RobotModel.joint_names`` order; units N·m,
-    N·m·s/rad, N·m, kg·m² (N, N·s/m, N, kg for prismatic joints).
-
-    Attributes:
-        coulomb: replaces URDF ``<dynamics friction>`` (``RobotModel.friction``), ≥ 0.
-        viscous: replaces URDF ``<dynamics damping>`` (``RobotModel.damping``), ≥ 0.
-        offset: constant bias of the measured joint torque (``RobotModel.effort_offset``); subtracted from
-            measured efforts before they are compared with the model, never added to a command.
-        armature: rotor inertia reflected to the joint (``RobotModel.armature``), ≥ 0: added to the
-            diagonal of M(q) and as armature·qdd to the inverse dynamics by both engines.
-        source: where the values come from (a file path), for messages.
-        coulomb_velocity: v_s of the Coulomb law, rad/s (m/s), ≥ 0; 0 is the discontinuous sign(qd).
-    """
-
-    coulomb: np.ndarray
-    viscous: np.ndarray
-    offset: np.ndarray
-    armature: np.ndarray
-    source: str = ""
-    coulomb_velocity: float = 0.0
-
-    @classmethod
-    def from_yaml(cls, path, joint_names) -> JointFriction:
-        """Read the friction YAML of ``robot-dynamics identify`` for ``joint_names`` (model order; joints
-        the file does not list get zeros).
-
-        Raises:
-            UserError: unreadable file, wrong schema, a joint not in ``joint_names``, a bad value — one
-                line naming the file and the joint
-                (:func:`robot_dynamics_ros.identification.outputs.read_friction_yaml`).
-        """
-        from robot_dynamics_ros.identification.outputs import read_friction_file
-
-        table, v_s = read_friction_file(path, list(joint_names))
-        return cls(*(np.ascontiguousarray(table[:, k]) for k in range(4)), source=str(path),
-                   coulomb_velocity=v_s)
-
-
 class RobotModel:
     """A fixed-base robot loaded from a URDF, with held joints, payload, gravity and limits.
 
@@ -169,7 +104,7 @@ class RobotModel:
       ``acceleration_limit`` (rad/s² or m/s²), ``jerk_limit`` (rad/s³ or m/s³), ``damping`` (N·m·s/rad), ``friction`` (N·m, Coulomb);
     * ``default_velocity_scaling_factor``, ``default_acceleration_scaling_factor``: the joint_limits.yaml's
       top-level factors in (0, 1] (MoveIt Setup Assistant writes them), or None; the retimer's scaling
-      when a request gives none (:class:`~robot_dynamics_ros.retiming.retimer.RetimeOptions`);
+      when a request gives none (:class:`~robot_dynamics_ros.retiming.request.RetimeOptions`);
     * ``armature`` (kg·m², rotor inertia on the diagonal of M) and ``effort_offset`` (N·m, bias of the
       measured torque): zeros unless identified values were applied with ``with_settings(friction=...)``,
       which also replaces ``damping``/``friction`` and sets ``coulomb_velocity`` (rad/s, 0: the Coulomb law is
@@ -274,7 +209,7 @@ class RobotModel:
         is not XML is refused (``"URDF robot_description: not URDF XML (starts with '...')"``).
 
         Args:
-            xml: the URDF document (see :func:`robot_dynamics_ros.description.parse_urdf_xml` for the caps).
+            xml: the URDF document (see :func:`robot_dynamics_ros.urdf_reader.parse_urdf_xml` for the caps).
             label: how messages name the source.
             held_joints: joint name -> value (rad or m) to weld (e.g. ``{"panda_finger_joint1": 0.02}``).
             gravity: (3,) m/s² in the root link frame.
@@ -302,7 +237,7 @@ class RobotModel:
                   gravity=(0.0, 0.0, -9.81), joint_limits: str | Path | Mapping | None = None,
                   strict: bool = False) -> RobotModel:
         """Load a fixed-base robot from a URDF file: a regular file (no FIFO, device or directory) of at
-        most :data:`robot_dynamics_ros.description.MAX_URDF_BYTES` bytes. Arguments and errors as
+        most :data:`robot_dynamics_ros.urdf_reader.MAX_URDF_BYTES` bytes. Arguments and errors as
         :meth:`from_text` (messages name the path)."""
         text, label = read_urdf_file(path)
         return cls.from_text(text, label=label, held_joints=held_joints, gravity=gravity,

@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.share import data_file
 
 
 def package_urdf(name: str) -> str:
     """One of this package's own URDFs (``urdf/`` in its share directory after any install, or the source
     tree: :func:`robot_dynamics_ros.share.data_file`); the name itself when it is not found (the loader
     then reports the missing file)."""
-    from robot_dynamics_ros.share import data_file
-
     found = data_file("urdf", name)
     return str(found) if found is not None else name
 
@@ -100,7 +99,6 @@ def bundled_joint_limits(name: str | Path | None) -> str | None:
     ``track``."""
     if not name or str(name) not in ROBOTS:
         return None
-    from robot_dynamics_ros.share import data_file
 
     found = data_file("config", f"{name}_joint_limits.yaml")
     return str(found) if found is not None else None

@@ -1,4 +1,5 @@
-"""The package's data files (``config/``, ``launch/``, ``urdf/``) after any kind of install.
+"""The package's data files (``config/``, ``launch/``, ``urdf/``) after any kind of install, and the reader of its
+YAML configuration files (:func:`read_yaml`).
 
 Lookup order: the ament index (``colcon build`` / a ROS install: ``<prefix>/share/robot_dynamics_ros``), then
 ``<sys.prefix>/share/robot_dynamics_ros`` (``pip install .`` installs ``setup.py``'s ``data_files`` there), then
@@ -10,6 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import yaml
+
+from robot_dynamics_ros.errors import UserError
+
 PACKAGE = "robot_dynamics_ros"
 
 
@@ -17,6 +22,7 @@ def share_dirs() -> list[Path]:
     """Existing candidate share directories, in lookup order (may be empty)."""
     out: list[Path] = []
     try:
+        # optional: only a ROS install (colcon, apt) has the ament index
         from ament_index_python.packages import get_package_share_directory
 
         out.append(Path(get_package_share_directory(PACKAGE)))
@@ -60,3 +66,19 @@ def resolve_config_file(value: str) -> str:
             if found is not None:
                 return str(found)
     return text
+
+
+def read_yaml(path: str | Path, what: str):
+    """The parsed content of the YAML file ``path`` (the package's configuration files: joint limits, motor
+    limits, friction).
+
+    Raises:
+        UserError: ``"<what> '<path>': no such file"`` or ``"... cannot read: <reason>"`` (one line).
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except FileNotFoundError:
+        raise UserError(f"{what} {str(path)!r}: no such file") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise UserError(f"{what} {str(path)!r}: cannot read: {exc}") from None

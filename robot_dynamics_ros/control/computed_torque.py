@@ -49,6 +49,7 @@ from robot_dynamics_ros.control.core import (
 from robot_dynamics_ros.control.interpolation import (
     DesiredState, JointTrajectorySpec, TrajectoryExecutor, check_trajectory_speed, validate_joint_trajectory,
 )
+from robot_dynamics_ros.errors import UserError
 
 __all__ = ["MODES", "DEFAULT_GAINS", "GAIN_UNITS", "GAIN_TEXT", "Gains", "control_torque",
            "ComputedTorqueSettings", "ComputedTorqueController"]
@@ -212,8 +213,6 @@ class ComputedTorqueController(ControlCore):
         settings.check()
         massless = tuple(getattr(model, "massless_joints", ()))
         if settings.mode == "computed_torque" and massless:
-            from robot_dynamics_ros.errors import UserError
-
             raise UserError(f"mode computed_torque needs M(q) > 0, but joints {list(massless)} of "
                             f"'{model.description.name}' move no mass or inertia; use feedforward or gravity")
 

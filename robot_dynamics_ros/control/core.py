@@ -26,14 +26,15 @@ policy:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from robot_dynamics_ros.control.joint_mapping import CLOCK_JUMP_TOLERANCE_NS, JointStateMapper, Rejection
 from robot_dynamics_ros.control.laws import clamp_effort_list, wrap_angle
+from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 
 __all__ = ["OK", "WARN", "ERROR", "StepResult", "CoreSettings", "plausibility_bounds", "ControlCore",
            "wrap_angle"]
@@ -135,8 +136,6 @@ class ControlCore:
 
     def _bind(self, model, engine, command_joints, old_mapper: JointStateMapper | None = None) -> None:
         """Use ``model``/``engine``; keep ``old_mapper``'s state when the joints are the same."""
-        from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
-
         if engine is None:
             engine = PinocchioDynamics(model)
         gates = plausibility_bounds(model, self.settings)

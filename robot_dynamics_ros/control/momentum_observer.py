@@ -22,7 +22,7 @@ r_k = K_O (p_k − p̂_k), β = τ_m − τ_f + Cᵀ q̇ − g and b_k = β_{k�
 which is stable for any gain and sample time (the explicit form diverges for K_O Δt > 2) and keeps the
 integrated quantity bounded (p − p̂ instead of an integral that grows with time).
 
-Per sample the model terms (``newton_euler.momentum_terms_one``: g, p and Cᵀ q̇ in one O(n) sweep), the
+Per sample the model terms (``momentum_terms.momentum_terms_one``: g, p and Cᵀ q̇ in one O(n) sweep), the
 friction, this update and the collision pre-check (:meth:`MomentumObserver.watch`) are one compiled call
 that allocates nothing, so the observer costs what a gravity-compensation step costs
 (``benchmarks/bench_observer.py``).
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.dynamics.newton_euler import (MOMENTUM_WORK_ROWS, momentum_terms_buffers,
-                                                     momentum_terms_one)
+from robot_dynamics_ros.dynamics.momentum_terms import (MOMENTUM_WORK_ROWS, momentum_terms_buffers,
+                                                       momentum_terms_one)
 from robot_dynamics_ros.model import RobotModel
 
 __all__ = ["INTEGRATIONS", "DEFAULT_COULOMB_VELOCITY", "MomentumObserver", "CollisionDetector", "CollisionState"]
@@ -124,7 +124,7 @@ def _coulomb(v, v_s, v_c):
 
 @njit(cache=True, nogil=True)
 def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, friction, v_s, v_c):
-    """One observer sample in one compiled call: the model terms (``newton_euler.momentum_terms_one``:
+    """One observer sample in one compiled call: the model terms (``momentum_terms.momentum_terms_one``:
     g, p = M q̇, Cᵀ q̇ into rows 0–2 of ``st``), β = τ_m − τ_f + Cᵀ q̇ − g with
     τ_f = viscous · q̇ + Coulomb · law(q̇) (the model's URDF ``<dynamics>`` or identified friction, ``law``
     :func:`_coulomb`: the identified tanh(q̇ / v_s), or the ramp of ``coulomb_velocity`` v_c), then
@@ -169,7 +169,7 @@ class MomentumObserver:
 
     Model terms: when ``engine`` carries a :class:`~robot_dynamics_ros.model.RobotModel` (``engine.model``,
     as both package engines do), each sample is one compiled call — g(q), p = M(q) q̇ and Cᵀ(q, q̇) q̇ from
-    the one-sweep kernel :func:`~robot_dynamics_ros.dynamics.newton_euler.momentum_terms_one` of that model
+    the one-sweep kernel :func:`~robot_dynamics_ros.dynamics.momentum_terms.momentum_terms_one` of that model
     (checked against Pinocchio's crba, computeCoriolisMatrix and computeGeneralizedGravity), the model's
     friction (``damping`` · q̇ + ``friction`` · law(q̇)) and the update — with nothing allocated. Other
     engines give ``momentum_terms`` (or ``mass_matrix``, ``coriolis_matrix`` and ``gravity``) and

@@ -30,7 +30,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
+from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.model import RobotModel
+from robot_dynamics_ros.sim.mujoco_model import build_mujoco_model
 
 QUANTITIES = ("tau", "M", "C·qd", "g")
 UNITS = {"tau": "N·m", "M": "kg·m²", "C·qd": "N·m", "g": "N·m"}
@@ -118,9 +121,8 @@ class MujocoInverse:
     """
 
     def __init__(self, model: RobotModel):
+        # mujoco is optional and heavy: loaded only when the MuJoCo leg of the comparison runs
         import mujoco
-
-        from robot_dynamics_ros.sim.mujoco_model import build_mujoco_model
 
         self._mujoco = mujoco
         self.model = model
@@ -193,9 +195,6 @@ def crossvalidate(model: RobotModel, samples: int = 100, seed: int = 0, tol: flo
     Raises:
         ValueError: samples < 1 or a tolerance ≤ 0.
     """
-    from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
-    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
-
     if int(samples) < 1:
         raise ValueError(f"samples: must be ≥ 1, got {samples}")
     if not (tol > 0 and tol_mujoco > 0):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pinocchio as pin
 
-from robot_dynamics_ros.description import quote_name, quote_names
+from robot_dynamics_ros.urdf_reader import quote_name, quote_names
 from robot_dynamics_ros.dynamics import inputs
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.model import RobotModel

@@ -32,9 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from scipy.signal import savgol_coeffs
 from scipy.signal import savgol_filter
 
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.robots import ROBOTS
 
 __all__ = ["Recording", "read_csv", "parse_joint_map", "parse_effort_scale",
            "differentiate", "Prepared", "prepare"]
@@ -216,8 +218,6 @@ class Prepared:
 
     @property
     def correlation(self) -> float:
-        from scipy.signal import savgol_coeffs
-
         return 1.0 if self.window < 5 else float(1.0 / np.sum(savgol_coeffs(self.window, 3) ** 2))
 
 
@@ -244,8 +244,6 @@ def prepare(rec: Recording, model, *, joint_map=None, effort_scale=None, window:
     idx = {n: i for i, n in enumerate(names)}
     missing = [j for j in model.joint_names if j not in idx]
     if missing:
-        from robot_dynamics_ros.robots import ROBOTS
-
         # a URDF file of a bundled robot (e.g. an identified copy) is loaded with no joint held: the
         # catalogue says which joints that robot normally holds, and at what value
         usual = {j: (e.name, v) for e in ROBOTS.values() for j, v in e.held_joints.items()}

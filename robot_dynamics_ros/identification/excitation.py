@@ -18,6 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize
+
+from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
+from robot_dynamics_ros.identification.base import condition_number
+from robot_dynamics_ros.identification.estimate import _stack, structural_base
+from robot_dynamics_ros.identification.regressor import Regressor
 
 __all__ = ["FourierTrajectory", "optimize", "ExcitationResult"]
 
@@ -124,12 +130,6 @@ def optimize(model, *, period: float = 10.0, harmonics: int = 5, samples: int = 
         max_evaluations: cost evaluations in all; restarts: random starts tried first (at most a quarter
             of the evaluations), the best seeds Powell's search. ``start_condition`` is the first start's.
     """
-    from scipy.optimize import minimize
-
-    from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
-    from robot_dynamics_ros.identification.base import condition_number
-    from robot_dynamics_ros.identification.estimate import _stack, structural_base
-    from robot_dynamics_ros.identification.regressor import Regressor
 
     n = model.n
     lower = np.asarray(model.lower, float) if lower is None else np.maximum(model.lower, np.asarray(lower, float))

@@ -1,4 +1,5 @@
-"""What identification writes: the identified URDF, the friction YAML, the JSON report and the plot.
+"""What identification writes: the identified URDF, the JSON report and the plot (the friction YAML is
+:mod:`robot_dynamics_ros.friction`).
 
 Identified URDF: the input URDF text with, for every body, a new ``<inertial>`` on the body's link (the
 child link of its moving joint) and ``<dynamics damping="fv" friction="fc">`` on its joint; every other
@@ -7,20 +8,6 @@ moving joint plus the links welded to it (fixed joints, and joints held during i
 the identified body minus the welded links' URDF inertials is still physically consistent, the welded
 links keep their inertials and the body link gets the difference; otherwise the whole body is written
 on the body link and the welded links' inertials are removed (the report lists them).
-
-Friction YAML (read by the nodes; all values per actuated joint, motor-side sign of the model)::
-
-    robot_dynamics_friction:
-      version: 1
-      model: "tau_f = coulomb * tanh(qd / 0.01) + viscous * qd + offset + armature * qdd"
-      coulomb_velocity: 0.01
-      units: {coulomb: N.m, viscous: N.m.s/rad, offset: N.m, armature: kg.m^2}
-      joints:
-        <joint>: {coulomb: fc, viscous: fv, offset: fo, armature: Ia}
-
-(N and N·s/m, kg for prismatic joints.) ``coulomb_velocity`` (rad/s) is the v_s of the identified Coulomb
-law coulomb·tanh(qd / v_s); 0 means coulomb·sign(qd). The nodes and the URDF ``<dynamics friction>``
-apply coulomb·sign(qd): the two differ only while |qd| ≲ 3 v_s.
 """
 from __future__ import annotations
 
@@ -31,24 +18,15 @@ from pathlib import Path
 import numpy as np
 
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.identification.pseudo_inertia import is_consistent
 from robot_dynamics_ros.identification.regressor import (inertial_to_parameters, parameters_to_inertial,
                                                          transform_parameters)
 
-__all__ = ["set_inertials", "identified_urdf", "friction_yaml", "read_friction_yaml", "read_friction_file", "write_text", "is_consistent",
-           "check_outputs"]
+__all__ = ["set_inertials", "identified_urdf", "write_text", "check_outputs"]
 
 
 def _fmt(v) -> str:
     return " ".join(repr(float(x)) for x in v)
-
-
-def is_consistent(pi: np.ndarray, tol: float = 1e-9) -> bool:
-    """Physical consistency of pi (10,): m > 0 and the pseudo-inertia J = [[½tr(I)E − I, h], [hᵀ, m]] has
-    λ_min(J) ≥ −tol·tr(J) (tol absorbs the rounding of forming J; a body on the boundary is a planar density)."""
-    from robot_dynamics_ros.identification.estimate import _pseudo_inertia
-
-    J = _pseudo_inertia(np.asarray(pi, dtype=float))
-    return bool(pi[0] > 0 and np.linalg.eigvalsh(J)[0] >= -tol * max(np.trace(J), 1e-12))
 
 
 def set_inertials(urdf_text: str, inertials: dict, dynamics: dict | None = None) -> str:
@@ -136,73 +114,6 @@ def identified_urdf(model, result) -> tuple[str, list[str]]:
     for j, jn in enumerate(model.joint_names):
         dynamics[jn] = (fr[j, 1], fr[j, 0])
     return set_inertials(model.urdf_xml, inertials, dynamics), notes
-
-
-def friction_yaml(model, result) -> str:
-    """The friction YAML text (schema in the module docstring)."""
-    import yaml
-
-    fr = result.friction
-    arm = result.armature_values
-    joints = {jn: {"coulomb": float(fr[j, 0]), "viscous": float(fr[j, 1]), "offset": float(fr[j, 2]),
-                   "armature": float(arm[j])} for j, jn in enumerate(model.joint_names)}
-    v_s = float(getattr(result, "coulomb_velocity", 0.0))
-    law = f"tanh(qd / {v_s:g})" if v_s > 0 else "sign(qd)"
-    doc = {"robot_dynamics_friction": {
-        "version": 1,
-        "model": f"tau_f = coulomb * {law} + viscous * qd + offset + armature * qdd",
-        "coulomb_velocity": v_s,
-        "units": {"coulomb": "N.m", "viscous": "N.m.s/rad", "offset": "N.m", "armature": "kg.m^2"},
-        "joints": joints}}
-    return yaml.safe_dump(doc, sort_keys=False)
-
-
-def read_friction_yaml(path: str | Path, joint_names) -> np.ndarray:
-    """The friction YAML (schema in the module docstring) as (n, 4): coulomb, viscous, offset, armature per
-    joint of ``joint_names`` (model order); joints the file does not list get zeros.
-
-    Raises:
-        UserError: unreadable file, not this schema (version 1), a listed joint not in ``joint_names``, a
-            missing, non-finite or (coulomb, viscous, armature) negative value — naming the file and joint.
-    """
-    return read_friction_file(path, joint_names)[0]
-
-
-def read_friction_file(path: str | Path, joint_names) -> tuple[np.ndarray, float]:
-    """:func:`read_friction_yaml`'s table and the file's ``coulomb_velocity`` v_s (rad/s; 0 when absent: the
-    Coulomb law is then fc·sign(qd), else fc·tanh(qd / v_s)).
-
-    Raises:
-        UserError: as :func:`read_friction_yaml`; a negative or non-finite ``coulomb_velocity``.
-    """
-    from robot_dynamics_ros.model import read_yaml
-
-    doc = read_yaml(path, "friction YAML")
-    body = doc.get("robot_dynamics_friction") if isinstance(doc, dict) else None
-    if not isinstance(body, dict) or body.get("version") != 1 or not isinstance(body.get("joints"), dict):
-        raise UserError(f"friction YAML '{path}': expected 'robot_dynamics_friction' with version 1 and 'joints'")
-    index = {j: i for i, j in enumerate(joint_names)}
-    out = np.zeros((len(index), 4))
-    for jn, v in body["joints"].items():
-        if jn not in index:
-            raise UserError(f"friction YAML '{path}': joint '{jn}' is not in the model")
-        for k, key in enumerate(("coulomb", "viscous", "offset", "armature")):
-            try:
-                x = float(v.get(key, 0.0) if key == "armature" else v[key])
-            except (KeyError, TypeError, ValueError, AttributeError):
-                raise UserError(f"friction YAML '{path}': joint '{jn}': '{key}' missing or not a number") from None
-            if not np.isfinite(x) or (key != "offset" and x < 0):
-                raise UserError(f"friction YAML '{path}': joint '{jn}': {key} = {x} must be finite"
-                                + ("" if key == "offset" else " and ≥ 0"))
-            out[index[jn], k] = x
-    try:
-        v_s = float(body.get("coulomb_velocity", 0.0) or 0.0)
-    except (TypeError, ValueError):
-        v_s = float("nan")
-    if not (np.isfinite(v_s) and v_s >= 0.0):
-        raise UserError(f"friction YAML '{path}': coulomb_velocity = {body.get('coulomb_velocity')!r} must be a "
-                        "finite number ≥ 0 (rad/s)")
-    return out, v_s
 
 
 def check_outputs(outputs, inputs=()) -> None:

@@ -111,6 +111,7 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
 
 def plot(path, outcome: Outcome, joint_names) -> None:
     """Measured vs URDF vs identified torque on the held-out block, one panel per joint (PNG, Agg)."""
+    # matplotlib is heavy and only the plot needs it: loaded here, not with the pipeline
     import matplotlib
 
     matplotlib.use("Agg")

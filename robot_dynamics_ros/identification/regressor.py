@@ -31,13 +31,13 @@ without its offset term, which fo carries).
 
 Everything is vectorized over N samples with numpy (the kinematics are 3-vectors per body, the wrench
 columns (N, 6, 10) per body); the joint table (transforms, axes, mimic map) is
-:class:`robot_dynamics_ros.dynamics.newton_euler.JointTable`, the same data the engine runs on.
+:class:`robot_dynamics_ros.dynamics.kinematic_tree.JointTable`, the same data the engine runs on.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from robot_dynamics_ros.dynamics.newton_euler import PRISMATIC, JointTable
+from robot_dynamics_ros.dynamics.kinematic_tree import PRISMATIC, JointTable
 from robot_dynamics_ros.model import RobotModel
 
 __all__ = ["PARAMETER_NAMES", "FRICTION_NAMES", "Regressor", "inertial_to_parameters",

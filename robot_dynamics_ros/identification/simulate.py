@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.identification.data import Recording
 from robot_dynamics_ros.identification.outputs import set_inertials
+from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
 
 __all__ = ["perturbed_urdf", "record", "record_core"]
 
@@ -59,8 +62,6 @@ def record(plant_model, prior_model, reference, duration: float, *, friction=Non
     Returns:
         :class:`Recording` (t, q, qd, tau with noise; qdd None), source "mujoco".
     """
-    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
-
     n = prior_model.n
     if tuple(plant_model.joint_names) != tuple(prior_model.joint_names):
         raise ValueError("plant and prior models have different joints")
@@ -95,8 +96,6 @@ def record(plant_model, prior_model, reference, duration: float, *, friction=Non
 
 
 def _plant(plant_model, dt, substeps, payload):
-    from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
-
     if int(substeps) < 1:
         raise ValueError(f"substeps = {substeps}: must be ≥ 1")
     sim = MujocoSim(plant_model, timestep=dt / int(substeps), clamp_effort=False)
@@ -138,8 +137,6 @@ def record_core(plant_model, core, duration: float, *, friction=None, noise=(0.0
         (:class:`Recording`, commands (N, n) applied, without noise or offset). Raises RuntimeError when the core
         gives no command (naming its reason and the time).
     """
-    from robot_dynamics_ros.control.cdr import JointStateFields
-
     n = plant_model.n
     names = tuple(j.encode() for j in plant_model.joint_names)
     fr = np.zeros((n, 3)) if friction is None else np.asarray(friction, dtype=float)

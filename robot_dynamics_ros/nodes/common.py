@@ -377,7 +377,7 @@ def shared_model(source: str, held_joints: Mapping[str, float] | None = None,
         model = RobotModel.from_urdf(_P(source), held_joints=held_joints or None,
                                      joint_limits=joint_limits or None)
     if friction:
-        from robot_dynamics_ros.model import JointFriction
+        from robot_dynamics_ros.friction import JointFriction
 
         model = model.with_settings(friction=JointFriction.from_yaml(friction, model.joint_names))
     with _SHARED_LOCK:
@@ -472,7 +472,7 @@ class ModelLoader:
     def _on_description(self, raw: bytes) -> None:
         """A serialized description arrived: refuse it at once when it is larger than any URDF accepted,
         else deserialize and parse it on the worker thread (the newest pending one wins)."""
-        from robot_dynamics_ros.description import MAX_URDF_BYTES
+        from robot_dynamics_ros.urdf_reader import MAX_URDF_BYTES
 
         if len(raw) > MAX_URDF_BYTES + 64:
             self.last_error = (f"robot_description rejected: {len(raw)} bytes, more than the {MAX_URDF_BYTES} "

@@ -27,7 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
+from robot_dynamics_ros.share import read_yaml
 
 __all__ = ["MotorLimits", "MotorReport", "load_motor_limits", "evaluate", "solve_within_motor_limits"]
 
@@ -72,8 +75,6 @@ def load_motor_limits(model, source: str | Path | Mapping | None) -> MotorLimits
     where = "motor_limits"
     data = source
     if isinstance(source, (str, Path)):
-        from robot_dynamics_ros.model import read_yaml
-
         where = str(source)
         data = read_yaml(source, "motor limits")
     if isinstance(data, Mapping) and "motor_limits" in data:
@@ -240,9 +241,6 @@ def solve_within_motor_limits(model, path, s, x_ref, limits, *, margin: float, j
     Raises:
         UserError: no λ passes (e.g. gravity alone above rated for longer than peak_duration).
     """
-    from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
-    from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
-
     dynamics = dynamics or NewtonEulerDynamics(model)
     cap = margin * limits.peak
     if torque_limit is not None:

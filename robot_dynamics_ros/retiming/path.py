@@ -9,13 +9,12 @@ the same system scipy's ``CubicSpline`` solves): slopes ``m_k = q'(s_k)`` from a
 "not-a-knot" end conditions (third derivative continuous at the second and second-to-last knot) or a
 prescribed end tangent (used when the request has a non-zero start / end velocity). It is solved here by a
 small compiled kernel instead of ``scipy.interpolate.CubicSpline`` only because the latter costs ~0.2 ms of
-Python overhead per call, a fifth of the retiming budget; ``test/test_path.py`` checks both agree to 1e-12.
+Python overhead per call, a fifth of the retiming budget; ``test/retiming/test_path.py`` checks both agree to 1e-12.
 
-Waypoints within a merge distance of the previous kept one are dropped and a motion that turns back at a
-waypoint (the chords before and after it make an angle above 90°) is split there, both by
-:func:`prepare_waypoints`, so the retimed trajectory stops at the turn instead of overshooting it.
-:meth:`JointPath.within_tolerance` adds knots on the chords until the spline stays within a tolerance of
-the straight segments between the waypoints.
+The waypoints are prepared first (duplicates merged, the motion split at direction reversals:
+:mod:`robot_dynamics_ros.retiming.waypoints`). :meth:`JointPath.within_tolerance` adds knots on the chords until
+the spline stays within a tolerance of the straight segments between the waypoints; the gridpoints and the
+path at them are :mod:`robot_dynamics_ros.retiming.grid`.
 """
 from __future__ import annotations
 
@@ -24,9 +23,6 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-#: consecutive waypoints closer than this (infinity norm, rad / m) are duplicates (the last waypoint is kept
-#: unless it repeats the last kept one within this)
-DUPLICATE_TOL = 1e-9
 #: largest change of the path tangent q' (infinity norm) over one stage: the stage-interior bound of the
 #: velocity and torque rows is exact only up to a residual that grows with the square of this turn
 TURN_PER_STAGE = 0.02
@@ -151,7 +147,7 @@ def _spline_coefficients(x, y, start_slope, has_start, end_slope, has_end):  # p
 
 
 @njit(cache=True, nogil=True)
-def _spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
+def spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
     """q(s), q'(s), q''(s) of a PPoly cubic (breakpoints x (K,), coefficients c (4, K-1, n)) at s (N,)."""
     nint = x.shape[0] - 1
     n = c.shape[2]
@@ -192,183 +188,6 @@ def _chord_knots(wp):  # pragma: no cover - compiled
         shortest = min(shortest, step)
         knots[i] = knots[i - 1] + step
     return knots, shortest
-
-
-@njit(cache=True, nogil=True)
-def _prepare(wp, tol, cos_threshold):  # pragma: no cover - compiled
-    """keep (W,) bool, turn (W,) bool over the kept rows (reversals), number kept, kept path length, and
-    offset (W,) over the kept chords: a bound on the distance of chord k (kept rows k, k+1) from the
-    input polyline it replaces (0 where no row was dropped in between)."""
-    w, n = wp.shape
-    keep = np.empty(w, dtype=np.bool_)
-    turn = np.zeros(w, dtype=np.bool_)
-    offset = np.zeros(w)
-    keep[0] = True
-    last = 0  # index of the last kept row
-    prev = -1  # index of the kept row before it
-    kept = 1
-    total = 0.0
-    prev_step = 0.0
-    for i in range(1, w):
-        far = 0.0  # infinity-norm distance from the last kept row
-        for j in range(n):
-            far = max(far, abs(wp[i, j] - wp[last, j]))
-        # the last row is kept unless it repeats the last kept one: the path ends where requested
-        keep[i] = far > tol or (i == w - 1 and far > DUPLICATE_TOL)
-        if not keep[i]:
-            continue
-        acc = 0.0
-        for j in range(n):
-            d = wp[i, j] - wp[last, j]
-            acc += d * d
-        step = np.sqrt(acc)
-        if last != i - 1:
-            # rows last+1 .. i-1 dropped. A chord point a + t (b - a) is within (1-t) |a - p_{i-1}| of the
-            # input segment p_{i-1} -> b and within t |b - p_{last+1}| of the segment a -> p_{last+1}
-            big_a = 0.0
-            big_b = 0.0
-            for j in range(n):
-                big_a = max(big_a, abs(wp[last, j] - wp[i - 1, j]))
-                big_b = max(big_b, abs(wp[i, j] - wp[last + 1, j]))
-            offset[kept - 1] = big_a * big_b / (big_a + big_b) if big_a + big_b > 0.0 else 0.0
-        if prev >= 0:
-            dot = 0.0
-            for j in range(n):
-                dot += (wp[last, j] - wp[prev, j]) * (wp[i, j] - wp[last, j])
-            if dot / (prev_step * step) < cos_threshold:
-                turn[kept - 1] = True
-        total += step
-        prev_step = step
-        prev = last
-        last = i
-        kept += 1
-    return keep, turn, kept, total, offset
-
-
-#: at most this many kept rows are replaced by one chord (bounds the simplification's cost per chord)
-MAX_CHORD_SPAN = 256
-
-
-@njit(cache=True, nogil=True)
-def _segment_distance(wp, a, b, r):  # pragma: no cover - compiled
-    """Euclidean distance of row r from the segment between rows a and b."""
-    n = wp.shape[1]
-    dd = 0.0
-    dr = 0.0
-    for j in range(n):
-        d = wp[b, j] - wp[a, j]
-        dd += d * d
-        dr += (wp[r, j] - wp[a, j]) * d
-    t = 0.0 if dd == 0.0 else min(max(dr / dd, 0.0), 1.0)
-    acc = 0.0
-    for j in range(n):
-        e = wp[r, j] - wp[a, j] - t * (wp[b, j] - wp[a, j])
-        acc += e * e
-    return np.sqrt(acc)
-
-
-@njit(cache=True, nogil=True)
-def _simplify(wp, kidx, protect, offset, tol):  # pragma: no cover - compiled
-    """Greedy chord simplification of the kept rows ``kidx`` (K,) of ``wp``: from each kept anchor, the
-    chord goes to the farthest kept row (at most :data:`MAX_CHORD_SPAN` on, never past a ``protect``-ed one)
-    such that every input row in between is within ``tol`` (Euclidean) of it. Returns keep (K,) and the
-    new chords' offsets (K,) (index of the chord's first kept row): the largest such distance, or the
-    merge's ``offset`` for a chord to the next kept row."""
-    k_count = kidx.shape[0]
-    keep = np.zeros(k_count, dtype=np.bool_)
-    new_off = np.zeros(k_count)
-    keep[0] = True
-    anchor = 0
-    while anchor < k_count - 1:
-        best = anchor + 1
-        best_off = offset[anchor]
-        if not protect[best]:
-            e = best + 1
-            while e < k_count and e - anchor <= MAX_CHORD_SPAN:
-                worst = 0.0
-                for r in range(kidx[anchor] + 1, kidx[e]):
-                    worst = max(worst, _segment_distance(wp, kidx[anchor], kidx[e], r))
-                    if worst > tol:
-                        break
-                if worst > tol:
-                    break
-                best, best_off = e, worst
-                if protect[e]:
-                    break
-                e += 1
-        keep[best] = True
-        new_off[anchor] = best_off
-        anchor = best
-    return keep, new_off
-
-
-def prepare_waypoints(waypoints: np.ndarray, *, tol: float = DUPLICATE_TOL, cos_threshold: float = 0.0):
-    """Merge waypoints close to their predecessor and find direction reversals, in one compiled pass.
-
-    A row within ``tol`` (infinity norm) of the last kept row is dropped, except the last row (kept unless
-    it is within :data:`DUPLICATE_TOL` of the last kept one), so the path still ends where requested.
-
-    Args:
-        waypoints: (W, n) joint positions (rad / m), finite.
-        tol: merge distance (rad / m, infinity norm).
-        cos_threshold: waypoint k (0 < k < W'-1) is a direction reversal when the kept chords before and
-            after it make an angle whose cosine is below this (default 0: a turn of more than 90°); the path
-            is split there and each segment retimed rest to rest, so the trajectory stops at the turn.
-    Returns:
-        (kept (W', n), kept_index (W',) rows of the input kept, segments [(first, last), ...] indices into
-        kept, dropped (D,) indices of the dropped rows, length (joint-space chord sum of the kept path, rad),
-        offset (W'-1,) per kept chord a bound (rad / m, infinity norm) on its distance from the part of the
-        input polyline it replaces).
-    """
-    wp = np.ascontiguousarray(waypoints, dtype=float)
-    if wp.shape[0] <= 1:
-        return wp, np.arange(wp.shape[0]), [(0, 0)], np.zeros(0, dtype=np.int64), 0.0, np.zeros(0)
-    keep, turn, count, total, offset = _prepare(wp, float(tol), float(cos_threshold))
-    if count == wp.shape[0]:
-        kept, idx, dropped = wp, np.arange(wp.shape[0]), np.zeros(0, dtype=np.int64)
-    else:
-        idx = np.flatnonzero(keep)
-        dropped = np.flatnonzero(~keep)
-        kept = wp[idx]
-    turns = np.flatnonzero(turn[:count]).tolist()
-    bounds = [0, *turns, count - 1]
-    segments = [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)] if count > 1 else [(0, 0)]
-    return kept, idx, segments, dropped, total, offset[:max(count - 1, 0)]
-
-
-def simplify_chords(waypoints, kept_index, segments, offset, tol: float):
-    """Drop kept waypoints that lie within ``tol`` (Euclidean, rad / m) of a chord between kept waypoints
-    further apart (:func:`_simplify`); segment ends (the path's ends, reversals) stay.
-
-    On a dense recorded path, jitter far below the path tolerance would otherwise become curvature of a
-    spline through every sample, on which the acceleration limits bind (5 µrad of noise on a 5000-sample
-    path made it 5× slower). A new chord's offset is the largest distance of an input row from it: the
-    input polyline runs from the chord's start to its end inside that distance of it, so it crosses every
-    hyperplane normal to the chord within that distance of the chord point there — every chord point is
-    that close to the input polyline (a bound in the infinity norm too).
-
-    Args:
-        waypoints: (W, n) the input rows; kept_index, segments, offset: as :func:`prepare_waypoints` returns
-            them; tol: rad / m.
-    Returns:
-        (kept (W'', n), kept_index (W''), segments, dropped (D,) rows of the input no longer kept by this
-        step, length of the kept path, offset (W''-1,)).
-    """
-    wp = np.ascontiguousarray(waypoints, dtype=float)
-    idx = np.asarray(kept_index, dtype=np.int64)
-    count = idx.shape[0]
-    none = np.zeros(0, dtype=np.int64)
-    if count <= 2:
-        return wp[idx], idx, segments, none, float(np.linalg.norm(np.diff(wp[idx], axis=0), axis=1).sum()), offset
-    protect = np.zeros(count, dtype=np.bool_)
-    protect[[b for seg in segments for b in seg]] = True
-    keep, off = _simplify(wp, np.ascontiguousarray(idx), protect, np.append(offset, 0.0), float(tol))
-    sel = np.flatnonzero(keep)
-    remap = np.cumsum(keep) - 1
-    segments = [(int(remap[a]), int(remap[b])) for a, b in segments]
-    kept = wp[idx[sel]]
-    total = float(np.linalg.norm(np.diff(kept, axis=0), axis=1).sum())
-    return kept, idx[sel], segments, idx[~keep], total, off[sel[:-1]]
 
 
 def _unit(v, n):
@@ -481,7 +300,7 @@ class JointPath:
         q = np.empty((s.shape[0], self.n))
         dq = np.empty_like(q)
         ddq = np.empty_like(q)
-        _spline_eval(self.knots, self.coefficients, s, q, dq, ddq)
+        spline_eval(self.knots, self.coefficients, s, q, dq, ddq)
         return q, dq, ddq
 
     def __call__(self, s) -> np.ndarray:
@@ -601,26 +420,6 @@ def _refine(wp, knots, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_round
 
 
 @njit(cache=True, nogil=True)
-def _min_stages(knots, coeffs, turn):  # pragma: no cover - compiled
-    """(K-1,) stages each knot interval needs so that no stage turns by more than ``turn``: the tangent
-    q' of a stage of length Δ changes by at most Δ max|q''| (q'' is linear in an interval: its largest
-    magnitude is at an end)."""
-    nint = knots.shape[0] - 1
-    out = np.ones(nint, dtype=np.int64)
-    if not turn > 0.0:
-        return out
-    for k in range(nint):
-        h = knots[k + 1] - knots[k]
-        peak = 0.0
-        for j in range(coeffs.shape[2]):
-            a = abs(2.0 * coeffs[1, k, j])
-            b = abs(6.0 * coeffs[0, k, j] * h + 2.0 * coeffs[1, k, j])
-            peak = max(peak, max(a, b))
-        out[k] = max(1, int(np.ceil(h * peak / turn)))
-    return out
-
-
-@njit(cache=True, nogil=True)
 def _split_for_turn(knots, coeffs, turn, max_depth):  # pragma: no cover - compiled
     """The same piecewise cubic with intervals halved (exactly: the right half re-expanded about its
     start) wherever the curvature varies so much inside an interval that uniform stages sized for its
@@ -677,115 +476,3 @@ def _split_for_turn(knots, coeffs, turn, max_depth):  # pragma: no cover - compi
             m += 1
     kn[m] = knots[nint]
     return kn[:m + 1].copy(), cf[:, :m, :].copy()
-
-
-@njit(cache=True, nogil=True)
-def _gridpoints(knots, count, min_per):  # pragma: no cover - compiled
-    n_int = knots.shape[0] - 1
-    stages = max(count - 1, n_int)
-    total = knots[n_int] - knots[0]
-    per = np.empty(n_int, dtype=np.int64)
-    frac = np.empty(n_int)
-    used = 0
-    for k in range(n_int):
-        share = (knots[k + 1] - knots[k]) * (stages / total)
-        f = np.floor(share)
-        per[k] = max(int(f), min_per[k])
-        frac[k] = share - f if per[k] == int(f) else 0.0
-        used += per[k]
-    short = stages - used
-    if short > 0:  # largest remainders first
-        order = np.argsort(-frac)
-        for k in range(short):
-            per[order[k % n_int]] += 1
-    while short < 0:  # too many from the minima: take from the intervals with most stages per length
-        best = -1
-        ratio = -1.0
-        for k in range(n_int):
-            if per[k] > min_per[k]:
-                r = per[k] / (knots[k + 1] - knots[k])
-                if r > ratio:
-                    ratio = r
-                    best = k
-        if best < 0:  # every interval at its minimum: more stages than requested
-            break
-        per[best] -= 1
-        short += 1
-    n_grid = 1
-    for k in range(n_int):
-        n_grid += per[k]
-    s = np.empty(n_grid)
-    knot_index = np.empty(n_int + 1, dtype=np.int64)
-    g = 0
-    for k in range(n_int):
-        knot_index[k] = g
-        length = knots[k + 1] - knots[k]
-        for j in range(per[k]):
-            s[g] = knots[k] + length * (j / per[k])
-            g += 1
-    s[g] = knots[n_int]
-    knot_index[n_int] = g
-    return s, knot_index
-
-
-def gridpoints_for(knots: np.ndarray, count: int, return_knot_index: bool = False):
-    """Near-uniform gridpoints (≥ ``count`` of them) in [0, length] that contain every knot.
-
-    Each knot interval gets a number of stages proportional to its length (at least one; largest
-    remainders round up), uniformly spaced, so no stage straddles a knot: within a stage q(s) is a single
-    cubic, which is what makes the curvature bounds of :mod:`.topp_ra` accurate. With fewer requested
-    gridpoints than knots the knots themselves are the gridpoints.
-
-    Returns:
-        s (N,) gridpoints; with ``return_knot_index`` also (K,) the index in s of every knot.
-    """
-    knots = np.ascontiguousarray(knots, dtype=float)
-    s, knot_index = _gridpoints(knots, int(count), np.ones(knots.shape[0] - 1, dtype=np.int64))
-    return (s, knot_index) if return_knot_index else s
-
-
-@njit(cache=True, nogil=True)
-def _collocation(knots, coeffs, count, lower, upper, turn):  # pragma: no cover - compiled
-    """Gridpoints, collocation points and the spline at them in one pass (see :func:`collocation`)."""
-    s, knot_index = _gridpoints(knots, count, _min_stages(knots, coeffs, turn))
-    n_grid = s.shape[0]
-    n = coeffs.shape[2]
-    s_eval = np.empty(2 * n_grid - 1)
-    for i in range(n_grid - 1):
-        s_eval[2 * i] = s[i]
-        s_eval[2 * i + 1] = 0.5 * (s[i] + s[i + 1])
-    s_eval[2 * n_grid - 2] = s[n_grid - 1]
-    p = s_eval.shape[0]
-    q = np.empty((p, n))
-    dq = np.empty((p, n))
-    ddq = np.empty((p, n))
-    _spline_eval(knots, coeffs, s_eval, q, dq, ddq)
-    bad = -1
-    for k in range(p):
-        for j in range(n):
-            if not (lower[j] <= q[k, j] <= upper[j]):
-                bad = k * n + j
-                break
-        if bad >= 0:
-            break
-    return s, knot_index, s_eval, q, dq, ddq, bad
-
-
-def collocation(path: "JointPath", count: int, lower: np.ndarray, upper: np.ndarray,
-                turn: float = 0.0):
-    """Gridpoints of :func:`gridpoints_for` and the spline on the collocation grid, in one compiled call.
-
-    Args:
-        path: the :class:`JointPath`; count: requested number of gridpoints;
-        turn: if > 0, enough stages in every knot interval that none turns the tangent by more than this
-            (rad, infinity norm of the change of q'; see :data:`TURN_PER_STAGE`), beyond ``count`` if need be;
-        lower, upper: (n,) position bounds (rad / m) checked at every collocation point.
-    Returns:
-        s (N,), knot_index (K,), s_eval (2N-1,) (gridpoints at even, stage midpoints at odd indices),
-        q, q', q'' (2N-1, n) there, and (point, joint) of the first value outside [lower, upper] or None.
-    """
-    s, ki, s_eval, q, dq, ddq, bad = _collocation(path.knots, path.coefficients, int(count),
-                                                  np.ascontiguousarray(lower, dtype=float),
-                                                  np.ascontiguousarray(upper, dtype=float), float(turn))
-    where = None if bad < 0 else divmod(int(bad), path.n)
-    return s, ki, s_eval, q, dq, ddq, where

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.path import _spline_eval
+from robot_dynamics_ros.retiming.path import spline_eval
 
 
 @njit(cache=True, nogil=True)
@@ -97,7 +97,7 @@ def _sample_joint(knots, coeffs, s, x, u, t_grid, times, q, qd, qdd):  # pragma:
     sd_t = np.empty(m)
     sdd_t = np.empty(m)
     _sample_s(s, x, u, t_grid, times, s_t, sd_t, sdd_t)
-    _spline_eval(knots, coeffs, s_t, q, qd, qdd)  # q, q', q'' for now
+    spline_eval(knots, coeffs, s_t, q, qd, qdd)  # q, q', q'' for now
     n = q.shape[1]
     for k in range(m):
         sd = sd_t[k]

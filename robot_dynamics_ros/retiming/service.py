@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from robot_dynamics_ros.retiming.retimer import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS, RetimeOptions
+from robot_dynamics_ros.retiming.request import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS, RetimeOptions
 
 __all__ = ["DEFAULT_PATH_TOLERANCE", "MAX_GRIDPOINTS", "DeadlineSolver", "MeasuredPositions", "RetimeAnswer",
            "acceleration_warning", "duration_parts", "fill_response", "handle_request", "options_from_request",

@@ -14,6 +14,7 @@ dynamics cross-validation (``mj_rne`` matches Pinocchio's RNEA to ~1e-14 on Pand
 """
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,8 +71,6 @@ INERTIA_FLOOR = 1e-9
 
 def _floor_point_masses(urdf: str) -> tuple[str, tuple[str, ...]]:
     """Raise ixx/iyy/izz below :data:`INERTIA_FLOOR` of links with mass > 0 to the floor."""
-    import xml.etree.ElementTree as ET
-
     root = ET.fromstring(urdf)
     changed = []
     for link in root.findall("link"):
@@ -122,7 +121,7 @@ def build_mujoco_model(model, *, timestep: float = 0.001, integrator: str = "imp
         ValueError: the MuJoCo compiler rejects the model (message names the robot and MuJoCo's
             reason), or a model joint is missing from the compiled model.
     """
-    import mujoco
+    import mujoco  # optional and heavy: loaded when a model is compiled, not on import
 
     urdf = model.reduced_urdf()
     floored: tuple[str, ...] = ()
@@ -197,7 +196,7 @@ def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
 
 
 def _matrix_to_quat(R: np.ndarray) -> np.ndarray:
-    import mujoco
+    import mujoco  # optional and heavy: loaded when a model is compiled, not on import
 
     q = np.zeros(4)
     mujoco.mju_mat2Quat(q, np.ascontiguousarray(R).ravel())

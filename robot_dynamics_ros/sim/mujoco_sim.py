@@ -38,6 +38,7 @@ class MujocoSim:
 
     def __init__(self, model, *, timestep: float = 0.001, integrator: str = "implicitfast",
                  clamp_effort: bool = True):
+        # mujoco is optional and heavy: loaded when a simulator is built, not when this module is imported
         import mujoco
 
         self._mujoco = mujoco

@@ -120,7 +120,8 @@ def model_from_args(args: argparse.Namespace, joint_limits=None):
         UserError: unknown robot / missing or bad URDF, or a bad ``--held``, ``--gravity``, ``--payload`` or
             ``--friction-yaml`` (naming the file and joint).
     """
-    from robot_dynamics_ros.model import JointFriction, RobotModel
+    from robot_dynamics_ros.friction import JointFriction
+    from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.robots import resolve
 
     entry = resolve(args.urdf)

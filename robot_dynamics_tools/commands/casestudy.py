@@ -196,7 +196,7 @@ def scurve_baseline(model, path, res, jerk_limit, torque_limit, dynamics, *, per
     """Post-smoothing baseline: a path-exact double-S s(t) built from a TOPP-RA result, then slowed down
     uniformly until every joint limit holds.
 
-    Path limits from the TOPP-RA profile (``res``, a :class:`~..retiming.retimer.RetimeResult`): V = its
+    Path limits from the TOPP-RA profile (``res``, a :class:`~robot_dynamics_ros.retiming.request.RetimeResult`): V = its
     largest sd, A = its largest |sdd|, and a path jerk J_s = min_j jerk_limit_j / max_s |q'_j(s)| (the
     term q' s⃛ of the joint jerk). The profile is then stretched in time by κ ≥ 1 (sd / κ, sdd / κ²,
     s⃛ / κ³), κ bisected to the smallest value at which velocity, torque (``dynamics``) and the jerk from
@@ -358,7 +358,8 @@ def run(args: argparse.Namespace) -> int:
     from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
     from robot_dynamics_ros.errors import UserError
     from robot_dynamics_ros.retiming.motor_limits import load_motor_limits
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+    from robot_dynamics_ros.retiming.request import RetimeOptions
+    from robot_dynamics_ros.retiming.retimer import Retimer
 
     if not (0.0 < args.margin <= 1.0):
         raise UserError(f"--margin {args.margin}: must be in (0, 1]")

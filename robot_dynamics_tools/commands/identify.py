@@ -123,6 +123,7 @@ def _auto_number(text, ok, message: str) -> float | None:
 
 def run(args) -> int:
     from robot_dynamics_ros.identification import data as data_mod
+    from robot_dynamics_ros.friction import friction_yaml
     from robot_dynamics_ros.identification import outputs, pipeline
 
     if not args.prior_weight > 0:
@@ -169,7 +170,7 @@ def run(args) -> int:
             urdf_text, notes = outputs.identified_urdf(model, outcome.result)
             outcome.report["notes"] += notes
             files.append(("--out", str(out), urdf_text))
-            files.append((targets[1][0], targets[1][1], outputs.friction_yaml(model, outcome.result)))
+            files.append((targets[1][0], targets[1][1], friction_yaml(model, outcome.result)))
     except ValueError as exc:
         raise UserError(f"identify {args.data}: {exc}") from None
     outcome.report["data"] = str(args.data)

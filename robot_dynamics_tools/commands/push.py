@@ -66,7 +66,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def _plan(model, entry, velocity_scale, torque_margin):
     from robot_dynamics_tools.commands.track import default_waypoints
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+    from robot_dynamics_ros.retiming.request import RetimeOptions
+    from robot_dynamics_ros.retiming.retimer import Retimer
 
     W = default_waypoints(model, entry)
     res = Retimer(model).retime(W, options=RetimeOptions(velocity_scale=velocity_scale,

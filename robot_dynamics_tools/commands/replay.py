@@ -365,7 +365,7 @@ class CoreRecomputation:
 
             used = model_with_params(model, params)
             if params.get("friction_path"):
-                from robot_dynamics_ros.model import JointFriction
+                from robot_dynamics_ros.friction import JointFriction
 
                 used = used.with_settings(friction=JointFriction.from_yaml(params["friction_path"], used.joint_names))
             self.core = ExternalTorqueCore(used, settings_from(params), list(params.get("command_joints") or []) or None)

@@ -211,7 +211,8 @@ def write_trajectory(path: str, result) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
+    from robot_dynamics_ros.retiming.request import RetimeOptions, RetimeStatus
+    from robot_dynamics_ros.retiming.retimer import Retimer
 
     if Path(args.out).resolve() == Path(args.waypoints).resolve():
         raise UserError(f"--out '{args.out}': is the input file --waypoints '{args.waypoints}'; choose another "

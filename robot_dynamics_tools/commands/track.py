@@ -165,7 +165,8 @@ def _quintic_timing(model, engine, W, velocity_scale, torque_margin) -> Plan:
 
 
 def _toppra_timing(model, W, velocity_scale, torque_margin, period) -> Plan:
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+    from robot_dynamics_ros.retiming.request import RetimeOptions
+    from robot_dynamics_ros.retiming.retimer import Retimer
 
     # the controller commands the URDF friction too (friction feedforward): the torque budget includes it,
     # except with jerk limits (the jerk-limited timing has no friction term; the margin must cover it)

@@ -143,7 +143,8 @@ def test_push_scenario_detects_within_20_ms_and_estimates_within_10_percent(tmp_
 
 def _panda_with_friction():
     from robot_dynamics_ros import robots
-    from robot_dynamics_ros.model import JointFriction, RobotModel
+    from robot_dynamics_ros.friction import JointFriction
+    from robot_dynamics_ros.model import RobotModel
 
     e = robots.resolve("panda")
     base = RobotModel.from_urdf(e.path, held_joints=e.held_joints)

@@ -10,19 +10,14 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from robot_dynamics_ros.description import (
-    MAX_URDF_BYTES,
-    MAX_URDF_DEPTH,
-    MAX_URDF_ELEMENTS,
-    RobotDescription,
-    matrix_to_rpy,
-    rpy_to_matrix,
-)
+from robot_dynamics_ros.description import RobotDescription
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.errors import URDFError, UserError
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.robots import ROBOTS
+from robot_dynamics_ros.urdf_elements import matrix_to_rpy, rpy_to_matrix
+from robot_dynamics_ros.urdf_reader import MAX_URDF_BYTES, MAX_URDF_DEPTH, MAX_URDF_ELEMENTS
 
 INERTIA = '<inertia ixx="0.01" ixy="0" ixz="0" iyy="0.02" iyz="0" izz="0.02"/>'
 

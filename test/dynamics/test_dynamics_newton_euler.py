@@ -118,13 +118,13 @@ def test_prismatic_chain_against_pinocchio():
 
 def test_kernel_sine_cosine_match_libm():
     """The vectorized sin/cos of the kernel against numpy (libm) over the angles a robot can have."""
-    from robot_dynamics_ros.dynamics.newton_euler import _sincos_flat
+    from robot_dynamics_ros.dynamics.rnea_kernels import sincos_flat
 
     rng = np.random.default_rng(5)
     x = np.concatenate([rng.uniform(-7, 7, 200_000), rng.uniform(-1e5, 1e5, 200_000),
                         np.arange(-64, 65) * (np.pi / 4), np.arange(-64, 65) * (np.pi / 4) + 1e-13])
     S, C = np.empty_like(x), np.empty_like(x)
-    _sincos_flat(x, S, C)
+    sincos_flat(x, S, C)
     assert np.abs(S - np.sin(x)).max() <= 2.3e-16 and np.abs(C - np.cos(x)).max() <= 2.3e-16
 
 

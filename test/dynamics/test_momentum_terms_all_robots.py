@@ -89,7 +89,7 @@ def test_fused_momentum_kernel_on_mimic_robots_and_with_armature():
     """Mimic joints: against the in-package CRBA (p = M qd) and Cᵀqd = Ṁqd − Cqd (Ṁ by central differences
     of that M, Cqd from the RNEA); armature: against Pinocchio, whose crba adds it (Featherstone's M + diag)."""
     from robot_dynamics_ros import robots
-    from robot_dynamics_ros.model import JointFriction
+    from robot_dynamics_ros.friction import JointFriction
 
     rng = np.random.default_rng(5)
     mimic = 0

@@ -8,7 +8,8 @@ import numpy as np
 
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.errors import URDFError, UserError
-from robot_dynamics_ros.model import JointFriction, RobotModel
+from robot_dynamics_ros.friction import JointFriction
+from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.robots import example_robot_data_urdfs
 from robot_dynamics_testing.reference import PinByName
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
-from robot_dynamics_ros.identification.estimate import (identify, log_cholesky_from_parameters,
-                                                        parameters_from_log_cholesky, structural_base)
-from robot_dynamics_ros.identification.outputs import is_consistent
+from robot_dynamics_ros.identification.estimate import identify, structural_base
+from robot_dynamics_ros.identification.pseudo_inertia import (is_consistent, log_cholesky_from_parameters,
+                                                              parameters_from_log_cholesky)
 from robot_dynamics_ros.identification.regressor import Regressor, parameters_to_inertial
 from robot_dynamics_ros.identification.simulate import perturbed_urdf
 from robot_dynamics_ros.model import RobotModel

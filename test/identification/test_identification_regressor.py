@@ -87,7 +87,7 @@ def test_parameter_conversions_round_trip_and_transform_matches_regressor():
     m, c2, Ic2 = parameters_to_inertial(pi)
     assert m == 2.5 and np.allclose(c2, c, atol=1e-15) and np.allclose(Ic2, Ic, atol=1e-14)
     # a body at pose T in frame A: its parameters in A are X pi_B; composite inertia from the model agrees
-    from robot_dynamics_ros.description import transform
+    from robot_dynamics_ros.urdf_elements import transform
     T = transform([0.1, -0.2, 0.3], [0.4, -0.5, 0.6])
     piA = transform_parameters(T) @ pi
     mA, cA, IcA = parameters_to_inertial(piA)

@@ -14,9 +14,9 @@ import yaml
 from robot_dynamics_tools.commands import identify as identify_cmd
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.friction import read_friction_yaml
 from robot_dynamics_ros.identification import simulate
 from robot_dynamics_ros.identification.excitation import FourierTrajectory
-from robot_dynamics_ros.identification.outputs import read_friction_yaml
 from robot_dynamics_ros.identification.regressor import Regressor
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.robots import ROBOTS

@@ -17,7 +17,8 @@ from robot_dynamics_ros import robots
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.errors import UserError
-from robot_dynamics_ros.model import JointFriction, RobotModel
+from robot_dynamics_ros.friction import JointFriction
+from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_testing.identified_cases import VALUES, _yaml  # noqa: F401
 
 #: per joint (coulomb, viscous, offset, armature) written to the YAML; joint 7 deliberately left out

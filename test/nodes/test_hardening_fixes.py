@@ -66,7 +66,7 @@ def test_deeply_nested_description_is_one_line_error_and_real_urdfs_are_far_belo
     import xml.etree.ElementTree as ET
 
     from robot_dynamics_ros import robots
-    from robot_dynamics_ros.description import MAX_URDF_DEPTH
+    from robot_dynamics_ros.urdf_reader import MAX_URDF_DEPTH
     from robot_dynamics_ros.errors import URDFError
     from robot_dynamics_ros.model import RobotModel
 

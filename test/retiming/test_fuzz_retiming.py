@@ -80,7 +80,7 @@ def urdf_limits():
 
 
 def _options(**kw):
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions
+    from robot_dynamics_ros.retiming.request import RetimeOptions
 
     return RetimeOptions(**kw)
 

@@ -14,7 +14,8 @@ from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited, third_derivative
 from robot_dynamics_ros.retiming.path import JointPath
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+from robot_dynamics_ros.retiming.request import RetimeOptions
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_ros.robots import ROBOTS, example_robot_data_dir
 from robot_dynamics_testing.jerk_cases import CASES, TOL, UR10, dense_check, dense_samples, package_model, pinocchio_model, random_panda_waypoints  # noqa: F401
 
@@ -150,12 +151,12 @@ def test_jerk_limits_from_joint_limits_yaml():
 
 
 def test_stage_time_closed_form_against_quadrature_and_its_inverse():
-    """jerk_time.time_to = ∫ dσ/√x(σ) for x quadratic, against scipy's adaptive quadrature (split at the
+    """stage_time.time_to = ∫ dσ/√x(σ) for x quadratic, against scipy's adaptive quadrature (split at the
     minimum of x), on rising, falling, concave, nearly linear stages and stages whose x nearly vanishes at an
     interior minimum (where a fixed Gauss–Legendre rule is off by percent); position_at inverts it."""
     from scipy.integrate import quad
 
-    from robot_dynamics_ros.retiming.jerk_time import position_at, time_to
+    from robot_dynamics_ros.retiming.jerk.stage_time import position_at, time_to
 
     rng = np.random.default_rng(5)
     cases = [(2.0, 0.0, 0.0, 0.3), (1e-2, 3.0, -4.0, 0.2), (4.0, -5.0, 3.0, 0.25), (1.0, 2.0, 1e-11, 0.5)]
@@ -182,12 +183,12 @@ def test_stage_time_closed_form_against_quadrature_and_its_inverse():
 
 
 def test_traversal_time_gradient_against_finite_differences_of_quadrature():
-    """jerk._time_gradient (12-node Gauss–Legendre rule of the derivative) against central differences of
+    """jerk.profile.time_gradient (12-node Gauss–Legendre rule of the derivative) against central differences of
     the traversal time computed by scipy's adaptive quadrature: the end stages take 3Δ/√x (x_1 resp.
     x_{N-2}), interior stage i ∫ dσ/√(x_i + 2u_iσ + vσ²) with v = (u_{i+1} − u_i)/Δ_i."""
     from scipy.integrate import quad
 
-    from robot_dynamics_ros.retiming.jerk import _time_gradient
+    from robot_dynamics_ros.retiming.jerk.profile import time_gradient
 
     rng = np.random.default_rng(11)
     N = 9
@@ -203,7 +204,7 @@ def test_traversal_time_gradient_against_finite_differences_of_quadrature():
             t += quad(lambda g: (x[i] + 2 * u[i] * g + v * g * g) ** -0.5, 0.0, d[i], epsabs=0.0, epsrel=1e-13)[0]
         return t
 
-    g = _time_gradient(s, x, u)
+    g = time_gradient(s, x, u)
     z = np.concatenate((x, u))
     for k in [*range(1, N - 1), *range(N + 1, 2 * N - 1)]:
         h = 1e-5 * max(abs(z[k]), 1.0)
@@ -216,12 +217,12 @@ def test_traversal_time_gradient_against_finite_differences_of_quadrature():
 
 
 def test_lp_basis_from_basic_variables_matches_highs_statuses():
-    """jerk._LP.basis (built from HiGHS's basic-variable list and the solution) against HiGHS's own basis
+    """jerk.highs.HighsLP.basis (built from HiGHS's basic-variable list and the solution) against HiGHS's own basis
     statuses, on random LPs with equality rows, ≤ rows of three entries, columns with finite, infinite and
     equal bounds (nonbasic fixed rows and columns: only 'nonbasic' compared, either bound is the value)."""
     import scipy.sparse as sp
 
-    from robot_dynamics_ros.retiming.jerk import _LP
+    from robot_dynamics_ros.retiming.jerk.highs import HighsLP
 
     rng = np.random.default_rng(3)
     compared = at_upper = 0
@@ -237,7 +238,7 @@ def test_lp_basis_from_basic_variables_matches_highs_statuses():
         lo[0] = hi[0] = x0[0]  # a fixed column
         # x0 into the equalities' kernel (A_eq z = 0)
         A_eq = sp.csr_matrix(A_eq.toarray() - np.outer(A_eq @ x0, x0) / (x0 @ x0))
-        lp = _LP(rng.normal(size=nv), A_eq, (cols, data, b), lo, hi)
+        lp = HighsLP(rng.normal(size=nv), A_eq, (cols, data, b), lo, hi)
         res = lp.solve()
         if res.status != 0:
             continue
@@ -249,8 +250,8 @@ def test_lp_basis_from_basic_variables_matches_highs_statuses():
         fixed_row = np.arange(row.shape[0]) < me
         np.testing.assert_array_equal(mine[0][~fixed_col], col[~fixed_col])
         np.testing.assert_array_equal(mine[1][~fixed_row], row[~fixed_row])
-        np.testing.assert_array_equal(mine[0][fixed_col] == _LP.BASIC, col[fixed_col] == _LP.BASIC)
-        np.testing.assert_array_equal(mine[1][fixed_row] == _LP.BASIC, row[fixed_row] == _LP.BASIC)
+        np.testing.assert_array_equal(mine[0][fixed_col] == HighsLP.BASIC, col[fixed_col] == HighsLP.BASIC)
+        np.testing.assert_array_equal(mine[1][fixed_row] == HighsLP.BASIC, row[fixed_row] == HighsLP.BASIC)
         compared += 1
-        at_upper += int((col[~fixed_col] == _LP.UPPER).sum())
+        at_upper += int((col[~fixed_col] == HighsLP.UPPER).sum())
     assert compared >= 10 and at_upper > 0  # both bounds of the columns occur

@@ -21,7 +21,8 @@ import pytest
 
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.retiming.motor_limits import MotorLimits
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+from robot_dynamics_ros.retiming.request import RetimeOptions
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_ros.robots import ROBOTS
 from robot_dynamics_testing.jerk_cases import CASES, pinocchio_model, random_panda_waypoints
 from robot_dynamics_testing.jerk_dense_cases import longest_above  # noqa: F401

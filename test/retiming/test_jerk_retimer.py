@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
+from robot_dynamics_ros.retiming.request import RetimeOptions, RetimeStatus
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_testing.jerk_cases import TOL, UR10, dense_check, package_model, pinocchio_model
 
 

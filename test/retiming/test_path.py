@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 from scipy.interpolate import CubicSpline
 
-from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for, prepare_waypoints
+from robot_dynamics_ros.retiming.grid import gridpoints_for
+from robot_dynamics_ros.retiming.path import JointPath
+from robot_dynamics_ros.retiming.waypoints import prepare_waypoints
 
 
 @pytest.mark.parametrize("count", [2, 3, 4, 5, 17])
@@ -168,7 +170,7 @@ def test_split_for_turn_keeps_the_curve_and_grades_the_stages():
     """Halving intervals where the curvature varies strongly changes no polynomial (values and the first
     two derivatives agree to round-off everywhere), keeps every old knot, and lets the turn-limited grid
     use fewer stages than uniform stages sized for each interval's largest |q''|."""
-    from robot_dynamics_ros.retiming.path import _min_stages
+    from robot_dynamics_ros.retiming.grid import _min_stages
 
     rng = np.random.default_rng(3)
     wp = rng.uniform(-2.0, 2.0, (5, 4))

@@ -13,7 +13,8 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
+from robot_dynamics_ros.retiming.request import RetimeOptions, RetimeStatus
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_testing.retiming_cases import ACC, MARGIN, dense_peaks, load_model, pinocchio_reference, smooth_waypoints
 from robot_dynamics_testing.urdf_text import Body, serial_urdf
 

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from robot_dynamics_ros.retiming import service as core
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+from robot_dynamics_ros.retiming.request import RetimeOptions
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_testing.retiming_cases import load_model, smooth_waypoints
 from robot_dynamics_testing.service_requests import PARAMS, request  # noqa: F401
 

@@ -14,7 +14,8 @@ import pinocchio as pin
 import pytest
 
 from robot_dynamics_ros.retiming.constraints import build_constraints
-from robot_dynamics_ros.retiming.path import JointPath, gridpoints_for
+from robot_dynamics_ros.retiming.grid import gridpoints_for
+from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.sampling import joint_trajectory, sample_path_parameter
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, _lp2d_x, solve_topp_ra, stage_times
 from robot_dynamics_ros.robots import ROBOTS
@@ -200,7 +201,8 @@ def _toppra_duration(knots, waypoints, gridpoints, pm, vlim, alim, tlim):
 @pytest.mark.parametrize("robot, count, gridpoints, tol", [("panda", 10, 100, 0.1), ("panda", 100, 400, 1e-3),
                                                            ("ur5", 10, 300, 0.3), ("ur5", 30, 100, 0.03)])
 def test_duration_vs_toppra_and_dense_pinocchio_check(robot, count, gridpoints, tol):
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+    from robot_dynamics_ros.retiming.request import RetimeOptions
+    from robot_dynamics_ros.retiming.retimer import Retimer
 
     model = load_model(robot)
     pm = pinocchio_reference(robot)
@@ -260,7 +262,8 @@ def test_sampling_is_the_solver_profile():
 
 def test_efforts_at_the_gridpoints_match_pinocchio():
     """Output at the gridpoints: tau from the constraint coefficients (a sdd + b sd² + c) equals RNEA."""
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+    from robot_dynamics_ros.retiming.request import RetimeOptions
+    from robot_dynamics_ros.retiming.retimer import Retimer
 
     model = load_model("ur5")
     pm = pinocchio_reference("ur5")
@@ -280,7 +283,8 @@ def test_limits_hold_to_1e4_between_gridpoints(robot, velocity_scale):
     """At a coarse request (N = 100) and any scale, the output sampled every 1 ms (10x a 10 ms output)
     stays within 1 + 1e-4 of every limit (Pinocchio RNEA for the efforts; velocities also as the chord
     velocities of the positions, the mean velocity over each millisecond, independent of our qd)."""
-    from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+    from robot_dynamics_ros.retiming.request import RetimeOptions
+    from robot_dynamics_ros.retiming.retimer import Retimer
 
     model = load_model(robot)
     pm = pinocchio_reference(robot)

@@ -13,7 +13,8 @@ import numpy as np
 import pinocchio as pin
 
 from robot_dynamics_ros.model import RobotModel
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+from robot_dynamics_ros.retiming.request import RetimeOptions
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_ros.robots import example_robot_data_dir
 
 UR10 = example_robot_data_dir() / "ur_description" / "urdf" / "ur10_robot.urdf"

@@ -17,7 +17,8 @@ from robot_dynamics_tools.commands import casestudy as cs
 from robot_dynamics_ros.retiming.motor_limits import solve_within_motor_limits
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.retiming.motor_limits import MotorLimits
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer
+from robot_dynamics_ros.retiming.request import RetimeOptions
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_testing.jerk_cases import TOL, dense_check, dense_samples, pinocchio_model
 
 PERIOD = 1e-3

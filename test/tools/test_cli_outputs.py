@@ -198,7 +198,7 @@ def test_a_directory_as_urdf_is_named_a_directory(tmp_path, capsys):
 
 
 def test_strict_refusal_does_not_say_what_lenient_reading_would_do():
-    from robot_dynamics_ros.description import URDFError
+    from robot_dynamics_ros.errors import URDFError
     from robot_dynamics_ros.model import RobotModel
 
     text = ('<robot name="r"><link name="base"/><link name="l1"><inertial><mass value="1"/>'

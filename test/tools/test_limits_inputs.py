@@ -16,7 +16,8 @@ import yaml
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.retiming import service as core
-from robot_dynamics_ros.retiming.retimer import RetimeOptions, Retimer, RetimeStatus
+from robot_dynamics_ros.retiming.request import RetimeOptions, RetimeStatus
+from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_ros.robots import ROBOTS
 from test_cli_outputs import _csv as waypoint_csv
 from test_cli_outputs import _run

@@ -1,0 +1,127 @@
+"""The linear programs of the jerk-limited timing: :class:`HighsLP`, HiGHS's dual simplex through the bindings
+scipy ships, with rows added to a solved model and a basis given or read back as small int arrays.
+
+This is the package's one use of a private scipy module (``scipy.optimize._highspy._core``); ``linprog``
+can neither continue from a basis after adding rows nor start from a given basis.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    from scipy.optimize._highspy import _core as _hs
+except ImportError as exc:  # a private module: a scipy upgrade may move it; the error names it on first use
+    _hs, _HS_ERROR = None, exc
+else:
+    _HS_ERROR = None
+
+__all__ = ["HighsLP"]
+
+
+class HighsLP:
+    """min cost·z s.t. A_eq z = 0, A z ≤ b, lo ≤ z ≤ hi — HiGHS's dual simplex (the HiGHS that scipy
+    ships, through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` can neither add rows to a
+    solved model and continue from its basis nor start from a given basis).
+
+    Args: cost (nv,); A_eq (me, nv) scipy.sparse; rows: the inequality rows A z ≤ b as (cols, data, b), cols
+    (m, 3) distinct column indices per row, data (m, 3) their coefficients, b (m,) (in the model after A_eq,
+    in that order); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status (nv,),
+    row_status (me + m,)) int arrays as returned by :meth:`basis` for a model with the same columns and rows
+    (the values of HiGHS's ``HighsBasisStatus``: :attr:`LOWER`, :attr:`BASIC`, :attr:`UPPER`). ``solve()`` / ``add_rows_and_solve(rows)`` return an object with ``status`` (0:
+    optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
+    """
+
+    @staticmethod
+    def _core():
+        if _hs is None:
+            raise ImportError("jerk-limited timing needs the HiGHS bindings scipy ships "
+                              "(scipy.optimize._highspy._core, present in scipy 1.17)") from _HS_ERROR
+        return _hs
+
+    #: values of ``HighsBasisStatus``: nonbasic at the lower bound, basic, nonbasic at the upper bound
+    LOWER, BASIC, UPPER = 0, 1, 2
+
+    @staticmethod
+    def _status_members():
+        # indexed by value: statuses travel as small ints, converted to the enum only at setBasis (an enum
+        # comparison per row costs more than the simplex iterations of a warm-started LP)
+        e = HighsLP._core().HighsBasisStatus
+        return tuple(sorted(e.__members__.values(), key=lambda m: m.value))
+
+    def __init__(self, cost, A_eq, rows, lo, hi, basis=None):
+        hs = self._hs = self._core()
+        nc = A_eq.shape[1]
+        # the columns through a HighsLp, the rows through addRows: its numpy arguments go in as buffers, while
+        # HighsLp's matrix fields convert element by element
+        lp = hs.HighsLp()
+        lp.num_col_ = nc
+        lp.col_cost_ = np.asarray(cost, float)
+        lp.col_lower_ = np.asarray(lo, float)
+        lp.col_upper_ = np.asarray(hi, float)
+        me = A_eq.shape[0]
+        h = hs._Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
+        h.setOptionValue("simplex_strategy", 1)  # dual simplex
+        # Devex pricing: steepest-edge weights cost a factorization solve per row at every (re)start, more
+        # than the few iterations a warm start then needs
+        h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
+        # no presolve: the rows are already scaled and without redundancy, presolve costs more than it saves
+        # on these LPs and would discard a given basis
+        h.setOptionValue("presolve", "off")
+        h.passModel(lp)
+        h.addRows(me, np.zeros(me), np.zeros(me), A_eq.nnz, A_eq.indptr[:-1].astype(np.int32),
+                  A_eq.indices.astype(np.int32), A_eq.data)
+        self._h = h
+        self._lo, self._hi, self._me, self._x = np.asarray(lo, float), np.asarray(hi, float), me, None
+        self._add(rows)
+        if basis is not None:
+            members = self._status_members()
+            b = hs.HighsBasis()
+            b.col_status = [members[v] for v in basis[0].tolist()]
+            b.row_status = [members[v] for v in basis[1].tolist()]
+            b.valid = True
+            h.setBasis(b)
+
+    def solve(self):
+        h, hs = self._h, self._hs
+        h.run()
+        st = h.getModelStatus()
+        out = type("LPResult", (), {})()
+        out.message = h.modelStatusToString(st)
+        out.status = {hs.HighsModelStatus.kOptimal: 0, hs.HighsModelStatus.kInfeasible: 2,
+                      hs.HighsModelStatus.kUnbounded: 3}.get(st, 4)
+        out.x = self._x = np.array(h.getSolution().col_value) if out.status == 0 else None
+        return out
+
+    def _add(self, rows):
+        cols, data, b = rows
+        m = b.shape[0]
+        self._h.addRows(m, np.full(m, -np.inf), np.ascontiguousarray(b, float), 3 * m,
+                        np.arange(0, 3 * m, 3, dtype=np.int32), np.ascontiguousarray(cols, np.int32).ravel(),
+                        np.ascontiguousarray(data, float).ravel())
+
+    def add_rows_and_solve(self, rows):
+        self._add(rows)
+        return self.solve()
+
+    def basis(self):
+        """(col_status (nv,), row_status (rows,)): the basis of the last optimal solve, int8 arrays of
+        ``HighsBasisStatus`` values, rows in model order; None if HiGHS has none.
+
+        From HiGHS's list of basic variables (an int array, where reading the statuses would create one
+        enum object per row): every other column is at the bound its value is nearest, every other
+        inequality row at its upper bound (its lower one is −inf), every other equality row at its (only)
+        value, given as lower."""
+        status, basic = self._h.getBasicVariables()
+        if status != self._hs.HighsStatus.kOk or self._x is None:
+            return None
+        x, lo, hi = self._x, self._lo, self._hi
+        with np.errstate(invalid="ignore"):
+            upper = np.isfinite(hi) & (np.abs(x - hi) < np.abs(x - lo))
+        col = np.where(upper, HighsLP.UPPER, HighsLP.LOWER).astype(np.int8)
+        row = np.full(self._h.getNumRow(), HighsLP.UPPER, np.int8)
+        row[:self._me] = HighsLP.LOWER
+        col[basic[basic >= 0]] = HighsLP.BASIC
+        row[-1 - basic[basic < 0]] = HighsLP.BASIC  # a basic row r is listed as −1 − r
+        return col, row

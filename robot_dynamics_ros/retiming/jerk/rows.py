@@ -1,0 +1,338 @@
+"""The rows of the jerk-limited timing's linear programs, built once per solve: the check points of every
+stage, the velocity, acceleration, torque (and tool speed) rows, x ≥ 0 inside the stages, the equalities
+that tie x and u across a stage, the variable bounds (the end stages' jerk bound on x_1 and x_{N-2}), and
+the jerk rows whose tangents every LP rewrites (:mod:`robot_dynamics_ros.retiming.jerk` has the method).
+
+Variables z = (x_0..x_{N-1}, u_0..u_{N-1}); every inequality row has three entries (the variables of one
+stage) and is scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+from robot_dynamics_ros.retiming.constraints import torque_coefficients
+from robot_dynamics_ros.retiming.jerk.profile import third_derivative
+
+#: every row is imposed at σ = kΔ/SUBDIVISIONS, k = 0..SUBDIVISIONS, on every stage
+SUBDIVISIONS = 2
+
+
+@njit(cache=True, nogil=True)
+def _slack_kernel(cols, data, b, z, idx, out):  # pragma: no cover - compiled
+    for k in range(idx.shape[0]):
+        r = idx[k]
+        out[k] = b[r] - (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _jerk_rows_kernel(xb_pts, floor, kj, Lj, Xj, Jr, nf, data, b):  # pragma: no cover - compiled
+    # row nf + r: L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) for check point kj[r], limit J = Jr[r], scaled by √x̄ / (1.5 J)
+    # (the tangent's value at x = 0 becomes 1), row nf + mj + r: −L z ≤ the same; each row then scaled to
+    # a largest coefficient of 1 (HiGHS's tolerances are absolute)
+    mj = kj.shape[0]
+    for r in range(mj):
+        xb = max(xb_pts[kj[r]], floor)
+        ls = math.sqrt(xb) / (1.5 * Jr[r])
+        for half in range(2):
+            sgn = 1.0 - 2.0 * half
+            row = nf + half * mj + r
+            scale = 0.0
+            for k in range(3):
+                c = Xj[r, k] / (3.0 * xb) + sgn * Lj[r, k] * ls
+                data[row, k] = c
+                scale = max(scale, abs(c))
+            if scale <= 0.0:
+                scale = 1.0
+            for k in range(3):
+                data[row, k] /= scale
+            b[row] = 1.0 / scale
+
+
+def check_points(s, M=None):
+    """The check points of every stage and x, u, v at each as linear forms in the variables.
+
+    Args: s (N,) gridpoints; M: sub-intervals per stage (even; None: :data:`SUBDIVISIONS`), the check points
+        are at σ = kΔ/M, k = 0..M (k ≥ 1 on the two end stages: x = 0 at rest).
+    Returns (p, stage, var (K, 3), X (K, 3), U (K, 3), V (K, 3), interior (K,) bool) where p indexes the
+    M(N-1)+1 collocation points s_i + kΔ_i/M (index M i + k) and the variables are ordered
+    (x_0..x_{N-1}, u_0..u_{N-1}).
+    """
+    M = SUBDIVISIONS if M is None else M
+    N = s.shape[0]
+    d = np.diff(s)
+    e = N - 2
+    r = np.arange(1, M + 1) / M
+    # start stage: x = x1 r^{4/3}, u = (2/3) x1 r^{1/3} / Δ; end stage its mirror, r = (L - s) / Δ
+    P = np.concatenate((np.arange(1, M + 1), M * e + M - np.arange(M, 0, -1)))
+    rr = np.concatenate((r, r[::-1]))
+    ST = np.concatenate((np.zeros(M, int), np.full(M, e)))
+    VAR = np.concatenate((np.full((M, 3), 1), np.full((M, 3), e)))
+    sgn = np.concatenate((np.ones(M), -np.ones(M)))
+    dd0 = np.concatenate((np.full(M, d[0]), np.full(M, d[e])))
+    zero2 = np.zeros(2 * M)
+    X = np.stack([rr ** (4 / 3), zero2, zero2], 1)
+    U = np.stack([sgn * 2 / 3 * np.cbrt(rr) / dd0, zero2, zero2], 1)
+    V = np.zeros((2 * M, 3))
+    i = np.arange(1, N - 2)
+    m = i.shape[0]
+    # interior stage i at σ = kΔ/M: x = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ, u = u_i + (u_{i+1} − u_i) σ/Δ,
+    # v = (u_{i+1} − u_i)/Δ
+    f = np.arange(M + 1) / M  # σ/Δ
+    dd = np.repeat(d[i], M + 1)
+    ff = np.tile(f, m)
+    one = np.ones(m * (M + 1))
+    Xi = np.stack([one, dd * (2 * ff - ff ** 2), dd * ff ** 2], 1)
+    Ui = np.stack([0 * one, 1 - ff, ff], 1)
+    Vi = np.stack([0 * one, -1.0 / dd, 1.0 / dd], 1)
+    vari = np.repeat(np.stack([i, N + i, N + i + 1], 1), M + 1, axis=0)
+    return (np.concatenate((P, (M * i[:, None] + np.arange(M + 1)[None, :]).ravel())),
+            np.concatenate((ST, np.repeat(i, M + 1))), np.concatenate((VAR, vari)),
+            np.concatenate((X, Xi)), np.concatenate((U, Ui)), np.concatenate((V, Vi)),
+            np.concatenate((np.zeros(2 * M, bool), np.ones((M + 1) * m, bool))))
+
+
+def _forms(X, U, V, alpha, beta, gamma):
+    """(K, n, 3) coefficients of alpha X + beta U + gamma V at the check points, alpha.. (K, n)."""
+    return (alpha[:, :, None] * X[:, None, :] + beta[:, :, None] * U[:, None, :]
+            + gamma[:, :, None] * V[:, None, :])
+
+
+def _assemble(blocks, rhs, vars_):
+    """(cols (m, 3), data (m, 3), b (m,)) of the finite rows of ``blocks``."""
+    data, ci, bb = [], [], []
+    for f, r, vv in zip(blocks, rhs, vars_):
+        keep = np.isfinite(r)
+        kk, jj = np.nonzero(keep)
+        m = kk.shape[0]
+        if m == 0:
+            continue
+        coef = f[kk, jj, :]  # (m, 3)
+        cols = vv[kk, :]
+        # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
+        scale = np.abs(coef).max(axis=1)
+        scale = np.where(scale > 0, scale, 1.0)
+        data.append(coef / scale[:, None])
+        ci.append(cols)
+        bb.append(r[kk, jj] / scale)
+    return np.concatenate(ci), np.concatenate(data), np.concatenate(bb)
+
+
+def _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed):
+    """The fixed inequality rows (velocity and tool speed, acceleration, torque, x ≥ 0 inside the interior
+    stages) as (cols, data, b); limits (M (N-1) + 1, n) per collocation point; ``torque`` the path's torque
+    coefficients (a, b, c) at every collocation point, or None (no torque limit)."""
+    p, st, var, X, U, V, interior = pts
+    M = SUBDIVISIONS
+    K, n = p.shape[0], dq.shape[1]
+    rows_fixed, rhs_fixed = [], []
+    zero = np.zeros((K, n))
+    dqp, ddqp = dq[p], ddq[p]
+    vlim, alim, tlim_p = vlim[p], alim[p], tlim[p]  # (K, n)
+    vel = np.isfinite(vlim)
+    if vel.any() or tool_speed is not None:
+        # q'^2 x / V^2 ≤ 1 (and |dp/ds|² x / v_tool² ≤ 1): the same linear form in x for every joint, so
+        # only the tightest row per point
+        tight = np.where(vel, dqp ** 2 / np.where(vel, vlim, 1.0) ** 2, 0.0).max(axis=1, keepdims=True)
+        if tool_speed is not None:
+            speed = np.asarray(tool_speed[0](q, dq), float)[p]
+            tight = np.maximum(tight, ((speed / (tool_speed[1] * (1.0 - margin))) ** 2)[:, None])
+        rows_fixed.append(tight[:, :, None] * X[:, None, :])
+        rhs_fixed.append(np.ones((K, 1)))
+    acc = np.isfinite(alim)
+    if acc.any():
+        A = np.where(acc, alim, 1.0)
+        f = _forms(X, U, V, ddqp / A, dqp / A, zero)
+        rows_fixed += [f, -f]
+        r = np.where(acc, 1.0, np.inf)
+        rhs_fixed += [r, r]
+    if torque is not None:
+        a, b, c = torque
+        T = np.where(np.isfinite(tlim_p), tlim_p, 1.0)
+        f = _forms(X, U, V, b[p] / T, a[p] / T, zero)
+        fin = np.isfinite(tlim_p)
+        rows_fixed += [f, -f]
+        rhs_fixed += [np.where(fin, 1.0 - c[p] / T, np.inf), np.where(fin, 1.0 + c[p] / T, np.inf)]
+    # x and u are continuous at a gridpoint, so a row without v (all but the jerk rows) at the end of a stage
+    # is, under the equalities, the same row as at the start of the next stage: imposed once
+    dup = (interior & (p == M * st + M)) | (~interior & (st == 0) & (p == M))
+    rhs_fixed = [np.where(dup[:, None], np.inf, r) for r in rhs_fixed]
+    # x ≥ 0 at the check points inside the interior stages (x is quadratic there)
+    mids = interior & (p % M != 0)
+    pos_rows = -X[mids][:, None, :]
+    pos_var = var[mids]
+    return _assemble(rows_fixed + [pos_rows], rhs_fixed + [np.zeros((pos_rows.shape[0], 1))],
+                     [var] * len(rows_fixed) + [pos_var])
+
+
+def _equalities(s):
+    """A_eq (N − 1, 2N) sparse, A_eq z = 0: interior stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0;
+    u_1 = 2 x_1 / (3 Δ_0); u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})."""
+    N = s.shape[0]
+    d = np.diff(s)
+    i = np.arange(1, N - 2)
+    m = i.shape[0]
+    er = np.concatenate((np.repeat(np.arange(m), 4), [m, m, m + 1, m + 1]))
+    ec = np.concatenate((np.stack([i + 1, i, N + i, N + i + 1], 1).ravel(), [N + 1, 1, 2 * N - 2, N - 2]))
+    ev = np.concatenate((np.stack([np.ones(m), -np.ones(m), -d[i], -d[i]], 1).ravel(),
+                         [1.0, -2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2])]))
+    row = m + 2
+    return sp.csr_matrix((ev, (er, ec)), shape=(row, 2 * N))
+
+
+def _bounds(s, x_ref, dq, ddq, dddq, jlim):
+    """(lo, hi (2N,), u_box): x_0 = u_0 = x_{N-1} = u_{N-1} = 0, x ≥ 0, |u| ≤ u_box, and the end stages'
+    jerk limit as a bound on x_1 and x_{N-2}; dq, ddq (M (N-1) + 1, n) at the collocation points, dddq
+    (N-1, n) per stage, jlim (M (N-1) + 1, n)."""
+    N = s.shape[0]
+    d = np.diff(s)
+    M = SUBDIVISIONS
+    # on the end stages the jerk is exactly x^{3/2} g(r),
+    # g = p''' r² + 2 p''(Δ r) r / Δ + (2/9) p'(Δ r) / Δ² (r = (s - s_0)/Δ resp. (L - s)/Δ, p below): a bound
+    # on x_1 and x_{N-2}
+    # |u| ≤ u_box keeps a working-set LP bounded before the rows that bound u are in it; it is 10³ × the
+    # TOPP-RA profile's largest |sdd|, which bounds every feasible u, and never active (the solve checks)
+    u_box = 1e3 * max(float(np.abs(np.diff(x_ref) / (2.0 * d)).max()), 1e-3)
+    lo = np.concatenate((np.zeros(N), np.full(N, -u_box)))
+    hi = np.concatenate((np.full(N, np.inf), np.full(N, u_box)))
+    hi[[0, N - 1, N, 2 * N - 1]] = 0.0
+    lo[[N, 2 * N - 1]] = 0.0
+    for stage, xi, sgn in ((0, 1, 1), (N - 2, N - 2, -1)):
+        # the path walked away from the end at rest: p(Δ r) = q(s_0 + Δ r) resp. q(L − Δ r), so p' = sgn q',
+        # p'' = q'', p''' = sgn q'''; g at r = 0, 1/2, 1 (check points in that order)
+        pts = [M * stage, M * stage + M // 2, M * stage + M][::sgn]
+        g = (sgn * dddq[stage] * np.array([0.0, 0.25, 1.0])[:, None]
+             + 2 * ddq[pts] * np.array([0.0, 0.5, 1.0])[:, None] / d[stage]
+             + sgn * (2 / 9) * dq[pts] / d[stage] ** 2)  # (3, n)
+        # q' is quadratic, q'' linear and q''' constant on a stage, so g is a quadratic in r: its largest
+        # |g| on [0, 1] is at an end or at the vertex
+        a2 = 2 * g[2] - 4 * g[1] + 2 * g[0]
+        a1 = 4 * g[1] - 3 * g[0] - g[2]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rv = np.clip(np.where(a2 != 0, -a1 / (2 * a2), 0.0), 0.0, 1.0)
+        gmax = np.maximum(np.abs(g).max(0), np.abs(a2 * rv ** 2 + a1 * rv + g[0]))
+        jl = jlim[pts].min(axis=0)  # the stage's check points
+        with np.errstate(divide="ignore"):
+            cap = np.where(np.isfinite(jl), (jl / gmax) ** (2 / 3), np.inf).min()
+        hi[xi] = min(hi[xi], cap)
+    return lo, hi, u_box
+
+
+@dataclass
+class JerkRows:
+    """Every row, bound and equality of one solve's LPs (built by :func:`build_rows`), and what an LP step
+    needs from them.
+
+    Attributes:
+        s (N,) gridpoints; N; nv = 2N variables (x_0..x_{N-1}, u_0..u_{N-1}).
+        X, var (K, 3): x at each check point as a linear form in the variables ``var``; interior (K,) bool;
+        points_s (K,): the check points' path positions.
+        A_eq: (N − 1, nv) sparse equalities; lo, hi (nv,) bounds; u_box: the bound on |u|.
+        cols (m, 3) int32, data (m, 3), b_ub (m,): the inequality rows (the fixed rows, then the jerk rows,
+        + then −, which :meth:`set_jerk_rows` rewrites); row_stage (m,): the stage of each row.
+        w_grid (N,): trapezoid weights of the gridpoints (the first LP's objective).
+    """
+
+    s: np.ndarray
+    N: int
+    nv: int
+    X: np.ndarray
+    var: np.ndarray
+    interior: np.ndarray
+    points_s: np.ndarray
+    A_eq: object
+    lo: np.ndarray
+    hi: np.ndarray
+    u_box: float
+    cols: np.ndarray
+    data: np.ndarray
+    b_ub: np.ndarray
+    row_stage: np.ndarray
+    w_grid: np.ndarray
+    kj: np.ndarray
+    Lj: np.ndarray
+    Xj: np.ndarray
+    Jr: np.ndarray
+    nf: int
+    mj: int
+
+    def __post_init__(self):
+        self.all_rows = np.arange(self.b_ub.shape[0])
+
+    def slack_at(self, z, idx=None):
+        """b − A z of the inequality rows ``idx`` (None: all)."""
+        idx = self.all_rows if idx is None else idx
+        out = np.empty(idx.shape[0])
+        _slack_kernel(self.cols, self.data, self.b_ub, np.ascontiguousarray(z, dtype=float), idx, out)
+        return out
+
+    def take(self, idx):
+        """The rows ``idx`` as (cols, data, b)."""
+        return self.cols[idx], self.data[idx], self.b_ub[idx]
+
+    def set_jerk_rows(self, xbar_pts):
+        """The jerk rows' tangents at x̄ (the check points' x, (K,)) into data and b_ub."""
+        if self.mj:
+            _jerk_rows_kernel(np.ascontiguousarray(xbar_pts[self.interior], dtype=float),
+                              1e-9 * max(float(xbar_pts.max()), 1e-12), self.kj, self.Lj, self.Xj, self.Jr,
+                              self.nf, self.data, self.b_ub)
+
+    def at_points(self, z):
+        """x (K,) at the check points for the variables z (nv,)."""
+        return (self.X * z[self.var]).sum(axis=1)
+
+
+def build_rows(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit, jerk_limit,
+               margin, tool_speed) -> JerkRows:
+    """The rows of the LPs on gridpoints ``s`` (N,); arguments as
+    :func:`robot_dynamics_ros.retiming.jerk.slp.solve_once` (limits (n,) or per collocation point)."""
+    N = s.shape[0]
+    n = path.n
+    d = np.diff(s)
+    M = SUBDIVISIONS
+    # every limit per collocation point s_i + kΔ_i/M (index M i + k) and joint: (M (N-1) + 1, n)
+    shape = (M * (N - 1) + 1, n)
+    vlim = np.broadcast_to(np.asarray(velocity_limit, float) * (1.0 - margin), shape)
+    alim = np.broadcast_to(np.asarray(acceleration_limit, float), shape)
+    tlim = np.broadcast_to(np.asarray(torque_limit, float) * (1.0 - margin), shape)
+    jlim = np.broadcast_to(np.asarray(jerk_limit, float) * (1.0 - margin), shape)
+    s_eval = np.append((s[:-1, None] + d[:, None] * (np.arange(M) / M)[None, :]).ravel(), s[-1])
+    q, dq, ddq = path.evaluate(s_eval)
+    dddq = third_derivative(path, 0.5 * (s[:-1] + s[1:]))  # (N-1, n) per stage
+    torque = torque_coefficients(dynamics, q, dq, ddq) if np.isfinite(tlim).any() else None
+    pts = check_points(s)
+    p, st, var, X, U, V, interior = pts
+    fixed_c, fixed_d, fixed_b = _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed)
+    A_eq = _equalities(s)
+    lo, hi, u_box = _bounds(s, x_ref, dq, ddq, dddq, jlim)
+    jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
+    L = _forms(X, U, V, dddq[st], 3 * ddq[p], dq[p])  # (K, n, 3): q''' x + 3 q'' u + q' v
+    w_grid = np.zeros(N)
+    w_grid[1:] += 0.5 * d
+    w_grid[:-1] += 0.5 * d
+    # all inequality rows, built once, 3 entries each (cols, data (m, 3), b_ub (m,)): the fixed rows, then
+    # the jerk rows (interior check points (kj) × joints with a jerk limit (jj), + then −), whose values
+    # every LP rewrites
+    jlim_p = jlim[p]
+    kj, jj = np.nonzero(np.isfinite(jlim_p[interior]))
+    Jr = jlim_p[interior][kj, jj]  # (mj,) the limit of each jerk row
+    Lj = L[interior][kj, jj, :]  # (mj, 3)
+    Xj = X[interior][kj]
+    mj = kj.shape[0] if jerk_on else 0
+    nf = fixed_b.shape[0]
+    cols = np.concatenate((fixed_c, np.tile(var[interior][kj], (2, 1))[:2 * mj])).astype(np.int32)
+    data = np.concatenate((fixed_d, np.zeros((2 * mj, 3))))
+    b_ub = np.concatenate((fixed_b, np.zeros(2 * mj)))
+    # the stage of every inequality row: the smallest gridpoint index among its variables
+    row_stage = np.where(cols < N, cols, cols - N).min(axis=1)
+    # the end stages' rows hold x_1 (resp. x_{N-2}) alone (var repeats it, the other coefficients 0): their
+    # zero entries moved to the fixed columns x_0 and u_0, so that no row names a column twice
+    same = cols[:, 1] == cols[:, 0]
+    cols[same, 1] = 0
+    cols[same, 2] = N
+    return JerkRows(s, N, 2 * N, X, var, interior, s_eval[p], A_eq, lo, hi, u_box, cols, data, b_ub, row_stage,
+                    w_grid, kj, Lj, Xj, Jr, nf, mj)

@@ -1,0 +1,145 @@
+"""The output of a retiming: the timed :class:`Segment` s, the trajectory sampled from them, the efforts at the
+gridpoints from the torque coefficients already computed, and the peak fraction of every applied limit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from robot_dynamics_ros.retiming.path import JointPath
+from robot_dynamics_ros.retiming.request import RetimeResult
+from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
+
+__all__ = ["Segment", "sample_segment", "sample_segments", "grid_efforts", "peak_fractions"]
+
+
+@dataclass
+class Segment:
+    """One segment of a retimed path (between direction reversals): its path, gridpoints s (N,), x = sd² (N,),
+    u = sdd (N-1,), t_grid (N,) s, and where it starts in the request and in time."""
+
+    path: JointPath
+    s: np.ndarray
+    x: np.ndarray
+    u: np.ndarray
+    t_grid: np.ndarray
+    first: int  # index (into the kept waypoints) of the segment's first waypoint
+    t_offset: float = 0.0
+    #: bound on the distance (rad / m, infinity norm) of the segment's path from the request's polyline
+    deviation: float = 0.0
+    #: a, b, c (2N-1, n) at the collocation points (gridpoints: even rows), and (N,) where the gridpoint
+    #: values are exact RNEA values (dynamics nodes), or None
+    abc_grid: tuple | None = None
+    exact: np.ndarray | None = None
+    #: the jerk-limited timing (:class:`~robot_dynamics_ros.retiming.jerk.JerkSolution`) that replaces x, u, t_grid, or None
+    jerk: object | None = None
+
+
+@njit(cache=True, nogil=True)
+def _peak_fractions(qd, qdd, tau, vlim, alim, tlim):  # pragma: no cover - compiled
+    """max_k,j |value| / limit for (qd, qdd, tau); -1 where every limit is infinite. A zero limit (URDF
+    ``velocity="0" effort="0"`` on a joint the path does not move, e.g. romeo's hands) counts 0 when the
+    value stays 0, inf otherwise."""
+    out = np.full(3, -1.0)
+    n = qd.shape[1]
+    for r in range(3):
+        arr = qd if r == 0 else (qdd if r == 1 else tau)
+        lim = vlim if r == 0 else (alim if r == 1 else tlim)
+        for j in range(n):
+            if lim[j] < np.inf:
+                peak = 0.0
+                for k in range(arr.shape[0]):
+                    v = abs(arr[k, j])
+                    if v > peak:
+                        peak = v
+                frac = peak / lim[j] if lim[j] > 0.0 else (np.inf if peak > 0.0 else 0.0)
+                if frac > out[r]:
+                    out[r] = frac
+    return out
+
+
+@njit(cache=True, nogil=True)
+def grid_efforts(a, b, c, u, x, exact):  # pragma: no cover - compiled
+    """tau (N, n) = a sdd + b sd² + c at the gridpoints (eq. 1; sdd = u of the stage starting there, the last
+    stage's at the end), from the coefficients at the collocation points (gridpoints: even rows); and
+    whether every gridpoint is exact (a dynamics node)."""
+    ng = x.shape[0]
+    n = a.shape[1]
+    tau = np.empty((ng, n))
+    for i in range(ng):
+        sdd = u[i] if i < ng - 1 else u[ng - 2]
+        for j in range(n):
+            tau[i, j] = a[2 * i, j] * sdd + b[2 * i, j] * x[i] + c[2 * i, j]
+    every = True
+    for i in range(ng):
+        if not exact[i]:
+            every = False
+    return tau, every
+
+
+def sample_segment(seg: Segment, times):
+    """q, qd, qdd (K, n) of one segment at its local ``times`` (K,) s."""
+    if seg.jerk is not None:
+        return seg.jerk.sample(times)[4:7]
+    return sample_joint_trajectory(seg.path, seg.s, seg.x, seg.u, seg.t_grid, times)
+
+
+def sample_segments(segments, period):
+    """(t, q, qd, qdd) of the whole trajectory: every ``period`` s, or at the gridpoints (period None or 0)."""
+    total = segments[-1].t_offset + float(segments[-1].t_grid[-1])
+    if len(segments) == 1:  # the common case, without selections and concatenations
+        seg = segments[0]
+        times = sample_times(total, period, np.array([0.0, total])) if period else seg.t_grid
+        return (times, *sample_segment(seg, times))
+    ts, qs, qds, qdds = [], [], [], []
+    if period:
+        times = sample_times(total, period, np.array([0.0, total]))
+    for k, seg in enumerate(segments):
+        t_end = seg.t_offset + float(seg.t_grid[-1])
+        if period:
+            last = k == len(segments) - 1
+            sel = (times >= seg.t_offset) & ((times <= t_end) if last else (times < t_end))
+            local = times[sel] - seg.t_offset
+            if local.size == 0:
+                continue
+            tl = times[sel]
+        else:
+            local = seg.t_grid if k == len(segments) - 1 else seg.t_grid[:-1]
+            tl = local + seg.t_offset
+        q, qd, qdd = sample_segment(seg, local)
+        ts.append(tl)
+        qs.append(q)
+        qds.append(qd)
+        qdds.append(qdd)
+    return np.concatenate(ts), np.concatenate(qs), np.concatenate(qds), np.concatenate(qdds)
+
+
+def peak_fractions(res: RetimeResult, limits, jerk_limit=None) -> dict:
+    """{"velocity", "acceleration", "effort", "jerk"} -> max over the output samples and joints of
+    |value| / applied limit; None where no joint has a finite limit (jerk: also where no segment is
+    jerk-limited). ``limits``: the applied (velocity, acceleration, torque) limits (n,) each; ``jerk_limit``: (n,)
+    rad/s³, or None."""
+    vlim, alim, tlim = limits
+    if res.qd.shape[0] == 0:
+        return {"velocity": None, "acceleration": None, "effort": None, "jerk": None}
+    peaks = _peak_fractions(res.qd, res.qdd, res.tau, vlim, alim, tlim)
+    # max over samples of |value| / limit; None where no joint has a finite limit
+    out = {key: (float(peaks[k]) if peaks[k] >= 0.0 else None)
+           for k, key in enumerate(("velocity", "acceleration", "effort"))}
+    out["jerk"] = None
+    limited = np.isfinite(jerk_limit) if jerk_limit is not None else np.zeros(len(vlim), dtype=bool)
+    if limited.any():
+        # the jerk of each jerk-limited segment at the output sample times inside it
+        peak = 0.0
+        for seg in res.segments:
+            if seg.jerk is None:
+                continue
+            sel = (res.t >= seg.t_offset) & (res.t <= seg.t_offset + seg.jerk.duration)
+            if sel.any():
+                jerk = seg.jerk.sample(res.t[sel] - seg.t_offset)[7]
+                peak = max(peak, float((np.abs(jerk[:, limited]) / jerk_limit[limited]).max()))
+        if any(seg.jerk is not None for seg in res.segments):
+            out["jerk"] = peak
+    return out
