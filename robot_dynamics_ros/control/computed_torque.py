@@ -60,7 +60,8 @@ from robot_dynamics_ros.control.core import (
     ERROR, OK, WARN, ControlCore, CoreSettings, StepResult, wrap_angle,
 )
 from robot_dynamics_ros.control.interpolation import (
-    DesiredState, JointTrajectorySpec, TrajectoryExecutor, check_trajectory_speed, validate_joint_trajectory,
+    START_TOLERANCE, DesiredState, JointTrajectorySpec, TrajectoryExecutor, check_trajectory_speed,
+    validate_joint_trajectory,
 )
 from robot_dynamics_ros.control.speed_scaling import DEFAULT_JERK, DEFAULT_RATE, VirtualClock, scale_derivatives
 
@@ -318,10 +319,11 @@ class ComputedTorqueController(ControlCore):
         """``now_ns`` as seconds since ``epoch_ns`` (the executor's time base)."""
         return (now_ns - self.epoch_ns) * 1e-9
 
-    def trajectory_from_message(self, msg) -> JointTrajectorySpec:
+    def trajectory_from_message(self, msg, start_tolerance: float = START_TOLERANCE) -> JointTrajectorySpec:
         """Validate a ``trajectory_msgs/JointTrajectory`` (duck-typed) against the model: fields, position
-        limits, and the joints' velocity limits from the measured position (once a state is known) and
-        between the points (:func:`~robot_dynamics_ros.control.interpolation.check_trajectory_speed`).
+        limits, and the joints' velocity limits from the measured position (once a state is known; the
+        first point may be ``start_tolerance`` rad further) and between the points
+        (:func:`~robot_dynamics_ros.control.interpolation.check_trajectory_speed`).
 
         Raises:
             TrajectoryRejected: the reason names the field, index, joint and value.
@@ -331,7 +333,8 @@ class ComputedTorqueController(ControlCore):
         spec = validate_joint_trajectory(msg, m.joint_names, lower=m.lower if check else None,
                                          upper=m.upper if check else None, continuous=self._continuous)
         measured = self.mapper.q if self.mapper.ready else None
-        check_trajectory_speed(spec, measured, m.velocity_limit, continuous=self._continuous)
+        check_trajectory_speed(spec, measured, m.velocity_limit, continuous=self._continuous,
+                               start_tolerance=start_tolerance)
         return spec
 
     def submit_trajectory(self, spec: JointTrajectorySpec, received_s: float) -> float:

@@ -271,14 +271,15 @@ class TrajectoryExecution:
             if missing:
                 trajectory = _complete(trajectory, names, self._hold_reference())
         try:
-            spec = c.trajectory_from_message(trajectory)
+            spec = c.trajectory_from_message(trajectory, self.settings.start_tolerance)
         except TrajectoryRejected as exc:
             raise GoalRejected(INVALID_GOAL, str(exc)) from None
         if spec.start_ns and c.time_s(spec.start_ns) < now_s:
             spec = _drop_past(spec, now_s, c.time_s(spec.start_ns))
             measured = c.mapper.q if c.mapper.ready else None
             try:
-                check_trajectory_speed(spec, measured, c.model.velocity_limit, continuous=c._continuous)
+                check_trajectory_speed(spec, measured, c.model.velocity_limit, continuous=c._continuous,
+                                       start_tolerance=self.settings.start_tolerance)
             except TrajectoryRejected as exc:
                 raise GoalRejected(INVALID_GOAL, str(exc)) from None
         if goal:
