@@ -27,6 +27,7 @@ from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
 from robot_dynamics_ros.nodes.simulator import SimulatorNode
 from robot_dynamics_testing.reference import PinByName
 from robot_dynamics_testing.ros_world import RosWorld
+from robot_dynamics_testing.urdf_text import Body, serial_urdf
 
 UR5 = robots.ROBOTS["ur5"]
 JOINTS = ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
@@ -40,21 +41,23 @@ EPOCH_S = 1000.0
 class World(RosWorld):
     """computed_torque + lockstep simulator (sim time) + a peer with the action client and recorders."""
 
-    def __init__(self, urdf=None, **params):
+    def __init__(self, urdf=None, joints=JOINTS, q0=Q0, sim_urdf=None, **params):
         super().__init__("moveit_like")
         urdf = str(urdf or UR5.path)
+        sim_urdf = str(sim_urdf or urdf)
+        self.joints = list(joints)
         ct = [Parameter("urdf_path", value=urdf), Parameter("tick_source", value="joint_states"),
               Parameter("use_sim_time", value=True), Parameter("velocity_factor", value=1e6),
               Parameter("position_margin", value=100.0), Parameter("friction_compensation", value=False)]
         ct += [Parameter(k, value=v) for k, v in params.items()]
         self.node = self.add(ComputedTorqueNode("computed_torque", context=self.ctx, parameter_overrides=ct))
         self.sim = SimulatorNode(context=self.ctx, parameter_overrides=[
-            Parameter("urdf_path", value=urdf), Parameter("lockstep", value=True),
+            Parameter("urdf_path", value=sim_urdf), Parameter("lockstep", value=True),
             Parameter("publish_clock", value=True), Parameter("clock_start", value=EPOCH_S),
             Parameter("publish_rate", value=RATE), Parameter("lockstep_resend", value=5.0),
             Parameter("timestep", value=1.0 / RATE / 2),
-            Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, JOINTS),
-            Parameter("initial_positions", Parameter.Type.DOUBLE_ARRAY, Q0)])
+            Parameter("initial_joint_names", Parameter.Type.STRING_ARRAY, self.joints),
+            Parameter("initial_positions", Parameter.Type.DOUBLE_ARRAY, [float(x) for x in q0])])
         self.states: list[tuple[float, np.ndarray, np.ndarray]] = []
         self.sim.on_publish.append(lambda t, q, qd, eff: self.states.append((t, np.array(q), np.array(qd))))
         self.commands: list[tuple[float, np.ndarray]] = []
@@ -91,7 +94,7 @@ class World(RosWorld):
         start = self.q() if start is None else np.asarray(start)
         polys = quintic(start, np.asarray(target), duration)
         g = FollowJointTrajectory.Goal()
-        g.trajectory.joint_names = JOINTS
+        g.trajectory.joint_names = self.joints
         for t in np.linspace(0.0, duration, 21):
             p = JointTrajectoryPoint()
             p.positions = [float(f(t)) for f in polys]
@@ -101,7 +104,7 @@ class World(RosWorld):
             p.time_from_start.sec, p.time_from_start.nanosec = sec, ns
             g.trajectory.points.append(p)
         for kind, value in tol.items():   # path_tolerance=0.001 etc.: the same for every joint
-            getattr(g, kind).extend(JointTolerance(name=j, position=value) for j in JOINTS)
+            getattr(g, kind).extend(JointTolerance(name=j, position=value) for j in self.joints)
         return g
 
     def send(self, goal):
@@ -264,3 +267,43 @@ def test_hardware_compensates_gravity_commands_the_law_minus_g(world):
     matched = sum(np.abs(laws - c).max(axis=1).min() < 1e-9 for c in cmds)
     assert len(laws) > 40 and matched == len(cmds), (matched, len(cmds))
     assert np.abs(ref.gravity(world.q())).max() > 10.0    # what counting gravity twice would add
+
+
+def _my_arm(tmp_path, mass_factor=1.0, name="my_arm"):
+    f = mass_factor
+    bodies = [Body("yaw", "revolute", mass=3.0 * f, com=(0.0, 0.0, 0.1), inertia=(0.02, 0.02, 0.01),
+                   limit=(-3, 3, 80, 2.0)),
+              Body("shoulder", "revolute", mass=2.5 * f, com=(0.2, 0, 0), inertia=(0.01, 0.03, 0.03),
+                   limit=(-3, 3, 80, 2.0), axis=(0, 1, 0), origin=(0, 0, 0.2)),
+              Body("elbow", "revolute", mass=1.5 * f, com=(0.15, 0, 0), inertia=(0.005, 0.02, 0.02),
+                   limit=(-3, 3, 40, 2.0), axis=(0, 1, 0), origin=(0.4, 0, 0))]
+    path = tmp_path / f"{name}.urdf"
+    path.write_text(serial_urdf("my_arm", bodies))
+    return path
+
+
+def test_user_urdf_without_gains_holds_its_pose_and_follows_a_goal(tmp_path):
+    """A robot the package knows nothing about, no gains.* parameters, and a user's URDF whose masses are
+    5 % light (the simulator has the true ones): model-based PD gains hold the pose; the zero gains of
+    old (open loop, ``unset_gains: zero``) let the arm fall."""
+    q0 = np.array([0.2, -0.3, 0.5])
+    common = dict(urdf=_my_arm(tmp_path, 0.95, "user"), sim_urdf=_my_arm(tmp_path), joints=["yaw", "shoulder", "elbow"],
+                  q0=q0)
+    w = World(**common)
+    try:
+        assert w.node.core.model_gains and (w.node.core.gains.p > 1.0).all()
+        w.run(2.0)
+        held = np.array([q for _, q, _ in w.states])
+        assert np.abs(held - q0).max() < 0.01, np.abs(held - q0).max()
+        target = q0 + [0.3, 0.4, -0.5]
+        r = w.result(w.send(w.goal(target, duration=1.5)))
+        assert r.status == GoalStatus.STATUS_SUCCEEDED, r.result.error_string
+        assert np.abs(w.q() - target).max() <= 0.01
+    finally:
+        w.close()
+    w = World(unset_gains="zero", **common)
+    try:
+        w.run(2.0)
+        assert np.abs(w.q() - q0).max() > 0.1     # falls without feedback
+    finally:
+        w.close()
