@@ -307,3 +307,49 @@ def test_user_urdf_without_gains_holds_its_pose_and_follows_a_goal(tmp_path):
         assert np.abs(w.q() - q0).max() > 0.1     # falls without feedback
     finally:
         w.close()
+
+
+def test_feedback_rate_and_a_goal_while_inactive_is_refused(world):
+    import time
+
+    feedback = []
+    q_start = world.q().copy()
+    fut = world.client.send_goal_async(world.goal(q_start + MOVE), feedback_callback=feedback.append)
+    assert world.wait(fut.done, 10.0) and fut.result().accepted
+    w0 = time.monotonic()
+    res = world.result(fut.result())
+    wall = time.monotonic() - w0
+    assert res.status == GoalStatus.STATUS_SUCCEEDED
+    assert len(feedback) / wall >= 20.0, (len(feedback), wall)
+    fb = feedback[-1].feedback
+    assert list(fb.joint_names) == JOINTS and len(fb.desired.positions) == 6
+    np.testing.assert_allclose(fb.error.positions, np.subtract(fb.desired.positions, fb.actual.positions),
+                               atol=1e-12)
+    world.node.trigger_deactivate()
+    handle = world.send(world.goal(world.q() + 0.2 * MOVE, duration=1.0))
+    assert not handle.accepted and "not active" in world.node.last_rejection
+
+
+def test_step_in_speed_scaling_input_is_rate_limited(world):
+    q_start = world.q().copy()
+    target = q_start + MOVE
+    polys = quintic(q_start, target, 2.0)
+    n0 = len(world.desired)
+    t0 = world.sim_t()
+    handle = world.send(world.goal(target))
+    world.run(0.5)
+    world.pub_k.publish(SpeedScalingFactor(factor=0.5))      # a step request 1 → 0.5
+    r = world.result(handle)
+    elapsed = world.sim_t() - t0
+    assert r.status == GoalStatus.STATUS_SUCCEEDED, r.result.error_string
+    # ≈ 0.5 s at full speed, then the remaining 1.5 s of trajectory at half speed (+ the ramp)
+    assert 3.2 <= elapsed <= 3.9, elapsed
+    # no velocity step: per 2 ms tick the desired velocity moves by at most (|q''| + rate |q'|) dt, the
+    # chain rule's bound with |dk/dt| <= speed_scaling_rate (2/s); a jump of k would move it by 0.5 |q'|
+    qd = np.array([d.velocity for d in world.desired[n0:]])
+    t = np.linspace(0, 2.0, 2001)
+    d1 = max(np.abs(f.deriv(1)(t)).max() for f in polys)
+    d2 = max(np.abs(f.deriv(2)(t)).max() for f in polys)
+    bound = (d2 + 2.0 * d1) / RATE
+    assert np.abs(np.diff(qd, axis=0)).max() <= bound + 1e-9, (np.abs(np.diff(qd, axis=0)).max(), bound)
+    assert 0.5 * d1 > 50 * bound      # what an unlimited step would do
