@@ -202,10 +202,11 @@ def _drop_past(spec: JointTrajectorySpec, now_s: float, start_s: float) -> Joint
 
 
 class _Goal:
-    __slots__ = ("spec", "tol", "start_tau", "start_real", "stopping", "outcome", "index")
+    __slots__ = ("spec", "times", "tol", "start_tau", "start_real", "stopping", "outcome", "index")
 
     def __init__(self, spec, tol, start_tau, start_real):
         self.spec, self.tol, self.start_tau, self.start_real = spec, tol, start_tau, start_real
+        self.times = spec.times.tolist()
         self.stopping = False
         self.outcome: Outcome | None = None
         self.index = 0
@@ -346,13 +347,14 @@ class TrajectoryExecution:
             self.controller.clock.stop()
 
     def deactivate(self) -> Outcome | None:
-        """The controller stops commanding: the running goal is aborted (returned)."""
+        """The controller stops commanding: the running goal is aborted (returned) and its trajectory
+        dropped (on reactivation the controller holds the last desired position)."""
         g = self._goal
         self._goal = None
         if g is None or g.outcome is not None:
             return None
-        if g.stopping:
-            self.controller.clock.resume(jump=True)
+        self.controller.hold_desired()
+        self.controller.clock.resume(jump=True)
         g.outcome = Outcome(ABORTED, INVALID_GOAL, "controller deactivated")
         return g.outcome
 
@@ -372,7 +374,7 @@ class TrajectoryExecution:
             return self._end(g, Outcome(CANCELED, SUCCESSFUL, "canceled: stopped on the path and holding"))
         rel = c.virtual_time - g.start_tau
         duration = float(g.spec.times[-1])
-        g.index = max(0, bisect_right(g.spec.times.tolist(), rel) - 1) if rel >= 0 else 0
+        g.index = max(0, bisect_right(g.times, rel) - 1) if rel >= 0 else 0
         if rel < 0:
             return None
         q, qd, d = c.mapper.q, c.mapper.qd, c.desired

@@ -17,6 +17,8 @@ gravity only at the last known state, ERROR). This module moves bytes, parameter
 * gains ``gains.<joint>.{p,d}`` (N·m/rad, N·m·s/rad; feedforward/gravity), ``.{kp,kd}`` (1/s², 1/s;
   computed_torque), checked on set; lifecycle and ``autostart`` as the gravity node's;
 * collision reaction: ``collision_topic`` True → gravity only until ``~/reset_collision``;
+* ``~/follow_joint_trajectory`` (FollowJointTrajectory action), ``~/speed_scaling_input``,
+  ``hardware_compensates_gravity`` and ``unset_gains``: :mod:`robot_dynamics_ros.nodes.trajectory_action`;
 * topics are relative (namespaces and remaps apply). Parameters and QoS overrides: docs/nodes.md.
 """
 from __future__ import annotations

@@ -184,9 +184,9 @@ class TrajectoryActions:
         if self._current is None:
             return
         with self.lock:
-            exe = self.execution
-            if exe is not None:
-                self._finish(exe.update(exe.controller.time_s(sample_ns)))
+            exe = self._exe
+            if exe is not None and exe.controller is core:
+                self._finish(exe.update(core.time_s(sample_ns)))
 
     def _finish(self, outcome) -> None:
         if outcome is None or self._current is None:
