@@ -250,6 +250,7 @@ class ComputedTorqueController(ControlCore):
         self.settings = settings
         self.gains = Gains.from_mapping(model.joint_names, settings.gains)
         self.model_gains = False
+        self._q0: np.ndarray | None = None     # the first measured q (the "model" gains' M(q₀))
         self.clock = VirtualClock(settings.speed_scaling, settings.speed_scaling_rate, settings.speed_scaling_jerk)
         self.virtual_time = 0.0
         self._bind(model, engine, command_joints)
@@ -286,6 +287,8 @@ class ComputedTorqueController(ControlCore):
         self.settings = settings
         self.gains = gains
         self.model_gains = False
+        if self._q0 is not None:    # unset gains stay the model's ones (at the same q₀) across changes
+            self._set_model_gains(self._q0)
         self.clock.rate, self.clock.jerk = settings.speed_scaling_rate, settings.speed_scaling_jerk
         if settings.speed_scaling != old.speed_scaling:
             self.clock.set_target(settings.speed_scaling)
@@ -382,6 +385,7 @@ class ComputedTorqueController(ControlCore):
 
     def _set_model_gains(self, q0: np.ndarray) -> None:
         """The ``"model"`` gains at the first state when every p and d is zero (module docstring)."""
+        self._q0 = np.array(q0, dtype=float)
         s, g = self.settings, self.gains
         if s.unset_gains != "model" or s.mode == "computed_torque" or g.p.any() or g.d.any():
             return

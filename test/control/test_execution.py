@@ -219,6 +219,12 @@ def test_unset_gains_become_critically_damped_on_the_inertia_diagonal(ur5):
     assert loop.core.model_gains
     np.testing.assert_allclose(loop.core.gains.p, 225.0 * m, rtol=1e-12)
     np.testing.assert_allclose(loop.core.gains.d, 30.0 * m, rtol=1e-12)
+    # a later settings change (any parameter) keeps them; configuring gains replaces them
+    loop.core.with_settings(speed_scaling=0.7)
+    assert loop.core.model_gains
+    np.testing.assert_allclose(loop.core.gains.p, 225.0 * m, rtol=1e-12)
+    loop.core.with_settings(gains={"elbow_joint": {"p": 5.0}})
+    assert not loop.core.model_gains and loop.core.gains.p[2] == 5.0 and loop.core.gains.p[0] == 0.0
     # configured gains are kept
     kept = Loop(model, unset_gains="model", gains={"elbow_joint": {"p": 5.0}})
     kept.tick(follow=False)
