@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "retime": ("robot_dynamics_tools.commands.retime", "time-optimal retiming (TOPP-RA) of a CSV path"),
     "track": ("robot_dynamics_tools.commands.track", "end-to-end tracking: retime, computed torque, MuJoCo"),
     "replay": ("robot_dynamics_tools.commands.replay", "replay a rosbag2 file through the nodes and record"),
+    "record": ("robot_dynamics_tools.commands.record", "record named topics of the running nodes into a rosbag2 (mcap)"),
     "push": ("robot_dynamics_tools.commands.push", "a known push on a moving arm in MuJoCo, seen by the momentum observer"),
     "casestudy": ("robot_dynamics_tools.commands.casestudy", "the reference case: 15 kg on a UR10 along a 1.2 m line, jerk- and motor-limited"),
     "identify": ("robot_dynamics_tools.commands.identify", "dynamic parameters, friction or a payload from a recorded bag or CSV"),

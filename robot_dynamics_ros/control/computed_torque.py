@@ -26,7 +26,20 @@ mode (a baseline without any feedforward of the desired motion) never adds it.
 
 The desired motion is a :class:`~robot_dynamics_ros.control.interpolation.TrajectoryExecutor`
 (``joint_trajectory_controller`` semantics) fed with :meth:`ComputedTorqueController.submit_trajectory`;
-before the first trajectory the first measured q is held.
+before the first trajectory the first measured q is held. It is sampled in virtual time τ with τ̇ = k, the
+speed-scaling factor (:mod:`~robot_dynamics_ros.control.speed_scaling`): the desired velocity and
+acceleration are q̇_d = k q′ and q̈_d = k² q″ + k̇ q′, so the feedforward is RNEA(q_d, k q′, k² q″ + k̇ q′)
+(+ τ_f(k q′)); at k = 1 (the default) τ is the node time itself.
+
+Drives that add g(q) themselves (``hardware_compensates_gravity``, e.g. Franka's libfranka torque
+interface, UR's torque control): g(q) at the measured q is subtracted from every command, the safe
+command included (which then is zero), so gravity is not counted twice. The reported feedforward stays
+the full RNEA of the desired motion.
+
+Gains left unset (``unset_gains = "model"``, modes ``feedforward`` and ``gravity``, every ``p`` and ``d``
+zero): at the first complete state q₀ each joint gets a critically damped PD loop of bandwidth ω
+(``model_gain_bandwidth``, rad/s) on its own inertia, p_j = ω² M_jj(q₀), d_j = 2 ω M_jj(q₀) (the case
+study's MuJoCo tracking gains), so an unknown robot holds its pose instead of drifting open loop.
 
 Safe command on stale input (the state older than ``state_timeout`` by stamp or arrival time, or the node
 clock jumped back): gravity only at the last known state, τ = g(q_last), clamped — no PD, no
@@ -47,8 +60,10 @@ from robot_dynamics_ros.control.core import (
     ERROR, OK, WARN, ControlCore, CoreSettings, StepResult, wrap_angle,
 )
 from robot_dynamics_ros.control.interpolation import (
-    DesiredState, JointTrajectorySpec, TrajectoryExecutor, check_trajectory_speed, validate_joint_trajectory,
+    START_TOLERANCE, DesiredState, JointTrajectorySpec, TrajectoryExecutor, check_trajectory_speed,
+    validate_joint_trajectory,
 )
+from robot_dynamics_ros.control.speed_scaling import DEFAULT_JERK, DEFAULT_RATE, VirtualClock, scale_derivatives
 from robot_dynamics_ros.errors import UserError
 
 __all__ = ["MODES", "DEFAULT_GAINS", "GAIN_UNITS", "GAIN_TEXT", "Gains", "control_torque",
@@ -84,6 +99,15 @@ class Gains:
     @classmethod
     def default(cls, n: int) -> Gains:
         return cls(*(np.full(n, DEFAULT_GAINS[k]) for k in ("p", "d", "kp", "kd")))
+
+    @classmethod
+    def from_inertia(cls, inertia_diagonal: np.ndarray, bandwidth: float) -> Gains:
+        """Critically damped per-joint PD gains on the joints' own inertia (module docstring):
+        p = ω² M_jj, d = 2 ω M_jj with ``inertia_diagonal`` M_jj ``(n,)`` (kg·m², kg) and ω = ``bandwidth``
+        (rad/s); kp, kd at their defaults."""
+        m = np.asarray(inertia_diagonal, dtype=float)
+        w = float(bandwidth)
+        return cls(w * w * m, 2.0 * w * m, np.full(len(m), DEFAULT_GAINS["kp"]), np.full(len(m), DEFAULT_GAINS["kd"]))
 
     @classmethod
     def from_mapping(cls, joint_names, gains: Mapping[str, Mapping[str, float]]) -> Gains:
@@ -157,14 +181,34 @@ class ComputedTorqueSettings(CoreSettings):
         friction_compensation: add the model's friction torque at the desired velocity in the
             ``feedforward`` and ``computed_torque`` modes (module docstring); a no-op on a model without
             friction.
+        hardware_compensates_gravity: the drives add g(q); subtract it from every command.
+        speed_scaling: the initial speed-scaling factor k ∈ [0, 1].
+        speed_scaling_rate, speed_scaling_jerk: |k̇| (1/s) and |k̈| (1/s²) limits of k
+            (:class:`~robot_dynamics_ros.control.speed_scaling.VirtualClock`).
+        unset_gains: ``"zero"`` (the gains as given) or ``"model"`` (p, d from M(q₀) when all are zero;
+            module docstring). model_gain_bandwidth: ω of the ``"model"`` gains, rad/s.
     """
 
-    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"mode": tuple(MODES)}
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {"mode": tuple(MODES), "unset_gains": ("zero", "model")}
 
     mode: str = "feedforward"
     gains: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     check_position_limits: bool = True
     friction_compensation: bool = True
+    hardware_compensates_gravity: bool = False
+    speed_scaling: float = 1.0
+    speed_scaling_rate: float = DEFAULT_RATE
+    speed_scaling_jerk: float = DEFAULT_JERK
+    unset_gains: str = "zero"
+    model_gain_bandwidth: float = 20.0
+
+    def check(self) -> None:
+        """Raise ValueError naming the field when a value is out of range."""
+        super().check()
+        VirtualClock(self.speed_scaling, self.speed_scaling_rate, self.speed_scaling_jerk)
+        w = self.model_gain_bandwidth
+        if not (isinstance(w, (int, float)) and np.isfinite(w) and w > 0):
+            raise ValueError(f"model_gain_bandwidth = {w!r}: must be a finite number > 0")
 
 
 class ComputedTorqueController(ControlCore):
@@ -182,10 +226,14 @@ class ComputedTorqueController(ControlCore):
         UserError: mode ``computed_torque`` on a model with massless joints (M(q) singular).
 
     Attributes:
-        desired: the last sampled :class:`DesiredState` (None before the first command).
+        desired: the last sampled :class:`DesiredState` (None before the first command), real-time
+            derivatives (speed scaling applied).
         feedforward: ``(n,)`` RNEA(q_d, qd_d, qdd_d) [+ the friction feedforward τ_f(qd_d)] of the last
             command, N·m.
         gains: the :class:`Gains` in use (model order).
+        clock: the :class:`~robot_dynamics_ros.control.speed_scaling.VirtualClock` (k, k̇, τ).
+        virtual_time: τ of the last sample (s since ``epoch_ns`` at k = 1).
+        model_gains: True once the ``"model"`` gains replaced unset ones.
     """
 
     require_velocity = True
@@ -202,6 +250,10 @@ class ComputedTorqueController(ControlCore):
         self._check(model, settings)
         self.settings = settings
         self.gains = Gains.from_mapping(model.joint_names, settings.gains)
+        self.model_gains = False
+        self._q0: np.ndarray | None = None     # the first measured q (the "model" gains' M(q₀))
+        self.clock = VirtualClock(settings.speed_scaling, settings.speed_scaling_rate, settings.speed_scaling_jerk)
+        self.virtual_time = 0.0
         self._bind(model, engine, command_joints)
         self._set_friction()
         self.trajectory = TrajectoryExecutor(model.n, epoch_ns=self.epoch_ns, continuous=self._continuous)
@@ -233,6 +285,12 @@ class ComputedTorqueController(ControlCore):
         old = self.settings
         self.settings = settings
         self.gains = gains
+        self.model_gains = False
+        if self._q0 is not None:    # unset gains stay the model's ones (at the same q₀) across changes
+            self._set_model_gains(self._q0)
+        self.clock.rate, self.clock.jerk = settings.speed_scaling_rate, settings.speed_scaling_jerk
+        if settings.speed_scaling != old.speed_scaling:
+            self.clock.set_target(settings.speed_scaling)
         self._timeout_ns = int(settings.state_timeout * 1e9)
         if (settings.position_margin, settings.prismatic_margin, settings.velocity_factor) != (
                 old.position_margin, old.prismatic_margin, old.velocity_factor):
@@ -263,10 +321,11 @@ class ComputedTorqueController(ControlCore):
         """``now_ns`` as seconds since ``epoch_ns`` (the executor's time base)."""
         return (now_ns - self.epoch_ns) * 1e-9
 
-    def trajectory_from_message(self, msg) -> JointTrajectorySpec:
+    def trajectory_from_message(self, msg, start_tolerance: float = START_TOLERANCE) -> JointTrajectorySpec:
         """Validate a ``trajectory_msgs/JointTrajectory`` (duck-typed) against the model: fields, position
-        limits, and the joints' velocity limits from the measured position (once a state is known) and
-        between the points (:func:`~robot_dynamics_ros.control.interpolation.check_trajectory_speed`).
+        limits, and the joints' velocity limits from the measured position (once a state is known; the
+        first point may be ``start_tolerance`` rad further) and between the points
+        (:func:`~robot_dynamics_ros.control.interpolation.check_trajectory_speed`).
 
         Raises:
             TrajectoryRejected: the reason names the field, index, joint and value.
@@ -276,13 +335,39 @@ class ComputedTorqueController(ControlCore):
         spec = validate_joint_trajectory(msg, m.joint_names, lower=m.lower if check else None,
                                          upper=m.upper if check else None, continuous=self._continuous)
         measured = self.mapper.q if self.mapper.ready else None
-        check_trajectory_speed(spec, measured, m.velocity_limit, continuous=self._continuous)
+        check_trajectory_speed(spec, measured, m.velocity_limit, continuous=self._continuous,
+                               start_tolerance=start_tolerance)
         return spec
 
     def submit_trajectory(self, spec: JointTrajectorySpec, received_s: float) -> float:
         """Queue a validated trajectory received at ``received_s`` (s since ``epoch_ns``); returns its start
-        time (same base). Continuous joints start from the current desired position the short way."""
-        return self.trajectory.submit(spec, received_s)
+        in virtual time τ (equal to the node time while k = 1). A stamped start ahead of ``received_s`` is
+        placed that far ahead in τ (at the current k it is reached then). Continuous joints start from the
+        current desired position the short way."""
+        tau = self.clock.virtual(received_s)
+        if spec.start_ns != 0:
+            tau += self.time_s(spec.start_ns) - received_s
+            spec = replace(spec, start_ns=0)
+        return self.trajectory.submit(spec, tau)
+
+    def hold_desired(self, q=None) -> None:
+        """Drop any trajectory (running or pending) and hold ``q`` ``(n,)`` (rad), by default the last
+        desired position (the end of a smooth stop; before the first sample the measured one), with
+        qd = qdd = 0."""
+        last = self.trajectory.last
+        hold = q if q is not None else last.q if last is not None else (self.mapper.q if self.mapper.ready else None)
+        self.trajectory = TrajectoryExecutor(self.model.n, hold, epoch_ns=self.epoch_ns, continuous=self._continuous)
+
+    def sample_desired(self, t: float) -> DesiredState:
+        """Advance the virtual clock to ``t`` (s since ``epoch_ns``) and sample the desired motion with the
+        speed scaling applied (module docstring); None while nothing is known."""
+        clock = self.clock
+        tau = self.virtual_time = clock.advance(t)
+        d = self.trajectory.sample(tau)
+        if d is not None and (clock.k != 1.0 or clock.k_dot != 0.0):
+            qd, qdd = scale_derivatives(clock.k, clock.k_dot, d.qd, d.qdd)
+            d = DesiredState(d.q, qd, qdd, d.tracking)
+        return d
 
     # ------------------------------------------------------------------ collision reaction
     def set_collision(self) -> None:
@@ -297,13 +382,26 @@ class ComputedTorqueController(ControlCore):
             self.collision = False
             self.trajectory = TrajectoryExecutor(self.model.n, epoch_ns=self.epoch_ns, continuous=self._continuous)
 
+    def _set_model_gains(self, q0: np.ndarray) -> None:
+        """The ``"model"`` gains at the first state when every p and d is zero (module docstring)."""
+        self._q0 = np.array(q0, dtype=float)
+        s, g = self.settings, self.gains
+        if s.unset_gains != "model" or s.mode == "computed_torque" or g.p.any() or g.d.any():
+            return
+        diag = np.diag(self.engine.mass_matrix(q0)).copy()
+        self.gains = Gains.from_inertia(diag, s.model_gain_bandwidth)
+        self.model_gains = True
+
     # ------------------------------------------------------------------ step
     def safe_command(self, why: str) -> StepResult:
         """Gravity only at the last known state, ``safe=True``, level ERROR (module docstring); also what a
         node publishes once when it is deactivated. ``why`` starts the reason."""
         if not self.mapper.ready:
             return StepResult(None, True, WARN, why + ": no state known, nothing to hold")
-        tau = self.engine.gravity(self.mapper.q).tolist()
+        if self.settings.hardware_compensates_gravity:
+            tau = [0.0] * self.model.n
+        else:
+            tau = self.engine.gravity(self.mapper.q).tolist()
         self._clamp(tau)
         cmd = self._finite_command(tau)
         if cmd is None:
@@ -338,7 +436,8 @@ class ComputedTorqueController(ControlCore):
         q, qd = mapper.q, mapper.qd
         if not ex.has_hold_position:
             ex.set_hold_position(q)
-        desired = ex.sample(self.time_s(now_ns if sample_ns is None else sample_ns))
+            self._set_model_gains(q)
+        desired = self.sample_desired(self.time_s(now_ns if sample_ns is None else sample_ns))
         if self._continuous.any():
             # the short way to the desired angle: q_d moved by whole turns to within π of q
             q_d = desired.q.copy()
@@ -351,6 +450,8 @@ class ComputedTorqueController(ControlCore):
         except ValueError as exc:   # the engine's own input checks: not fatal for the node
             return StepResult(None, False, ERROR, f"control law failed: {exc}")
         self.desired, self.feedforward = desired, tau_ff
+        if self.settings.hardware_compensates_gravity:
+            tau = tau - self.engine.gravity(q)
         tau = tau.tolist()
         self._clamp(tau)
         cmd = self._finite_command(tau)

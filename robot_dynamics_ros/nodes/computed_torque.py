@@ -17,6 +17,8 @@ gravity only at the last known state, ERROR). This module moves bytes, parameter
 * gains ``gains.<joint>.{p,d}`` (N·m/rad, N·m·s/rad; feedforward/gravity), ``.{kp,kd}`` (1/s², 1/s;
   computed_torque), checked on set; lifecycle and ``autostart`` as the gravity node's;
 * collision reaction: ``collision_topic`` True → gravity only until ``~/reset_collision``;
+* ``~/follow_joint_trajectory`` (FollowJointTrajectory action), ``~/speed_scaling_input``,
+  ``hardware_compensates_gravity`` and ``unset_gains``: :mod:`robot_dynamics_ros.nodes.trajectory_action`;
 * topics are relative (namespaces and remaps apply). Parameters and QoS overrides: docs/nodes.md.
 """
 from __future__ import annotations
@@ -34,8 +36,8 @@ from robot_dynamics_ros.control.computed_torque import (  # noqa: F401 - re-expo
     control_torque,
 )
 from robot_dynamics_ros.control.core import OK
-from robot_dynamics_ros.control.interpolation import TrajectoryRejected
-from robot_dynamics_ros.nodes import common
+from robot_dynamics_ros.control.execution import GoalRejected
+from robot_dynamics_ros.nodes import common, trajectory_action
 from robot_dynamics_ros.nodes.common import CONTROL_PARAMS, ParamSpec, robot_source_params
 
 __all__ = ["MODES", "Gains", "control_torque", "ComputedTorqueNode", "main"]
@@ -58,6 +60,7 @@ def _node_params():
                   "<dynamics> (or the identified friction YAML of friction_path, with its tanh(qd/v_s) law); "
                   "a no-op without friction in the model. false: leave friction to the feedback. Run-time "
                   "settable."),
+        *trajectory_action.PARAMS,
         ParamSpec("executor", "events", "rclpy executor for main(): events, single or multi.",
                   choices=("events", "single", "multi"), read_only=True),
         ParamSpec("collision_topic", "", "std_msgs/Bool collision flag (e.g. external_torque_observer/collision); "
@@ -93,6 +96,7 @@ class ComputedTorqueNode(LifecycleNode):
         self.diag = self.diagnostics = common.Diagnostics(self, hardware_id="computed_torque",
                                                           period=self.p["diagnostics_period"], timer=False)
         self.shell = common.ControlShell(self, self.diag, self.log)
+        self.actions = trajectory_action.TrajectoryActions(self)
         self._clock = self.get_clock()
         self._epoch_ns = self._clock.now().nanoseconds
         self._on_states = self.p["tick_source"] == "joint_states"
@@ -119,6 +123,7 @@ class ComputedTorqueNode(LifecycleNode):
             self.pub_desired = self.create_publisher(JointState, "~/desired_state", 10)
             self.sub_traj = self.create_subscription(JointTrajectory, "~/joint_trajectory",
                                                      self._on_trajectory, 10)
+            self.actions.configure()
         return result
 
     def on_activate(self, state):
@@ -130,6 +135,7 @@ class ComputedTorqueNode(LifecycleNode):
     def on_deactivate(self, state):
         self._active = False
         self._stop_timer()
+        self.actions.deactivate()
         self.shell.publish_safe("deactivated")
         return super().on_deactivate(state)
 
@@ -149,6 +155,7 @@ class ComputedTorqueNode(LifecycleNode):
 
     def _teardown(self):
         self._stop_timer()
+        self.actions.teardown()
         for entity, destroy in ((self.pub_desired, self.destroy_publisher),
                                 (self.sub_traj, self.destroy_subscription)):
             if entity is not None:
@@ -166,6 +173,7 @@ class ComputedTorqueNode(LifecycleNode):
         return ComputedTorqueSettings(mode=p["mode"], gains=gains,
                                       check_position_limits=bool(p["check_position_limits"]),
                                       friction_compensation=bool(p["friction_compensation"]),
+                                      **trajectory_action.core_settings_kwargs(p),
                                       **common.core_settings_kwargs(p))
 
     def _on_model(self, model, label: str) -> None:
@@ -226,23 +234,21 @@ class ComputedTorqueNode(LifecycleNode):
             self._reject("no robot model loaded yet")
             return
         try:
-            spec = core.trajectory_from_message(msg)
-        except TrajectoryRejected as exc:
+            spec, t_start, now_s = self.actions.submit_topic(msg)
+        except GoalRejected as exc:
             self._reject(str(exc))
             return
-        now_s = core.time_s(self._clock.now().nanoseconds)
-        t_start = core.submit_trajectory(spec, now_s)
         self.trajectories_accepted += 1
         self.diag.count("trajectories_accepted")
         what = "cancel (hold)" if spec.empty else f"{len(spec.times)} points over {spec.times[-1]:.3f} s"
         self.get_logger().info(f"trajectory accepted: {what}, starts in {t_start - now_s:+.3f} s")
 
-    def _reject(self, reason: str) -> None:
+    def _reject(self, reason: str, what: str = "trajectory") -> None:
         self.last_rejection = reason
         self.trajectories_rejected += 1
         self.diag.count("trajectories_rejected")
         self.diag.set("last_rejection", reason)
-        self.get_logger().error(f"trajectory rejected: {reason}; keeping the previous trajectory")
+        self.get_logger().error(f"{what} rejected: {reason}; keeping the previous trajectory")
 
     # -------------------------------------------------------------- control tick
     def _on_timer(self) -> None:
@@ -257,6 +263,7 @@ class ComputedTorqueNode(LifecycleNode):
         t0 = time.perf_counter()
         core = self.core
         res = core.step(now_ns, arrival_ns, sample_ns)
+        self.actions.tick(sample_ns)
         if res.command is not None:
             self.pub.publish(self._writer.write(res.command))
             self.ticks_published += 1

@@ -121,7 +121,7 @@ class Harness:
         rclpy.init(context=self.ctx)
         overrides = [Parameter("urdf_path", value="panda"), Parameter("joints", value=COMMAND_ORDER),
                      Parameter("control_rate", value=200.0), Parameter("state_timeout", value=5.0),
-]
+                     Parameter("unset_gains", value="zero")]   # the laws as written: PD 0 = pure feedforward
         overrides += [Parameter(k, value=v) for k, v in params.items()]
         self.node = ComputedTorqueNode("ct_test", context=self.ctx, parameter_overrides=overrides)
         self.peer = rclpy.create_node("ct_peer", context=self.ctx)
