@@ -58,7 +58,27 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["RejectCode", "Rejection", "JointStateMapper", "index_map", "MAX_NAMES", "CLOCK_JUMP_TOLERANCE_NS"]
+
+class JointStateFields(NamedTuple):
+    """The fields of a ``sensor_msgs/JointState`` the control cores use (read from the wire by
+    :mod:`robot_dynamics_ros.nodes.cdr`; built directly by simulations and tests).
+
+    Attributes:
+        stamp_ns: ``header.stamp`` in ns (``sec * 10**9 + nanosec``; 0 = not stamped).
+        names: ``name`` as raw UTF-8 ``bytes`` (decoding is left to the caller, which caches it per
+            ordering: see :meth:`~robot_dynamics_ros.control.joint_mapping.JointStateMapper.update_fields`).
+        position, velocity, effort: the sequences (rad or m, rad/s or m/s, N·m or N), as tuples of float;
+            empty tuples when the message has none.
+    """
+
+    stamp_ns: int
+    names: tuple[bytes, ...]
+    position: tuple[float, ...]
+    velocity: tuple[float, ...]
+    effort: tuple[float, ...]
+
+
+__all__ = ["JointStateFields", "RejectCode", "Rejection", "JointStateMapper", "index_map", "MAX_NAMES", "CLOCK_JUMP_TOLERANCE_NS"]
 
 #: most names one JointState may carry (a larger message is rejected before any per-name work)
 MAX_NAMES = 1024
@@ -529,7 +549,7 @@ class JointStateMapper:
     def update_fields(self, fields, arrival_ns: int, now_stamp_ns: int | None = None,
                       max_future_ns: int = 0) -> Rejection | None:
         """:meth:`update` from the fields of one JointState
-        (:class:`robot_dynamics_ros.control.cdr.JointStateFields`: the control nodes' per-message input).
+        (:class:`JointStateFields`: the control nodes' per-message input).
 
         ``fields.names`` are raw UTF-8 bytes; their decoding is cached per ordering (LRU, a dict lookup per
         message in the steady state). Bytes that are not UTF-8 are decoded with replacement characters

@@ -138,7 +138,7 @@ def record_core(plant_model, core, duration: float, *, friction=None, noise=(0.0
         (:class:`Recording`, commands (N, n) applied, without noise or offset). Raises RuntimeError when the core
         gives no command (naming its reason and the time).
     """
-    from robot_dynamics_ros.control.cdr import JointStateFields
+    from robot_dynamics_ros.control.joint_mapping import JointStateFields
 
     n = plant_model.n
     names = tuple(j.encode() for j in plant_model.joint_names)

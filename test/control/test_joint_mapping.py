@@ -71,7 +71,7 @@ def test_unknown_names_ignored_and_reported():
 def test_caches_are_lru_bounded_and_unknown_names_not_stored():
     """100 000 messages whose names change every time: the caches stay at their bound and the good
     ordering, used every other message, is never evicted."""
-    from robot_dynamics_ros.control.cdr import JointStateFields
+    from robot_dynamics_ros.control.joint_mapping import JointStateFields
 
     m = JointStateMapper(MODEL, max_cached_orderings=8)
     good = JointStateFields(0, tuple(n.encode() for n in MODEL), (1.0, 2.0, 3.0, 4.0), (0.0,) * 4, ())

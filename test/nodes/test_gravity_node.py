@@ -19,7 +19,7 @@ from std_srvs.srv import SetBool
 
 from robot_dynamics_ros import robots
 from robot_dynamics_ros.control.joint_mapping import RejectCode
-from robot_dynamics_ros.nodes.common import description_qos
+from robot_dynamics_ros.nodes.wire import description_qos
 from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
 from robot_dynamics_testing.ros_world import RosWorld
 

@@ -7,7 +7,7 @@ import pytest
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 
-from robot_dynamics_ros.control.cdr import MAX_PATTERN_NAMES, JointStateReader
+from robot_dynamics_ros.nodes.cdr import MAX_PATTERN_NAMES, JointStateReader
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper, RejectCode
 
 NAMES = [f"j{i}" for i in range(7)]
@@ -88,7 +88,7 @@ def test_oversized_description_is_refused_by_its_size_before_deserialization():
     """The loader's raw callback: a 50 MB message is refused at once with one short line, nothing parsed."""
     from std_msgs.msg import String
 
-    from robot_dynamics_ros.nodes.common import ModelLoader
+    from robot_dynamics_ros.nodes.model_source import ModelLoader
 
     loader = ModelLoader.__new__(ModelLoader)   # only the callback's state, no node
     lines = []
