@@ -5,9 +5,9 @@ which holds the whole policy (readiness, plausibility gates, staleness, clamping
 input). This module only moves bytes, parameters and diagnostics:
 
 * configure: loads the model (``urdf_path`` > ``robot_description`` parameter > ``robot_description``
-  topic), creates the topics; the start-up cross-check (Pinocchio vs Newton–Euler, numba compile) runs on
-  a worker thread (in the constructor, before any executor spins the node, it runs in line), commands
-  are withheld until it passes;
+  topic), creates the topics; the start-up cross-check (Pinocchio vs Newton–Euler, numba compile) runs in
+  a child process (:mod:`~robot_dynamics_ros.nodes.startup_check`) waited for on a worker thread (in the
+  constructor, before any executor spins the node, in line), commands are withheld until it passes;
 * activate: commanding starts; deactivate: one safe command (``stale_policy``) and silence;
 * ``autostart`` (default true): configure + activate at construction, so ``robot-dynamics run`` and the
   demo need no lifecycle manager.
@@ -28,6 +28,7 @@ from rclpy.parameter import Parameter
 from std_srvs.srv import SetBool
 
 from robot_dynamics_ros.control.gravity_compensator import GravityCompensator, GravitySettings
+from robot_dynamics_ros.nodes import startup_check
 from robot_dynamics_ros.nodes.control_shell import ControlShell, core_settings_kwargs, tick_period
 from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
 from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
@@ -161,15 +162,12 @@ class GravityCompensationNode(LifecycleNode):
                                f"commands for {joints} on {self.shell.command_topic}")
 
     def _crossval(self, core, model, samples: int) -> None:
-        """Pinocchio vs in-package Newton-Euler (:func:`dynamics.crossval.crossvalidate`), worker thread."""
+        """Pinocchio vs in-package Newton-Euler in a child process (:mod:`~robot_dynamics_ros.nodes.startup_check`:
+        this process never imports numba), from a worker thread or, at construction, in line."""
         try:
-            from robot_dynamics_ros.dynamics.crossval import crossvalidate
-
-            report = crossvalidate(model, samples=samples, mujoco=False)
-            worst = report.worst("newton-euler")
-            ok = report.passed
-            text = (f"passed: {samples} states, max |NE - Pinocchio| {worst:.1e}" if ok else
-                    f"crossval FAILED: max |NE - Pinocchio| {worst:.3e} on {samples} states")
+            spec = startup_check.model_spec(model, joint_limits=self.p["joint_limits_path"],
+                                            friction=self.p["friction_path"])
+            ok, text = startup_check.run_in_child(spec, samples)
         except Exception as exc:  # noqa: BLE001 - a failing check must not take the node down
             ok, text = False, f"crossval could not run: {exc}"
         core.fault = "" if ok else text

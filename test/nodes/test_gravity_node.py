@@ -291,12 +291,12 @@ def test_model_from_robot_description_topic_transient_local(ref):
 
 
 def test_failed_crossval_means_no_commands(monkeypatch):
-    import robot_dynamics_ros.dynamics.crossval as cv
+    from robot_dynamics_ros.nodes import startup_check
 
     def broken(*a, **k):
         raise RuntimeError("engines disagree")
 
-    monkeypatch.setattr(cv, "crossvalidate", broken)
+    monkeypatch.setattr(startup_check, "run_in_child", broken)
     h = Harness()
     try:
         q = _state(np.random.default_rng(6))
