@@ -33,7 +33,7 @@ from robot_dynamics_ros.control.computed_torque import (  # noqa: F401 - re-expo
 )
 from robot_dynamics_ros.control.core import OK
 from robot_dynamics_ros.control.interpolation import TrajectoryRejected
-from robot_dynamics_ros.nodes.control_shell import ControlShell, core_settings_kwargs, tick_period
+from robot_dynamics_ros.nodes.control_shell import ControlShell, ShellViews, core_settings_kwargs, tick_period
 from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
 from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
 from robot_dynamics_ros.nodes.parameters import declare_parameters, node_schema
@@ -49,7 +49,7 @@ NODE_NAME = "computed_torque"
 SCHEMA = node_schema(NODE_NAME)
 
 
-class ComputedTorqueNode(LifecycleNode):
+class ComputedTorqueNode(ShellViews, LifecycleNode):
     """Trajectory sampling + feedforward / computed-torque effort commands (see the module docstring).
 
     Args:
@@ -86,36 +86,6 @@ class ComputedTorqueNode(LifecycleNode):
         create_collision_reaction(self, str(self.p["collision_topic"] or ""), lambda: self.shell.core)
         self._safety = steady_timer(self, tick_period(self.p), self._tick)
         autostart(self, self.p["autostart"], lambda: self.shell.config_error)
-
-    @property
-    def core(self) -> ComputedTorqueController | None:
-        """The ROS-free core (None before a model)."""
-        return self.shell.core
-
-    @property
-    def mapper(self):
-        """The core's joint-state mapper (None before a model)."""
-        return None if self.core is None else self.core.mapper
-
-    @property
-    def pub(self):
-        """The command publisher (None when not configured)."""
-        return self.shell.pub
-
-    @property
-    def sub(self):
-        """The joint_states subscription (None when not configured)."""
-        return self.shell.sub
-
-    @property
-    def loader(self):
-        """The :class:`~robot_dynamics_ros.nodes.model_source.ModelLoader` (None when not configured)."""
-        return self.shell.loader
-
-    @property
-    def command_topic(self) -> str:
-        """The resolved command topic ("" when not configured)."""
-        return self.shell.command_topic
 
     # -------------------------------------------------------------- lifecycle
     def on_configure(self, state):

@@ -38,7 +38,7 @@ from robot_dynamics_ros.nodes.wire import (
     state_subscription_qos, take_newest,
 )
 
-__all__ = ["ControlShell", "ParameterChange", "core_settings_kwargs", "tick_period"]
+__all__ = ["ControlShell", "ShellViews", "ParameterChange", "core_settings_kwargs", "tick_period"]
 
 
 def core_settings_kwargs(p: Mapping[str, Any]) -> dict[str, Any]:
@@ -390,3 +390,40 @@ class ControlShell:
             return (f"no joint state accepted on {topic} from {len(infos)} publisher(s): "
                     f"{self.last_error[:160]}")
         return f"no joint_states received on {topic} from {len(infos)} publisher(s)"
+
+
+class ShellViews:
+    """Read-only views of a control node's :class:`ControlShell` (the node's ``shell`` attribute), for the
+    node's callers (tools, tests): the shell owns these, the node never assigns them."""
+
+    shell: ControlShell
+
+    @property
+    def core(self):
+        """The ROS-free core (None before a model)."""
+        return self.shell.core
+
+    @property
+    def mapper(self):
+        """The core's :class:`~robot_dynamics_ros.control.joint_mapping.JointStateMapper` (None before a model)."""
+        return None if self.shell.core is None else self.shell.core.mapper
+
+    @property
+    def pub(self):
+        """The command publisher (None when not configured, or for a node without one)."""
+        return self.shell.pub
+
+    @property
+    def sub(self):
+        """The joint_states subscription (None when not configured)."""
+        return self.shell.sub
+
+    @property
+    def loader(self):
+        """The :class:`~robot_dynamics_ros.nodes.model_source.ModelLoader` (None when not configured)."""
+        return self.shell.loader
+
+    @property
+    def command_topic(self) -> str:
+        """The resolved command topic ("" when not configured, or for a node without one)."""
+        return self.shell.command_topic

@@ -34,7 +34,7 @@ from std_srvs.srv import Trigger
 
 from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings
 from robot_dynamics_ros.nodes.cdr import JointStateEffortWriter
-from robot_dynamics_ros.nodes.control_shell import ControlShell, tick_period
+from robot_dynamics_ros.nodes.control_shell import ControlShell, ShellViews, tick_period
 from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
 from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
 from robot_dynamics_ros.nodes.parameters import declare_parameters, node_schema
@@ -60,7 +60,7 @@ def settings_from(p) -> ObserverSettings:
                             velocity_factor=float(p["velocity_factor"]))
 
 
-class ExternalTorqueObserverNode(LifecycleNode):
+class ExternalTorqueObserverNode(ShellViews, LifecycleNode):
     """The external-torque observer node (see the module docstring).
 
     Raises (with ``autostart``): UserError / URDFError for an unreadable URDF; ValueError for a bad
@@ -89,21 +89,6 @@ class ExternalTorqueObserverNode(LifecycleNode):
         create_payload_service(self, lambda: self.p, self.diag)
         self._timer = steady_timer(self, tick_period(self.p), self._tick)
         autostart(self, self.p["autostart"], lambda: self.shell.config_error)
-
-    @property
-    def core(self) -> ExternalTorqueCore | None:
-        """The ROS-free core (None before a model)."""
-        return self.shell.core
-
-    @property
-    def sub(self):
-        """The joint_states subscription (None when not configured)."""
-        return self.shell.sub
-
-    @property
-    def loader(self):
-        """The :class:`~robot_dynamics_ros.nodes.model_source.ModelLoader` (None when not configured)."""
-        return self.shell.loader
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state) -> TransitionCallbackReturn:

@@ -29,7 +29,7 @@ from std_srvs.srv import SetBool
 
 from robot_dynamics_ros.control.gravity_compensator import GravityCompensator, GravitySettings
 from robot_dynamics_ros.nodes import startup_check
-from robot_dynamics_ros.nodes.control_shell import ControlShell, core_settings_kwargs, tick_period
+from robot_dynamics_ros.nodes.control_shell import ControlShell, ShellViews, core_settings_kwargs, tick_period
 from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
 from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
 from robot_dynamics_ros.nodes.parameters import declare_parameters, node_schema
@@ -51,7 +51,7 @@ def settings_from(p) -> GravitySettings:
                            stale_policy=p["stale_policy"], **core_settings_kwargs(p))
 
 
-class GravityCompensationNode(LifecycleNode):
+class GravityCompensationNode(ShellViews, LifecycleNode):
     """The gravity-compensation node (see the module docstring).
 
     Args:
@@ -86,36 +86,6 @@ class GravityCompensationNode(LifecycleNode):
             autostart(self, self.p["autostart"], lambda: self.shell.config_error)
         finally:
             self._constructing = False
-
-    @property
-    def core(self) -> GravityCompensator | None:
-        """The ROS-free core (None before a model)."""
-        return self.shell.core
-
-    @property
-    def mapper(self):
-        """The core's :class:`~robot_dynamics_ros.control.joint_mapping.JointStateMapper` (None before a model)."""
-        return None if self.core is None else self.core.mapper
-
-    @property
-    def pub(self):
-        """The command publisher (None when not configured)."""
-        return self.shell.pub
-
-    @property
-    def sub(self):
-        """The joint_states subscription (None when not configured)."""
-        return self.shell.sub
-
-    @property
-    def loader(self):
-        """The :class:`~robot_dynamics_ros.nodes.model_source.ModelLoader` (None when not configured)."""
-        return self.shell.loader
-
-    @property
-    def command_topic(self) -> str:
-        """The resolved command topic ("" when not configured)."""
-        return self.shell.command_topic
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state) -> TransitionCallbackReturn:

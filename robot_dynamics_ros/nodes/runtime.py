@@ -73,7 +73,7 @@ def freeze_gc() -> int:
 
     Why: CPython's cyclic collector scans every tracked object in a full (generation 2) collection and the
     thread that triggers it holds the GIL meanwhile. A node process with rclpy, numpy, Pinocchio and numba
-    (the start-up cross-check) loaded holds ~130 000 such objects: measured here, a full collection took
+    (the observer's kernels) loaded holds ~130 000 such objects: measured here, a full collection took
     up to 43 ms, a 43-message gap at 1 kHz. The objects that exist once a node has started (modules,
     the model, the engine) live as long as the process, so scanning them finds nothing; after the freeze a
     full collection only scans what was created since. Cost: garbage cycles among frozen objects are never
