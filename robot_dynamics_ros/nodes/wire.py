@@ -26,7 +26,7 @@ __all__ = ["STATE_QOS_DEPTH", "state_subscription_qos", "qos_overrides", "take_n
 
 def joint_state_fields(reader, raw: bytes):
     """The fields of a serialized ``sensor_msgs/JointState`` from a ``raw=True`` subscription:
-    ``reader.read`` (:class:`~robot_dynamics_ros.control.cdr.JointStateReader`), or rclpy's deserializer
+    ``reader.read`` (:class:`~robot_dynamics_ros.nodes.cdr.JointStateReader`), or rclpy's deserializer
     for an encoding the reader does not read.
 
     Raises:

@@ -1,4 +1,4 @@
-"""control/cdr.py against rclpy's own (de)serialization, the independent reference.
+"""nodes/cdr.py against rclpy's own (de)serialization, the independent reference.
 
 JointState: every hypothesis-generated message rclpy serializes must read back with the fields rclpy
 deserializes (names, stamp, position/velocity/effort, bit for bit incl. NaN/Inf/huge values and empty
