@@ -19,7 +19,8 @@ setup(
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
     ],
-    package_data={PACKAGE: ["py.typed"]},
+    # the per-node parameter schemas: read at run time by nodes/parameters.py
+    package_data={PACKAGE: ["py.typed", "nodes/params/*.yaml"]},
     install_requires=["setuptools"],
     zip_safe=True,
     maintainer="robot_dynamics_ros maintainers",

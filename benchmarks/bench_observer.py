@@ -55,7 +55,7 @@ def core_states(robot, count: int, rate_hz: float = 1000.0):
     velocities and accelerations by central differences, efforts the inverse dynamics plus friction of
     those (``PinocchioDynamics.rnea`` + ``friction_torque``), so τ_ext ≈ 0 and the observer runs the branch
     it runs almost always: no collision, default thresholds."""
-    from robot_dynamics_ros.control.cdr import JointStateFields
+    from robot_dynamics_ros.control.joint_mapping import JointStateFields
     from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 
     engine = PinocchioDynamics(_model(robot))
@@ -178,7 +178,7 @@ def run_node_block(kind: str, robot, duration_s: float, warmup_s: float, rate_hz
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
-    from robot_dynamics_ros.nodes.common import spin_until_shutdown
+    from robot_dynamics_ros.nodes.runtime import spin_until_shutdown
 
     n_warm, n_meas = int(round(warmup_s * rate_hz)), int(round(duration_s * rate_hz))
     positions = latency.probe_positions(robot, n_warm + n_meas)

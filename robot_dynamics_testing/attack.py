@@ -497,7 +497,7 @@ def publish_main(plan_path: str) -> int:
     from sensor_msgs.msg import JointState
     from std_msgs.msg import String
 
-    from robot_dynamics_ros.nodes.common import description_qos
+    from robot_dynamics_ros.nodes.wire import description_qos
 
     plan = json.loads(Path(plan_path).read_text())
     ctx = rclpy.Context()

@@ -38,7 +38,7 @@ class Probe:
         from sensor_msgs.msg import JointState
         from std_msgs.msg import Float64MultiArray, String
 
-        from robot_dynamics_ros.nodes.common import description_qos
+        from robot_dynamics_ros.nodes.wire import description_qos
 
         # unique topics and node name per probe: fixtures alive at the same time never cross-talk
         Probe._count += 1

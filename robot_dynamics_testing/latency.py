@@ -51,8 +51,8 @@ import numpy as np
 from robot_dynamics_testing import child_env
 from robot_dynamics_testing.reference import ProbeRobot, expected_gravity  # test/reference.py: Pinocchio called directly
 
-from robot_dynamics_ros.nodes.common import make_executor as common_make_executor
-from robot_dynamics_ros.nodes.common import spin_until_shutdown
+from robot_dynamics_ros.nodes.runtime import make_executor as common_make_executor
+from robot_dynamics_ros.nodes.runtime import spin_until_shutdown
 
 #: the node-under-test kinds :func:`make_node_under_test` knows
 NODE_KINDS = ("relay", "gravity")
@@ -234,7 +234,7 @@ def make_node_under_test(kind: str, context, robot: ProbeRobot):
 
 class _Spinner:
     """Spins an executor in a background thread until :meth:`stop`, with the nodes' own
-    :func:`~robot_dynamics_ros.nodes.common.spin_until_shutdown` (so the in-process scenarios run the
+    :func:`~robot_dynamics_ros.nodes.runtime.spin_until_shutdown` (so the in-process scenarios run the
     node as it ships, garbage-collector freeze included)."""
 
     def __init__(self, executor, context):

@@ -116,7 +116,7 @@ def serve_main() -> int:
     """Run only the retiming service node (events executor) until SIGINT."""
     import rclpy
 
-    from robot_dynamics_ros.nodes.common import make_executor, spin_until_shutdown
+    from robot_dynamics_ros.nodes.runtime import make_executor, spin_until_shutdown
 
     ctx = rclpy.Context()
     rclpy.init(context=ctx)

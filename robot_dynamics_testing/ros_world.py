@@ -8,7 +8,7 @@ import time
 
 import rclpy
 
-from robot_dynamics_ros.nodes.common import make_executor
+from robot_dynamics_ros.nodes.runtime import make_executor
 
 
 class RosWorld:

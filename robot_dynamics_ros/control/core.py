@@ -159,7 +159,7 @@ class ControlCore:
 
     # ------------------------------------------------------------------ input
     def on_joint_state(self, fields, arrival_ns: int, now_ns: int) -> Rejection | None:
-        """Take one JointState (:class:`~robot_dynamics_ros.control.cdr.JointStateFields`).
+        """Take one JointState (:class:`~robot_dynamics_ros.control.joint_mapping.JointStateFields`).
 
         Args:
             fields: the message's fields (``cdr.read_joint_state`` / ``cdr.fields_from_message``).

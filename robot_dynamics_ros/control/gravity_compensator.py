@@ -1,7 +1,7 @@
 """Gravity compensation as a ROS-free core: joint states in, ``tau = g(q) [+ friction]`` effort commands out.
 
-``g(q) = RNEA(q, 0, 0)`` (Featherstone 2008, *Rigid Body Dynamics Algorithms*, §5.3) in the model's joint
-order, optionally plus the viscous + Coulomb friction torque of URDF ``<dynamics>``, clamped to the effort
+``g(q) = RNEA(q, 0, 0)`` (Featherstone 2008, *Rigid Body Dynamics Algorithms*, §5.3; the law is
+:func:`~robot_dynamics_ros.control.laws.gravity_compensation`) in the model's joint order, optionally plus the viscous + Coulomb friction torque of URDF ``<dynamics>``, clamped to the effort
 limits and reordered into the command joint order (a ros2_control ``forward_command_controller``'s
 ``joints``). The input policy (readiness, plausibility gates, staleness by stamp and arrival, clock
 jumps) is :class:`~robot_dynamics_ros.control.core.ControlCore`'s.
@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from robot_dynamics_ros.control import laws
 from robot_dynamics_ros.control.core import ERROR, OK, WARN, ControlCore, CoreSettings, StepResult
 
 __all__ = ["STALE_POLICIES", "GravitySettings", "GravityCompensator"]
@@ -115,17 +116,12 @@ class GravityCompensator(ControlCore):
 
     # ------------------------------------------------------------------ step
     def _gravity(self, friction: bool) -> list[float]:
+        """:func:`~robot_dynamics_ros.control.laws.gravity_compensation` at the mapper's state, as a list (a few
+        floats: Python list operations beat numpy calls in the clamp and reorder that follow)."""
         mapper = self.mapper
-        s = self.settings
-        if s.hardware_compensates_gravity:
-            tau = [0.0] * mapper.n
-            if friction:
-                tau = self.engine.friction_torque(mapper.qd).tolist()
-            return tau
-        g = self.engine.gravity(mapper.q)
-        if friction:
-            g = g + self.engine.friction_torque(mapper.qd)
-        return g.tolist()   # a few floats: Python list operations beat numpy calls (per-call overhead)
+        return laws.gravity_compensation(
+            self.engine, mapper.q, qd=mapper.qd if friction else None, friction=friction,
+            hardware_compensates_gravity=self.settings.hardware_compensates_gravity).tolist()
 
     def safe_command(self, why: str) -> StepResult:
         """The command of ``stale_policy`` at the last known state (module docstring), ``safe=True``;
@@ -166,10 +162,7 @@ class GravityCompensator(ControlCore):
         s = self.settings
         if not s.enabled:
             return StepResult(list(self._zero), False, OK, _DISABLED)
-        if s.friction_compensation or s.hardware_compensates_gravity:
-            tau = self._gravity(s.friction_compensation)
-        else:
-            tau = self.engine.gravity(mapper.q).tolist()
+        tau = self._gravity(s.friction_compensation)
         self._clamp(tau)
         cmd = self._finite_command(tau)
         if cmd is None:

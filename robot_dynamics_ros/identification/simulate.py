@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.identification.data import Recording
 from robot_dynamics_ros.identification.outputs import set_inertials

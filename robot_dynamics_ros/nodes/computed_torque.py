@@ -30,45 +30,29 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from sensor_msgs.msg import JointState
 from trajectory_msgs.msg import JointTrajectory
 
-from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader
 from robot_dynamics_ros.control.computed_torque import (  # noqa: F401 - re-exported for callers
-    DEFAULT_GAINS, GAIN_TEXT, GAIN_UNITS, MODES, ComputedTorqueController, ComputedTorqueSettings, Gains,
-    control_torque,
+    DEFAULT_GAINS, MODES, ComputedTorqueController, ComputedTorqueSettings, Gains, control_torque,
 )
 from robot_dynamics_ros.control.core import OK
 from robot_dynamics_ros.control.execution import GoalRejected
-from robot_dynamics_ros.nodes import common, trajectory_action
-from robot_dynamics_ros.nodes.common import CONTROL_PARAMS, ParamSpec, robot_source_params
+from robot_dynamics_ros.nodes import trajectory_action
+from robot_dynamics_ros.nodes.control_shell import ControlShell, ShellViews, core_settings_kwargs, tick_period
+from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
+from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
+from robot_dynamics_ros.nodes.parameters import declare_parameters, node_schema
+from robot_dynamics_ros.nodes.runtime import autostart, run_node, steady_timer
+from robot_dynamics_ros.nodes.services import create_collision_reaction, create_payload_service
 
-__all__ = ["MODES", "Gains", "control_torque", "ComputedTorqueNode", "main"]
+__all__ = ["MODES", "Gains", "control_torque", "ComputedTorqueNode", "main", "SCHEMA"]
 
+NODE_NAME = "computed_torque"
 
-def _node_params():
-    return robot_source_params() + CONTROL_PARAMS + [
-        ParamSpec("mode", "feedforward", "Control law: feedforward (RNEA of the desired motion + joint PD), "
-                  "computed_torque (M(q)(qdd_d + kd*de + kp*e) + C qd + g; needs every joint to move mass), or "
-                  "gravity (g(q) + joint PD).", choices=MODES),
-        ParamSpec("tick_source", "timer", "What triggers a control tick: a timer at control_rate on the "
-                  "node clock, or each accepted joint_states message (sampled at its header stamp).",
-                  choices=("timer", "joint_states"), read_only=True),
-        ParamSpec("control_rate", 500.0, "Timer ticks per second (Hz) when tick_source is timer. Run-time "
-                  "settable.", range=(1.0, 10000.0)),
-        ParamSpec("check_position_limits", True, "Reject trajectories with positions outside the URDF "
-                  "limits."),
-        ParamSpec("friction_compensation", True, "feedforward and computed_torque modes: add the model's "
-                  "friction torque at the desired velocity, damping*qd_d + friction*sign(qd_d) from URDF "
-                  "<dynamics> (or the identified friction YAML of friction_path, with its tanh(qd/v_s) law); "
-                  "a no-op without friction in the model. false: leave friction to the feedback. Run-time "
-                  "settable."),
-        *trajectory_action.PARAMS,
-        ParamSpec("executor", "events", "rclpy executor for main(): events, single or multi.",
-                  choices=("events", "single", "multi"), read_only=True),
-        ParamSpec("collision_topic", "", "std_msgs/Bool collision flag (e.g. external_torque_observer/collision); "
-                  "True: gravity only until ~/reset_collision. Empty: no reaction.", read_only=True),
-    ]
+#: the node's parameters (``params/computed_torque.yaml``); ``gains.<joint>.*`` are declared per model joint
+#: from its ``joint`` template when a model arrives
+SCHEMA = node_schema(NODE_NAME)
 
 
-class ComputedTorqueNode(LifecycleNode):
+class ComputedTorqueNode(ShellViews, LifecycleNode):
     """Trajectory sampling + feedforward / computed-torque effort commands (see the module docstring).
 
     Args:
@@ -83,42 +67,36 @@ class ComputedTorqueNode(LifecycleNode):
     def __init__(self, node_name: str = "computed_torque", **kwargs):
         kwargs.setdefault("automatically_declare_parameters_from_overrides", False)
         kwargs.setdefault("allow_undeclared_parameters", False)
-        self.core: ComputedTorqueController | None = None
         self.model = self.base_model = None
-        self.pub = self.sub = self.loader = self.pub_desired = self.sub_traj = self.timer = None
-        self._writer = None
-        self._active = False
-        self.command_topic = ""
+        self.pub_desired = self.sub_traj = self.timer = None
         super().__init__(node_name, **kwargs)
-        self._specs = {s.name: s for s in _node_params()}
-        self.p = common.declare_parameters(self, self._specs.values())
-        self.log = common.RateLimitedLog(self.get_logger(), self.p["log_period"])
-        self.diag = self.diagnostics = common.Diagnostics(self, hardware_id="computed_torque",
-                                                          period=self.p["diagnostics_period"], timer=False)
-        self.shell = common.ControlShell(self, self.diag, self.log)
+        self._specs = SCHEMA.by_name
+        self.p = declare_parameters(self, self._specs.values())
+        self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
+        self.diag = self.diagnostics = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"],
+                                                   timer=False)
+        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"])
         self.actions = trajectory_action.TrajectoryActions(self)
         self._clock = self.get_clock()
         self._epoch_ns = self._clock.now().nanoseconds
         self._on_states = self.p["tick_source"] == "joint_states"
-        self._reader = JointStateReader()
         self._desired_msg = JointState()
         #: the last rejection reason of a trajectory (also in diagnostics), "" if none
         self.last_rejection = ""
         self.trajectories_accepted = self.trajectories_rejected = self.ticks_published = 0
         self._control_ticks = self._ticks_seen = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        common.create_payload_service(self)
-        common.create_collision_reaction(self)
-        self._safety = common.steady_timer(self, common.tick_period(self.p), self._tick)
-        common.autostart(self)
-
-    @property
-    def mapper(self):
-        return None if self.core is None else self.core.mapper
+        create_payload_service(self, lambda: self.p, self.diag)
+        create_collision_reaction(self, str(self.p["collision_topic"] or ""), lambda: self.shell.core)
+        self._safety = steady_timer(self, tick_period(self.p), self._tick)
+        autostart(self, self.p["autostart"], lambda: self.shell.config_error)
 
     # -------------------------------------------------------------- lifecycle
     def on_configure(self, state):
-        result = self.shell.configure(lambda: common.ModelLoader(self, self._on_model, self.log, self.p))
+        result = self.shell.configure(
+            command_topic=f"{str(self.p['controller_name']).rstrip('/')}/commands",
+            joint_states_topic=self.p["joint_states_topic"], on_joint_state=self._on_joint_state_raw,
+            make_loader=lambda: ModelLoader(self, self._on_model, self.log, self.p))
         if result == TransitionCallbackReturn.SUCCESS:
             self.pub_desired = self.create_publisher(JointState, "~/desired_state", 10)
             self.sub_traj = self.create_subscription(JointTrajectory, "~/joint_trajectory",
@@ -127,13 +105,13 @@ class ComputedTorqueNode(LifecycleNode):
         return result
 
     def on_activate(self, state):
-        self._active = True
+        self.shell.active = True
         if not self._on_states:
             self.timer = self.create_timer(1.0 / float(self.p["control_rate"]), self._on_timer)
         return super().on_activate(state)
 
     def on_deactivate(self, state):
-        self._active = False
+        self.shell.active = False
         self._stop_timer()
         self.actions.deactivate()
         self.shell.publish_safe("deactivated")
@@ -144,7 +122,7 @@ class ComputedTorqueNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state):
-        self._active = False
+        self.shell.active = False
         self._teardown()
         return TransitionCallbackReturn.SUCCESS
 
@@ -174,45 +152,47 @@ class ComputedTorqueNode(LifecycleNode):
                                       check_position_limits=bool(p["check_position_limits"]),
                                       friction_compensation=bool(p["friction_compensation"]),
                                       **trajectory_action.core_settings_kwargs(p),
-                                      **common.core_settings_kwargs(p))
+                                      **core_settings_kwargs(p))
 
     def _on_model(self, model, label: str) -> None:
         self._declare_gains(model)
-        used = common.model_with_params(model, self.p)
+        used = model_with_params(model, self.p)
         core = ComputedTorqueController(used, self._settings(self.p, model.joint_names),
                                         list(self.p["joints"]) or None, epoch_ns=self._epoch_ns)
         names = list(core.mapper.command_joints)
-        self._writer = Float64MultiArrayWriter(len(names), [(",".join(names), len(names), len(names))])
         self._desired_msg = JointState()
         self._desired_msg.name = names
-        self.base_model, self.model, self.core = model, used, core
+        self.shell.attach(core, names)
+        self.base_model, self.model = model, used
         self.diag.set("model", label)
         self.get_logger().info(f"model from {label}: {model.n} joints {list(model.joint_names)}; "
                                f"command joints {names}; mode {self.p['mode']}")
 
     def _declare_gains(self, model) -> None:
+        """Declare ``gains.<joint>.*`` (the schema's ``joint`` template) for the joints of ``model`` not
+        declared yet; the values of all of them into the node's parameter values."""
         specs = []
         for joint in model.joint_names:
-            for kind in ("p", "d", "kp", "kd"):
-                name = f"gains.{joint}.{kind}"
-                spec = ParamSpec(name, float(DEFAULT_GAINS[kind]),
-                                 f"{GAIN_TEXT[kind]} of joint '{joint}', {GAIN_UNITS[kind]}.", range=(0.0, 1e9))
-                self._specs[name] = spec
-                if not self.has_parameter(name):
+            for spec in SCHEMA.template("joint", joint):
+                self._specs[spec.name] = spec
+                if not self.has_parameter(spec.name):
                     specs.append(spec)
-        self.p.update(common.declare_parameters(self, specs))
-        for joint in model.joint_names:
-            for kind in ("p", "d", "kp", "kd"):
-                self.p[f"gains.{joint}.{kind}"] = float(self.get_parameter(f"gains.{joint}.{kind}").value)
+                else:
+                    self.p[spec.name] = float(self.get_parameter(spec.name).value)
+        self.p.update(declare_parameters(self, specs))
 
     def _on_set_parameters(self, params):
         def settings_of(new):
             return None if self.core is None else self._settings(new, self.core.model.joint_names)
 
-        result = self.shell.set_parameters(params, settings_of)
+        change = self.shell.set_parameters(params, self._specs, self.p, settings_of, self.base_model)
+        result = change.result
         if not result.successful:
             self.log.warning("param", f"parameter change rejected: {result.reason}")
             return result
+        self.p = change.values
+        if change.model is not None:
+            self.model = change.model
         if any(p.name == "control_rate" for p in params) and self.timer is not None:
             self._stop_timer()
             self.timer = self.create_timer(1.0 / float(self.p["control_rate"]), self._on_timer)
@@ -253,7 +233,7 @@ class ComputedTorqueNode(LifecycleNode):
     # -------------------------------------------------------------- control tick
     def _on_timer(self) -> None:
         self._control_ticks += 1
-        if self.core is None or not self._active:
+        if self.core is None or not self.shell.active:
             return
         now = self._clock.now().nanoseconds
         self._control(now, time.monotonic_ns(), now)
@@ -264,8 +244,7 @@ class ComputedTorqueNode(LifecycleNode):
         core = self.core
         res = core.step(now_ns, arrival_ns, sample_ns)
         self.actions.tick(sample_ns)
-        if res.command is not None:
-            self.pub.publish(self._writer.write(res.command))
+        if res.command is not None and self.shell.publish(res.command):
             self.ticks_published += 1
             self.diag.count("safe" if res.safe else "commands")
             if not res.safe:
@@ -286,18 +265,18 @@ class ComputedTorqueNode(LifecycleNode):
         diagnostics (timer ticks publish the safe command themselves)."""
         # the control timer runs on the node clock: when sim time stops, this steady timer publishes
         quiet, self._ticks_seen = self._control_ticks == self._ticks_seen, self._control_ticks
-        self.shell.tick(self._active, lambda: self._writer, publish_safe=self._on_states or quiet)
+        self.shell.tick(self.p["state_timeout"], publish_safe=self._on_states or quiet)
         self.diag.publish_due()
 
     def destroy_node(self):
-        self._active = False
+        self.shell.active = False
         super().destroy_node()
 
 
 def main(args=None) -> int:
     """``ros2 run robot_dynamics_ros computed_torque`` entry point: spin (on the executor of the
     ``executor`` parameter) until Ctrl-C."""
-    return common.run_node("computed_torque", ComputedTorqueNode, args,
+    return run_node(NODE_NAME, ComputedTorqueNode, args,
                            executor_kind=lambda node: node.p["executor"])
 
 

@@ -18,7 +18,7 @@ parameters and diagnostics:
 * services ``~/reset_collision`` (``std_srvs/Trigger``: clear the flag) and ``~/set_payload``;
 * lifecycle and ``autostart`` as the control nodes'.
 
-Topics are relative (namespaces and remaps apply). Parameters: :data:`PARAMS`, docs/nodes.md.
+Topics are relative (namespaces and remaps apply). Parameters: :data:`SCHEMA`, docs/nodes.md.
 """
 from __future__ import annotations
 
@@ -28,48 +28,26 @@ import numpy as np
 from geometry_msgs.msg import WrenchStamped
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
 
-from robot_dynamics_ros.control.cdr import JointStateEffortWriter, JointStateReader
-from robot_dynamics_ros.control.external_torque import TORQUE_SOURCES, ExternalTorqueCore, ObserverSettings
-from robot_dynamics_ros.nodes import common
+from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings
+from robot_dynamics_ros.nodes.cdr import JointStateEffortWriter
+from robot_dynamics_ros.nodes.control_shell import ControlShell, ShellViews, tick_period
+from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
+from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
+from robot_dynamics_ros.nodes.parameters import declare_parameters, node_schema
 from robot_dynamics_ros.nodes.responses import patient_service
-from robot_dynamics_ros.nodes.common import CONTROL_PARAMS, Diagnostics, ParamSpec, RateLimitedLog
+from robot_dynamics_ros.nodes.runtime import autostart, run_node, steady_timer
+from robot_dynamics_ros.nodes.services import create_payload_service
+from robot_dynamics_ros.nodes.wire import collision_qos
 
 NODE_NAME = "external_torque_observer"
 
-_SHARED = ("autostart", "joint_states_topic", "latest_state_wins", "state_timeout", "position_margin",
-           "prismatic_margin", "velocity_factor", "payload.link", "payload.mass", "payload.com",
-           "payload.inertia", "log_period", "diagnostics_period")
-
-#: parameters of this node besides :func:`common.robot_source_params` and the shared control parameters
-PARAMS = [
-    ParamSpec("gain", 50.0, "Observer gain K_O, 1/s: τ_ext is seen through a first-order low-pass of time "
-              "constant 1/K_O (faster detection, more noise).", range=(0.01, 10000.0)),
-    ParamSpec("threshold", [10.0], "Collision threshold on |τ_ext|, N·m (N): one value for all joints or one "
-              "per joint in model order.", kind="double_array"),
-    ParamSpec("release", 0.5, "Fraction of the threshold below which a joint counts as released "
-              "(hysteresis).", range=(0.01, 1.0)),
-    ParamSpec("min_duration", 0.002, "Seconds a threshold must be exceeded (or all joints released) before the "
-              "flag changes.", range=(0.0, 10.0)),
-    ParamSpec("torque_source", "auto", "Joint torque balanced by the observer: measured (joint_states "
-              "effort), commanded (command_topic), auto (measured when every effort is finite).",
-              choices=TORQUE_SOURCES),
-    ParamSpec("friction", True, "Subtract the model's friction torque (URDF <dynamics>)."),
-    ParamSpec("coulomb_velocity", 0.02, "v_c, rad/s (m/s): for a sign-law Coulomb model (URDF <dynamics "
-              "friction>) the observer uses F_c*clip(qd/v_c, -1, 1), zero at rest where static friction is "
-              "indeterminate, and a joint slower than v_c has its collision threshold widened by its F_c. "
-              "0: bare sign(qd), no widening.", range=(0.0, 100.0)),
-    ParamSpec("command_topic", "effort_controller/commands", "Float64MultiArray effort commands read for the "
-              "commanded torque source (relative).", read_only=True),
-    ParamSpec("command_joints", [], "Joint order of command_topic (empty: the model's joint order).",
-              kind="string_array", read_only=True),
-    ParamSpec("wrench_frame", "", "Link whose origin the external wrench is given at, in its axes (empty: no "
-              "wrench published).", read_only=True),
-]
+#: the node's parameters (``params/external_torque_observer.yaml``: the robot source, part of the shared
+#: control parameters and this node's own)
+SCHEMA = node_schema(NODE_NAME)
 
 
 def settings_from(p) -> ObserverSettings:
@@ -82,7 +60,7 @@ def settings_from(p) -> ObserverSettings:
                             velocity_factor=float(p["velocity_factor"]))
 
 
-class ExternalTorqueObserverNode(LifecycleNode):
+class ExternalTorqueObserverNode(ShellViews, LifecycleNode):
     """The external-torque observer node (see the module docstring).
 
     Raises (with ``autostart``): UserError / URDFError for an unreadable URDF; ValueError for a bad
@@ -90,59 +68,49 @@ class ExternalTorqueObserverNode(LifecycleNode):
     """
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
-        self.core: ExternalTorqueCore | None = None
         self.model = self.base_model = None
-        self._active = False
-        self.sub = self.sub_cmd = self.loader = None
-        self.pub = None  # the control shell's command publisher slot: unused here
+        self.sub_cmd = None
         super().__init__(node_name, **kwargs)
-        shared = [s for s in CONTROL_PARAMS if s.name in _SHARED]
-        self._specs = {s.name: s for s in [*common.robot_source_params(), *shared, *PARAMS]}
-        self.p = common.declare_parameters(self, self._specs.values())
+        self._specs = SCHEMA.by_name
+        self.p = declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"], timer=False)
         self.diag.set_level(Diagnostics.WARN, "unconfigured")
-        self._reader = JointStateReader()
-        self.shell = common.ControlShell(self, self.diag, self.log)
+        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"])
         self.pub_tau = self.create_publisher(JointState, "~/external_torque", 10)
         self.pub_wrench = self.create_publisher(WrenchStamped, "~/external_wrench", 10)
-        self.pub_collision = self.create_publisher(
-            Bool, "~/collision", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                                            durability=DurabilityPolicy.TRANSIENT_LOCAL))
+        self.pub_collision = self.create_publisher(Bool, "~/collision", collision_qos())
         self._tau_writer: JointStateEffortWriter | None = None
         self._wrench = WrenchStamped()
         self._collision = None
         self.published = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
         patient_service(self.create_service(Trigger, "~/reset_collision", self._on_reset), self.get_logger().warning)
-        common.create_payload_service(self)
-        self._timer = common.steady_timer(self, common.tick_period(self.p), self._tick)
-        common.autostart(self)
+        create_payload_service(self, lambda: self.p, self.diag)
+        self._timer = steady_timer(self, tick_period(self.p), self._tick)
+        autostart(self, self.p["autostart"], lambda: self.shell.config_error)
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state) -> TransitionCallbackReturn:
-        try:
-            self.sub = self.create_subscription(JointState, self.p["joint_states_topic"], self._on_joint_state_raw,
-                                                common.state_subscription_qos(), raw=True,
-                                                qos_overriding_options=common.qos_overrides())
-            if self.p["torque_source"] != "measured":
-                self.sub_cmd = self.create_subscription(Float64MultiArray, self.p["command_topic"],
-                                                        self._on_command, 10)
-            self.loader = common.ModelLoader(self, self._on_model, self.log, self.p)
-        except Exception as exc:  # noqa: BLE001 - a failed transition, not a dead node
-            self.shell.config_error = exc
-            self.get_logger().error(f"configure failed: {exc}")
+        result = self.shell.configure(joint_states_topic=self.p["joint_states_topic"],
+                                      on_joint_state=self._on_joint_state_raw, make_loader=self._inputs)
+        if result != TransitionCallbackReturn.SUCCESS:
             self._teardown()
-            return TransitionCallbackReturn.FAILURE
-        self.shell._configured_at = time.monotonic()
-        return TransitionCallbackReturn.SUCCESS
+        return result
+
+    def _inputs(self) -> ModelLoader:
+        """The commanded-torque subscription (``torque_source`` not ``measured``), then the model loader (run
+        by :meth:`ControlShell.configure`: an error here fails the transition)."""
+        if self.p["torque_source"] != "measured":
+            self.sub_cmd = self.create_subscription(Float64MultiArray, self.p["command_topic"], self._on_command, 10)
+        return ModelLoader(self, self._on_model, self.log, self.p)
 
     def on_activate(self, state) -> TransitionCallbackReturn:
-        self._active = True
+        self.shell.active = True
         return super().on_activate(state)
 
     def on_deactivate(self, state) -> TransitionCallbackReturn:
-        self._active = False
+        self.shell.active = False
         self.diag.set_level(Diagnostics.WARN, "inactive")
         return super().on_deactivate(state)
 
@@ -151,30 +119,29 @@ class ExternalTorqueObserverNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state) -> TransitionCallbackReturn:
-        self._active = False
+        self.shell.active = False
         self._teardown()
         return TransitionCallbackReturn.SUCCESS
 
     def _teardown(self) -> None:
-        if self.loader is not None:
-            self.loader.destroy()
-        for entity in (self.sub, self.sub_cmd):
-            if entity is not None:
-                try:
-                    self.destroy_subscription(entity)
-                except Exception:  # noqa: BLE001 - node already gone
-                    pass
-        self.sub = self.sub_cmd = self.loader = self.core = None
+        if self.sub_cmd is not None:
+            try:
+                self.destroy_subscription(self.sub_cmd)
+            except Exception:  # noqa: BLE001 - node already gone
+                pass
+        self.sub_cmd = None
+        self.shell.cleanup()
 
     # ------------------------------------------------------------------ model
     def _on_model(self, model, label: str) -> None:
-        used = common.model_with_params(model, self.p)
+        used = model_with_params(model, self.p)
         joints = list(self.p["command_joints"]) or None
         core = ExternalTorqueCore(used, settings_from(self.p), joints)
         if self.p["wrench_frame"]:
             core.engine.frame_placement(used.neutral(), self.p["wrench_frame"])  # unknown frame: refuse now
         self._tau_writer = JointStateEffortWriter(used.joint_names)
-        self.base_model, self.model, self.core = model, used, core
+        self.shell.attach(core)
+        self.base_model, self.model = model, used
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
         self.get_logger().info(f"robot '{model.description.name}' from {label}: observing {model.n} joints, "
@@ -187,7 +154,12 @@ class ExternalTorqueObserverNode(LifecycleNode):
             settings.check()
             return settings
 
-        return self.shell.set_parameters(params, checked_settings)
+        change = self.shell.set_parameters(params, self._specs, self.p, checked_settings, self.base_model)
+        if change.result.successful:
+            self.p = change.values
+            if change.model is not None:
+                self.model = change.model
+        return change.result
 
     def _on_reset(self, request, response):
         if self.core is None:
@@ -238,7 +210,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
     def _tick(self) -> None:
         """Safety timer: staleness when joint_states stop (the observer restarts), then the diagnostics."""
         core = self.core
-        if core is not None and self._active:
+        if core is not None and self.shell.active:
             res = core.step(self.get_clock().now().nanoseconds, time.monotonic_ns()) if core.mapper.ready else None
             if res is not None and res.tau_ext is None:
                 self.shell.report(res)
@@ -253,7 +225,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros external_torque_observer`` entry point (SIGINT stops it)."""
-    return common.run_node(NODE_NAME, ExternalTorqueObserverNode, args)
+    return run_node(NODE_NAME, ExternalTorqueObserverNode, args)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ which holds the whole policy (readiness, plausibility gates, staleness, clamping
 input). This module only moves bytes, parameters and diagnostics:
 
 * configure: loads the model (``urdf_path`` > ``robot_description`` parameter > ``robot_description``
-  topic), creates the topics; the start-up cross-check (Pinocchio vs Newton–Euler, numba compile) runs on
-  a worker thread (in the constructor, before any executor spins the node, it runs in line), commands
-  are withheld until it passes;
+  topic), creates the topics; the start-up cross-check (Pinocchio vs Newton–Euler, numba compile) runs in
+  a child process (:mod:`~robot_dynamics_ros.nodes.startup_check`) waited for on a worker thread (in the
+  constructor, before any executor spins the node, in line), commands are withheld until it passes;
 * activate: commanding starts; deactivate: one safe command (``stale_policy``) and silence;
 * ``autostart`` (default true): configure + activate at construction, so ``robot-dynamics run`` and the
   demo need no lifecycle manager.
@@ -15,7 +15,7 @@ input). This module only moves bytes, parameters and diagnostics:
 Topics are relative (``joint_states``, ``<controller_name>/commands``, ``robot_description``): namespaces
 and remaps apply. The joint_states callback acts on the newest queued state and counts what it skips
 (docs/realtime.md, "Latest state wins"). Parameters, QoS overrides, services: docs/nodes.md and
-:data:`PARAMS`.
+:data:`SCHEMA`.
 """
 from __future__ import annotations
 
@@ -27,42 +27,31 @@ from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from std_srvs.srv import SetBool
 
-from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader
-from robot_dynamics_ros.control.gravity_compensator import STALE_POLICIES, GravityCompensator, GravitySettings
-from robot_dynamics_ros.nodes import common
+from robot_dynamics_ros.control.gravity_compensator import GravityCompensator, GravitySettings
+from robot_dynamics_ros.nodes import startup_check
+from robot_dynamics_ros.nodes.control_shell import ControlShell, ShellViews, core_settings_kwargs, tick_period
+from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
+from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
+from robot_dynamics_ros.nodes.parameters import declare_parameters, node_schema
 from robot_dynamics_ros.nodes.responses import patient_service
-from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
+from robot_dynamics_ros.nodes.runtime import autostart, run_node, steady_timer
+from robot_dynamics_ros.nodes.services import create_payload_service
 
 NODE_NAME = "gravity_compensation"
 
-#: parameters of this node besides :func:`common.robot_source_params` and :data:`common.CONTROL_PARAMS`
-PARAMS = [
-    ParamSpec("enabled", True, "Compensation on/off; ~/enable (std_srvs/SetBool) sets this parameter. "
-              "Disabled: zero torques are published (the drive gets an explicit zero)."),
-    ParamSpec("gravity", [0.0, 0.0, -9.81], "Gravity vector in the robot base (URDF root) frame, m/s²; "
-              "tilted or wall mounts.", length=3, range=(-100.0, 100.0)),
-    ParamSpec("friction_compensation", False, "Add viscous + Coulomb friction torque from URDF <dynamics> "
-              "(needs joint velocities; a NaN velocity then counts as missing)."),
-    ParamSpec("hardware_compensates_gravity", False, "The drives already add g(q): leave it out (only "
-              "friction, if enabled, is published)."),
-    ParamSpec("stale_policy", "hold", "Command while joint_states are stale: hold = g(q) at the last "
-              "accepted state (WARN), zero = zeros (ERROR).", choices=STALE_POLICIES),
-    ParamSpec("publish_zero_on_shutdown", False, "Publish one zero-torque command when the node shuts down "
-              "(default: publish nothing further)."),
-    ParamSpec("crossval_samples", 20, "At configure, compare Pinocchio with the in-package Newton-Euler on "
-              "this many random states (0: skip), on a worker thread; no command until it passes, none at "
-              "all on a mismatch (ERROR diagnostic).", range=(0, 100000), read_only=True),
-]
+#: the node's parameters (``params/gravity_compensation.yaml``: the robot source, the shared control
+#: parameters and this node's own)
+SCHEMA = node_schema(NODE_NAME)
 
 
 def settings_from(p) -> GravitySettings:
     """The core's settings from the node's parameter values."""
     return GravitySettings(enabled=bool(p["enabled"]), friction_compensation=bool(p["friction_compensation"]),
                            hardware_compensates_gravity=bool(p["hardware_compensates_gravity"]),
-                           stale_policy=p["stale_policy"], **common.core_settings_kwargs(p))
+                           stale_policy=p["stale_policy"], **core_settings_kwargs(p))
 
 
-class GravityCompensationNode(LifecycleNode):
+class GravityCompensationNode(ShellViews, LifecycleNode):
     """The gravity-compensation node (see the module docstring).
 
     Args:
@@ -75,49 +64,42 @@ class GravityCompensationNode(LifecycleNode):
     """
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
-        self.core: GravityCompensator | None = None
-        self.model = None
-        self._active = self._shut = False
-        self.pub = self.sub = self.loader = None
-        self.command_topic = ""
+        self.model = self.base_model = None
+        self._shut = False
         self._constructing = False
         super().__init__(node_name, **kwargs)
-        self._specs = {s.name: s for s in [*common.robot_source_params(), *common.CONTROL_PARAMS, *PARAMS]}
-        self.p = common.declare_parameters(self, self._specs.values())
+        self._specs = SCHEMA.by_name
+        self.p = declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"], timer=False)
         self.diag.set_level(Diagnostics.WARN, "unconfigured")
         self._clock = self.get_clock()
-        self._reader = JointStateReader()
-        self._writer: Float64MultiArrayWriter | None = None
         self.published = 0
         self._kick = False
-        self.shell = common.ControlShell(self, self.diag, self.log)
+        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"])
         self.add_on_set_parameters_callback(self._on_set_parameters)
         patient_service(self.create_service(SetBool, "~/enable", self._on_enable), self.get_logger().warning)
-        common.create_payload_service(self)
-        self._timer = common.steady_timer(self, common.tick_period(self.p), self._tick)
+        create_payload_service(self, lambda: self.p, self.diag)
+        self._timer = steady_timer(self, tick_period(self.p), self._tick)
         self._constructing = True
         try:
-            common.autostart(self)
+            autostart(self, self.p["autostart"], lambda: self.shell.config_error)
         finally:
             self._constructing = False
 
-    @property
-    def mapper(self):
-        """The core's :class:`~robot_dynamics_ros.control.joint_mapping.JointStateMapper` (None before a model)."""
-        return None if self.core is None else self.core.mapper
-
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state) -> TransitionCallbackReturn:
-        return self.shell.configure(lambda: common.ModelLoader(self, self._on_model, self.log, self.p))
+        return self.shell.configure(
+            command_topic=f"{str(self.p['controller_name']).rstrip('/')}/commands",
+            joint_states_topic=self.p["joint_states_topic"], on_joint_state=self._on_joint_state_raw,
+            make_loader=lambda: ModelLoader(self, self._on_model, self.log, self.p))
 
     def on_activate(self, state) -> TransitionCallbackReturn:
-        self._active = True
+        self.shell.active = True
         return super().on_activate(state)
 
     def on_deactivate(self, state) -> TransitionCallbackReturn:
-        self._active = False
+        self.shell.active = False
         self.shell.publish_safe("deactivated")
         return super().on_deactivate(state)
 
@@ -132,7 +114,7 @@ class GravityCompensationNode(LifecycleNode):
     # ------------------------------------------------------------------ model
     def _on_model(self, model, label: str) -> None:
         joints = self.p["joints"] or list(model.joint_names)
-        used = common.model_with_params(model, self.p)
+        used = model_with_params(model, self.p)
         core = GravityCompensator(used, settings_from(self.p), joints)
         samples = int(self.p["crossval_samples"])
         if samples:
@@ -142,23 +124,20 @@ class GravityCompensationNode(LifecycleNode):
             else:
                 threading.Thread(target=self._crossval, args=(core, used, samples), daemon=True,
                                  name="crossval").start()
-        self._writer = Float64MultiArrayWriter(len(joints), [(",".join(joints), len(joints), len(joints))])
-        self.base_model, self.model, self.core = model, used, core
+        self.shell.attach(core, joints)
+        self.base_model, self.model = model, used
         self.diag.set("robot", model.description.name)
         self.diag.set("model_source", label)
         self.get_logger().info(f"robot '{model.description.name}' from {label}: {model.n} joints, "
-                               f"commands for {joints} on {self.pub.topic_name}")
+                               f"commands for {joints} on {self.shell.command_topic}")
 
     def _crossval(self, core, model, samples: int) -> None:
-        """Pinocchio vs in-package Newton-Euler (:func:`dynamics.crossval.crossvalidate`), worker thread."""
+        """Pinocchio vs in-package Newton-Euler in a child process (:mod:`~robot_dynamics_ros.nodes.startup_check`:
+        this process never imports numba), from a worker thread or, at construction, in line."""
         try:
-            from robot_dynamics_ros.dynamics.crossval import crossvalidate
-
-            report = crossvalidate(model, samples=samples, mujoco=False)
-            worst = report.worst("newton-euler")
-            ok = report.passed
-            text = (f"passed: {samples} states, max |NE - Pinocchio| {worst:.1e}" if ok else
-                    f"crossval FAILED: max |NE - Pinocchio| {worst:.3e} on {samples} states")
+            spec = startup_check.model_spec(model, joint_limits=self.p["joint_limits_path"],
+                                            friction=self.p["friction_path"])
+            ok, text = startup_check.run_in_child(spec, samples)
         except Exception as exc:  # noqa: BLE001 - a failing check must not take the node down
             ok, text = False, f"crossval could not run: {exc}"
         core.fault = "" if ok else text
@@ -169,10 +148,13 @@ class GravityCompensationNode(LifecycleNode):
 
     # ------------------------------------------------------------------ parameters / services
     def _on_set_parameters(self, params) -> SetParametersResult:
-        result = self.shell.set_parameters(params, settings_from)
-        if result.successful:
+        change = self.shell.set_parameters(params, self._specs, self.p, settings_from, self.base_model)
+        if change.result.successful:
+            self.p = change.values
+            if change.model is not None:
+                self.model = change.model
             self.log = self.shell.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
-        return result
+        return change.result
 
     def _on_enable(self, request, response):
         result = self.set_parameters([Parameter("enabled", value=bool(request.data))])[0]
@@ -188,8 +170,7 @@ class GravityCompensationNode(LifecycleNode):
         self.shell.handle(raw, self._publish)
 
     def _publish(self, res, fields, now_ns: int) -> None:
-        if res.command is not None:
-            self.pub.publish(self._writer.write(res.command))
+        if res.command is not None and self.shell.publish(res.command):
             self.published += 1
             if res.safe:
                 self.diag.count("safe")
@@ -198,13 +179,12 @@ class GravityCompensationNode(LifecycleNode):
         """Timer: staleness seen when joint_states stop altogether (the safe command), diagnostics; the
         first command after the start-up cross-check passed."""
         core = self.core
-        if self._kick and core is not None and self._active and core.mapper.ready:
+        if self._kick and core is not None and self.shell.active and core.mapper.ready:
             self._kick = False
             res = core.step(self._clock.now().nanoseconds, time.monotonic_ns())
-            if res.command is not None and not res.safe:
-                self.pub.publish(self._writer.write(res.command))
+            if res.command is not None and not res.safe and self.shell.publish(res.command):
                 self.published += 1
-        self.shell.tick(self._active and not self._shut, lambda: self._writer)
+        self.shell.tick(self.p["state_timeout"])
         self.diag.set("enabled", bool(self.p["enabled"]))
         self.diag.set("published", self.published)
         self.diag.publish_due()
@@ -215,10 +195,11 @@ class GravityCompensationNode(LifecycleNode):
             self._shut = True
             return
         self._shut = True
-        self._active = False
-        if getattr(self, "p", {}).get("publish_zero_on_shutdown") and self._writer is not None and self.pub is not None:
+        shell = self.shell
+        shell.active = False
+        if self.p.get("publish_zero_on_shutdown") and shell.writer is not None:
             try:
-                self.pub.publish(self._writer.write([0.0] * self._writer.n))
+                shell.publish([0.0] * shell.writer.n)
             except Exception:  # noqa: BLE001 - context may already be gone
                 pass
         self.shell.cleanup()
@@ -231,7 +212,7 @@ class GravityCompensationNode(LifecycleNode):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros gravity_compensation`` entry point (SIGINT stops it)."""
-    return common.run_node(NODE_NAME, GravityCompensationNode, args)
+    return run_node(NODE_NAME, GravityCompensationNode, args)
 
 
 if __name__ == "__main__":

@@ -27,11 +27,11 @@ looked up in the package's ``config/``) or ``acceleration_limit``; URDFs carry n
 response message and the log name the joints without one (bounded by the torque limits only). A bad
 request or an unexpected exception gets ``success: false`` and a one-line message; the node serves on.
 
-Payload: ``~/set_payload`` (:func:`robot_dynamics_ros.nodes.common.create_payload_service`) sets the
+Payload: ``~/set_payload`` (:func:`robot_dynamics_ros.nodes.services.create_payload_service`) sets the
 ``payload.*`` parameters atomically; the node builds the new model and retimer and swaps both in (a request
 already running finishes on the old model).
 
-Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` (``friction_path`` included) and
+Parameters: :func:`robot_dynamics_ros.nodes.parameters.robot_source_params` (``friction_path`` included) and
 :data:`PARAMS` (with the control nodes' ``payload.*``).
 """
 from __future__ import annotations
@@ -40,8 +40,14 @@ import rclpy
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from robot_dynamics_ros.nodes import common, naming
-from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
+from robot_dynamics_ros.nodes import naming
+from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
+from robot_dynamics_ros.nodes.model_source import MODEL_PARAMS, ModelLoader, model_with_params
+from robot_dynamics_ros.nodes.parameters import (ParamSpec, declare_parameters, merged_parameters, node_schema,
+                                                 robot_source_params, validate_parameters)
+from robot_dynamics_ros.nodes.runtime import run_node
+from robot_dynamics_ros.nodes.services import create_payload_service
+from robot_dynamics_ros.nodes.wire import qos_overrides
 from robot_dynamics_ros.retiming import service as core
 from robot_dynamics_ros.retiming import worker as retiming_worker
 from robot_dynamics_ros.retiming.service import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS, acceleration_warning
@@ -92,7 +98,7 @@ PARAMS = [
 ]
 
 
-PARAMS += common.payload_params("the payload the retimed trajectories carry")
+PARAMS += [s for s in node_schema("retiming_service").specs if s.name.startswith("payload.")]
 
 
 class RetimingServiceNode(Node):
@@ -116,8 +122,8 @@ class RetimingServiceNode(Node):
 
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         super().__init__(node_name, **kwargs)
-        self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
-        self.p = common.declare_parameters(self, self._specs.values())
+        self._specs = {s.name: s for s in [*robot_source_params(), *PARAMS]}
+        self.p = declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="retiming_service", period=self.p["diagnostics_period"])
         self.diag.set_level(Diagnostics.WARN, "waiting for the robot model")
@@ -144,8 +150,8 @@ class RetimingServiceNode(Node):
         else:
             self._start_server()
             self.warm = self.server.warm
-        self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
-        common.create_payload_service(self)
+        self.loader = ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
+        create_payload_service(self, lambda: self.p, self.diag)
 
     def _start_server(self) -> None:
         """``solver_process: false``: the server on an internal node spun by its own executor thread; the
@@ -163,7 +169,7 @@ class RetimingServiceNode(Node):
         self.joint_state_sub = self.create_subscription(
             JointState, "joint_states", self.server.on_joint_state,
             QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT),
-            qos_overriding_options=common.qos_overrides())
+            qos_overriding_options=qos_overrides())
 
     def _executor_stopped(self, exc: BaseException) -> None:
         if rclpy.ok(context=self.context):
@@ -208,7 +214,7 @@ class RetimingServiceNode(Node):
 
     def _on_model(self, model, label: str) -> None:
         self.base_model = model = core.with_default_acceleration(model, float(self.p["acceleration_limit"]))
-        model = common.model_with_params(model, self.p)
+        model = model_with_params(model, self.p)
         self._serve(model, bool(self.p["warmup"]))
         warning = self.accel_warning
         self.diag.set("robot", model.description.name)
@@ -222,16 +228,16 @@ class RetimingServiceNode(Node):
     def _on_set_parameters(self, params):
         from rcl_interfaces.msg import SetParametersResult
 
-        ok, reason = common.validate_parameters(self._specs, params, self.p)
+        ok, reason = validate_parameters(self._specs, params, self.p)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
-        new = common.merged_parameters(self._specs, self.p, params)
+        new = merged_parameters(self._specs, self.p, params)
         model = None
-        if self.base_model is not None and any(p.name in common.MODEL_PARAMS for p in params):
+        if self.base_model is not None and any(p.name in MODEL_PARAMS for p in params):
             from robot_dynamics_ros.errors import UserError
 
             try:
-                model = common.model_with_params(self.base_model, new)
+                model = model_with_params(self.base_model, new)
             except UserError as exc:
                 return SetParametersResult(successful=False, reason=str(exc))
         self.p = new
@@ -291,7 +297,7 @@ class RetimingServiceNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros retiming_service`` entry point (SIGINT stops it)."""
-    return common.run_node("retiming_service", RetimingServiceNode, args)
+    return run_node("retiming_service", RetimingServiceNode, args)
 
 
 if __name__ == "__main__":

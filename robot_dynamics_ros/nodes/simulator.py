@@ -17,7 +17,7 @@ namespace (``-r __ns:=/r1``, a namespaced launch) moves every topic of the node;
 as ROS time is. Nothing in the defaults names a robot: the robot comes from ``urdf_path``,
 ``robot_description`` or the description topic, its joints in URDF order.
 
-Topics and parameters: docs/nodes.md and :data:`PARAMS`.
+Topics and parameters: docs/nodes.md and :data:`SCHEMA`.
 """
 from __future__ import annotations
 
@@ -30,51 +30,19 @@ from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 
-from robot_dynamics_ros.nodes import common, naming
-from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog, payload_params
+from robot_dynamics_ros.nodes import naming
+from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
+from robot_dynamics_ros.nodes.model_source import ModelLoader
+from robot_dynamics_ros.nodes.parameters import declare_parameters, merged_parameters, node_schema, validate_parameters
+from robot_dynamics_ros.nodes.runtime import run_node, steady_timer
+from robot_dynamics_ros.nodes.wire import GRAPH_CHECK_PERIOD, ExclusivePublisher, command_qos, joint_state_qos, qos_overrides
 from robot_dynamics_ros.sim.mujoco_sim import MujocoSim
 from robot_dynamics_ros.sim.runner import SimRunner, inertia_matrix
 
 NODE_NAME = "mujoco_simulator"
 
-PARAMS = [
-    ParamSpec("joints", [], "Joint order of the received Float64MultiArray effort commands. Empty: all "
-              "actuated joints in URDF order.", kind="string_array", read_only=True),
-    ParamSpec("controller_name", "effort_controller", "Commands are read from <controller_name>/commands "
-              "(relative to the node's namespace unless it starts with '/').", read_only=True),
-    ParamSpec("joint_states_topic", "joint_states", "sensor_msgs/JointState output topic (relative to the "
-              "node's namespace unless it starts with '/').", read_only=True),
-    ParamSpec("publish_rate", 500.0, "JointState publication rate, Hz (lockstep: control rate). Run-time "
-              "settable.", range=(1.0, 10000.0)),
-    ParamSpec("timestep", 0.001, "Physics step, s.", range=(1e-5, 0.1), read_only=True),
-    ParamSpec("integrator", "implicitfast", "MuJoCo integrator.",
-              choices=("Euler", "implicitfast", "implicit", "RK4"), read_only=True),
-    ParamSpec("lockstep", False, "Step only when a command arrives (1/publish_rate s per command).",
-              read_only=True),
-    ParamSpec("lockstep_resend", 0.1, "Lockstep: seconds without a command after which the last state is "
-              "published again (start-up, a lost message).", range=(0.01, 3600.0), read_only=True),
-    ParamSpec("start_on_first_command", False, "Free running: keep the physics paused (state still "
-              "published) until the first command after start or reset() arrives.", read_only=True),
-    ParamSpec("publish_clock", False, "Publish the simulated time on /clock (rosgraph_msgs/Clock) and stamp "
-              "JointState with it, as Gazebo does; run the other nodes with use_sim_time: true. The clock "
-              "never goes back (reset() continues from the last time).", read_only=True),
-    ParamSpec("clock_start", 0.0, "publish_clock: the published time (s) at the start of the simulation (a "
-              "zero stamp means 'now' to many ROS tools; e.g. 1000).", range=(0.0, 1e9), read_only=True),
-    ParamSpec("real_time_factor", 1.0, "Free running: simulated seconds per wall second.",
-              range=(0.01, 100.0)),
-    ParamSpec("initial_joint_names", [], "Joints given an initial position (others start at 0 clipped to "
-              "their limits).", kind="string_array", read_only=True),
-    ParamSpec("initial_positions", [], "Initial positions of initial_joint_names, rad or m.",
-              kind="double_array", read_only=True),
-    ParamSpec("gravity", [0.0, 0.0, -9.81], "Gravity in the world (= URDF root) frame, m/s².", length=3,
-              range=(-100.0, 100.0)),
-    *payload_params("the simulated payload", service=False),
-    ParamSpec("clamp_effort", True, "Clamp applied efforts to the URDF effort limits."),
-    ParamSpec("command_timeout", 0.0, "Free running: seconds without a command before efforts drop to "
-              "zero (0: hold the last command forever, like a forward controller).", range=(0.0, 3600.0)),
-    ParamSpec("log_period", 1.0, "Minimum seconds between two log lines of the same kind.",
-              range=(0.0, 3600.0)),
-]
+#: the node's parameters (``params/mujoco_simulator.yaml``: the robot source and this node's own)
+SCHEMA = node_schema("mujoco_simulator")
 
 
 class SimulatorNode(Node):
@@ -93,8 +61,8 @@ class SimulatorNode(Node):
     def __init__(self, node_name: str = NODE_NAME, **kwargs):
         self._shut = False
         super().__init__(node_name, **kwargs)
-        self._specs = {s.name: s for s in [*common.robot_source_params(), *PARAMS]}
-        self.p = common.declare_parameters(self, self._specs.values())
+        self._specs = SCHEMA.by_name
+        self.p = declare_parameters(self, self._specs.values())
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id="mujoco_simulator")
         self.sim: MujocoSim | None = None
@@ -104,11 +72,11 @@ class SimulatorNode(Node):
         self._lockstep = bool(self.p["lockstep"])
         # QoS: reliable keep-last 10 on both endpoints, changed with rclpy's standard overrides
         # (qos_overrides.<topic>.publisher|subscription.depth/reliability/history/durability)
-        self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], common.joint_state_qos(),
-                                               qos_overriding_options=common.qos_overrides())
+        self.state_pub = self.create_publisher(JointState, self.p["joint_states_topic"], joint_state_qos(),
+                                               qos_overriding_options=qos_overrides())
         # never next to another joint_states publisher (a real driver): before the first state, then at 1 Hz
-        self._exclusive = common.ExclusivePublisher(self, self.state_pub, self.diag)
-        self._graph_timer = common.steady_timer(self, common.GRAPH_CHECK_PERIOD, self._exclusive.check)
+        self._exclusive = ExclusivePublisher(self, self.state_pub, self.diag)
+        self._graph_timer = steady_timer(self, GRAPH_CHECK_PERIOD, self._exclusive.check)
         self._clock_pub = None
         if self.p["publish_clock"]:
             from rosgraph_msgs.msg import Clock
@@ -117,16 +85,16 @@ class SimulatorNode(Node):
             self._clock_msg = Clock()
         controller = str(self.p["controller_name"]).rstrip("/")
         self.cmd_sub = self.create_subscription(Float64MultiArray, f"{controller}/commands", self._on_command,
-                                                common.command_qos(),
-                                                qos_overriding_options=common.qos_overrides())
+                                                command_qos(),
+                                                qos_overriding_options=qos_overrides())
         self.command_topic = self.cmd_sub.topic_name  # resolved: namespaced, remapped
         self.add_on_set_parameters_callback(self._on_set_parameters)
         self._period = 1.0 / self.p["publish_rate"]
-        self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
+        self.loader = ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
         if self._lockstep:
-            self._timer = common.steady_timer(self, min(0.1, float(self.p["lockstep_resend"])), self._kick)
+            self._timer = steady_timer(self, min(0.1, float(self.p["lockstep_resend"])), self._kick)
         else:
-            self._timer = common.steady_timer(self, self._period, self._tick)
+            self._timer = steady_timer(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ model
     def _on_model(self, model, label: str) -> None:
@@ -184,10 +152,10 @@ class SimulatorNode(Node):
 
     # ------------------------------------------------------------------ parameters
     def _on_set_parameters(self, params) -> SetParametersResult:
-        ok, reason = common.validate_parameters(self._specs, params, self.p)
+        ok, reason = validate_parameters(self._specs, params, self.p)
         if not ok:
             return SetParametersResult(successful=False, reason=reason)
-        new = common.merged_parameters(self._specs, self.p, params)
+        new = merged_parameters(self._specs, self.p, params)
         if self.sim is not None and any(prm.name.startswith("payload.") for prm in params):
             try:
                 self._apply_payload(self.sim, new)
@@ -216,7 +184,7 @@ class SimulatorNode(Node):
             self.runner.set_period(self._period)
         if not self._lockstep:
             self.destroy_timer(self._timer)
-            self._timer = common.steady_timer(self, self._period, self._tick)
+            self._timer = steady_timer(self, self._period, self._tick)
 
     # ------------------------------------------------------------------ commands and stepping
     def _on_command(self, msg: Float64MultiArray) -> None:
@@ -246,6 +214,10 @@ class SimulatorNode(Node):
         if warning:
             self.log.warning("cmd_timeout", warning)
         self._publish()
+
+    def clock_subscribers(self) -> int:
+        """How many subscriptions match this node's ``/clock`` publisher (0 without ``publish_clock``)."""
+        return 0 if self._clock_pub is None else self._clock_pub.get_subscription_count()
 
     def now_ns(self) -> int:
         """The simulated time as published on /clock (ns): ``clock_start`` + the physics time."""
@@ -292,7 +264,7 @@ class SimulatorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros mujoco_simulator`` entry point (SIGINT stops it)."""
-    return common.run_node("mujoco_simulator", SimulatorNode, args)
+    return run_node("mujoco_simulator", SimulatorNode, args)
 
 
 if __name__ == "__main__":

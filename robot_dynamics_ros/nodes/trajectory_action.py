@@ -35,46 +35,17 @@ from robot_dynamics_ros.control.execution import (
     ABORTED, CANCELED, SUCCEEDED, ExecutionSettings, GoalRejected, TrajectoryExecution, goal_time_s,
     goal_tolerances,
 )
-from robot_dynamics_ros.control.speed_scaling import DEFAULT_JERK, DEFAULT_RATE
-from robot_dynamics_ros.nodes.common import ParamSpec, steady_timer
+from robot_dynamics_ros.nodes.runtime import steady_timer
 
-__all__ = ["FEEDBACK_RATE", "PARAMS", "core_settings_kwargs", "execution_settings", "TrajectoryActions"]
+__all__ = ["FEEDBACK_RATE", "core_settings_kwargs", "execution_settings", "TrajectoryActions"]
 
 #: Hz; feedback of the running goal (MoveIt ignores it; rqt and users watch it)
 FEEDBACK_RATE = 25.0
 
-PARAMS = [
-    ParamSpec("hardware_compensates_gravity", False, "The drives add g(q) themselves (Franka's libfranka torque "
-              "interface, UR torque control): subtract g(q) at the measured q from every command. Run-time "
-              "settable."),
-    ParamSpec("speed_scaling", 1.0, "Initial speed-scaling factor k (0..1): trajectory time advances at k, the "
-              "feedforward is RNEA(q, k q', k^2 q'' + dk/dt q'). ~/speed_scaling_input changes it at run time.",
-              range=(0.0, 1.0)),
-    ParamSpec("speed_scaling_rate", DEFAULT_RATE, "Largest |dk/dt| (1/s) of the speed-scaling factor.",
-              range=(1e-3, 1e3)),
-    ParamSpec("speed_scaling_jerk", DEFAULT_JERK, "Largest |d2k/dt2| (1/s^2) of the speed-scaling factor: keeps "
-              "the commanded acceleration continuous when k changes.", range=(1e-3, 1e5)),
-    ParamSpec("unset_gains", "model", "Modes feedforward/gravity with every gains.<joint>.p and .d zero: 'model' "
-              "uses critically damped PD gains p = w^2 M_jj(q0), d = 2 w M_jj(q0) at the first state "
-              "(w = model_gain_bandwidth); 'zero' keeps the zero gains (open loop).", choices=("model", "zero")),
-    ParamSpec("model_gain_bandwidth", 20.0, "Bandwidth w (rad/s) of the unset_gains 'model' gains.",
-              range=(0.1, 1000.0)),
-    ParamSpec("start_tolerance", 0.05, "FollowJointTrajectory: a first point at time_from_start 0 further than "
-              "this (rad) from the measured state is refused.", range=(0.0, 10.0)),
-    ParamSpec("path_tolerance", 0.0, "Default path position tolerance (rad) of a goal; 0: not checked.",
-              range=(0.0, 100.0)),
-    ParamSpec("goal_tolerance", 0.01, "Default goal position tolerance (rad); 0: not checked.",
-              range=(0.0, 100.0)),
-    ParamSpec("stopped_velocity_tolerance", 0.01, "|qd| (rad/s) below which the goal counts as reached.",
-              range=(0.0, 100.0)),
-    ParamSpec("goal_time", 0.5, "Default goal_time_tolerance (s, trajectory time) after the last point; 0: wait "
-              "without limit.", range=(0.0, 1e4)),
-    ParamSpec("allow_partial_joints_goal", False, "Accept goals naming only some joints (the others hold)."),
-]
-
 
 def core_settings_kwargs(p) -> dict:
-    """The :class:`~robot_dynamics_ros.control.computed_torque.ComputedTorqueSettings` fields of :data:`PARAMS`."""
+    """The :class:`~robot_dynamics_ros.control.computed_torque.ComputedTorqueSettings` fields of the
+    ``trajectory_execution`` parameters (``params/trajectory_execution.yaml``)."""
     return {"hardware_compensates_gravity": bool(p["hardware_compensates_gravity"]),
             "speed_scaling": float(p["speed_scaling"]), "speed_scaling_rate": float(p["speed_scaling_rate"]),
             "speed_scaling_jerk": float(p["speed_scaling_jerk"]), "unset_gains": str(p["unset_gains"]),
@@ -82,7 +53,7 @@ def core_settings_kwargs(p) -> dict:
 
 
 def execution_settings(p) -> ExecutionSettings:
-    """The :class:`ExecutionSettings` of :data:`PARAMS` values ``p``."""
+    """The :class:`ExecutionSettings` of the ``trajectory_execution`` parameters (``params/trajectory_execution.yaml``) values ``p``."""
     return ExecutionSettings(start_tolerance=float(p["start_tolerance"]), path_tolerance=float(p["path_tolerance"]),
                              goal_tolerance=float(p["goal_tolerance"]),
                              stopped_velocity_tolerance=float(p["stopped_velocity_tolerance"]),

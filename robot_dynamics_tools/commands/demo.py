@@ -81,7 +81,7 @@ class DemoRunner:
 
         from robot_dynamics_ros import robots
         from robot_dynamics_tools.commands import isolation
-        from robot_dynamics_ros.nodes import common
+        from robot_dynamics_ros.nodes import model_source, runtime
         from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
         from robot_dynamics_ros.nodes.simulator import SimulatorNode
 
@@ -90,7 +90,7 @@ class DemoRunner:
         path = self.entry.path
         if not path.is_file():
             raise UserError(f"URDF '{path}': no such file")
-        self.model = common.shared_model(str(path), self.entry.held_joints or None)
+        self.model = model_source.shared_model(str(path), self.entry.held_joints or None)
         self.pose = demo_pose(self.entry, self.model)
         held = self.model.held_joints
         source = [Parameter("urdf_path", value=str(path)),
@@ -119,7 +119,7 @@ class DemoRunner:
             from std_srvs.srv import SetBool
 
             self.enable_client = self.client_node.create_client(SetBool, "/gravity_compensation/enable")
-            self.executor = common.make_executor(executor, context=self.ctx)
+            self.executor = runtime.make_executor(executor, context=self.ctx)
             for n in self._nodes:
                 self.executor.add_node(n)
         except BaseException:

@@ -87,7 +87,7 @@ def record(topics: list[str], out: str, duration: float, *, storage: str = "mcap
     """
     import rclpy  # heavy: imported only when recording (the CLI stays light)
 
-    from robot_dynamics_ros.nodes.common import make_executor
+    from robot_dynamics_ros.nodes.runtime import make_executor
 
     if not (math.isfinite(duration) and duration > 0):
         raise UserError(f"--duration {duration!r}: must be a positive number of seconds")

@@ -360,7 +360,7 @@ class CoreRecomputation:
         self.observer = node_name == "external_torque_observer"
         if self.observer:
             from robot_dynamics_ros.control.external_torque import ExternalTorqueCore
-            from robot_dynamics_ros.nodes.common import model_with_params
+            from robot_dynamics_ros.nodes.model_source import model_with_params
             from robot_dynamics_ros.nodes.external_torque_observer import settings_from
 
             used = model_with_params(model, params)
@@ -386,7 +386,7 @@ class CoreRecomputation:
     def expected(self, records: list[Record]) -> list:
         """The command (array, command joint order) or None for each joint state of ``records``, in order;
         trajectory records are submitted to the core at their bag time."""
-        from robot_dynamics_ros.control.cdr import fields_from_message
+        from robot_dynamics_ros.nodes.cdr import fields_from_message
         from robot_dynamics_ros.control.interpolation import TrajectoryRejected
 
         core = self.core
@@ -445,7 +445,7 @@ class Replayer:
 
         from robot_dynamics_tools.commands import isolation
         from robot_dynamics_tools.commands.run import check_params_file
-        from robot_dynamics_ros.nodes import common
+        from robot_dynamics_ros.nodes import runtime
 
         ros_args = []
         for path in params_files:
@@ -462,7 +462,7 @@ class Replayer:
         try:
             self.node = _start_node(node_name, self.ctx, urdf)
             self.rep = rclpy.create_node("robot_dynamics_replay", context=self.ctx)
-            self.executor = common.make_executor("events", context=self.ctx)
+            self.executor = runtime.make_executor("events", context=self.ctx)
             self.executor.add_node(self.node)
             self.executor.add_node(self.rep)
         except BaseException:
@@ -491,7 +491,7 @@ class Replayer:
         from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
 
-        from robot_dynamics_ros.nodes import common
+        from robot_dynamics_ros.nodes import runtime, wire
 
         node, rep = self.node, self.rep
         res = ReplayResult()
@@ -535,7 +535,7 @@ class Replayer:
                 diff = float(np.max(np.abs(data - e))) if e.shape == data.shape else math.inf
                 res.max_abs_diff = max(res.max_abs_diff, diff)
 
-        rep.create_subscription(command_class, command_topic, on_command, common.command_qos(1000))
+        rep.create_subscription(command_class, command_topic, on_command, wire.command_qos(1000))
         # every other topic the node publishes is recorded as it comes (raw CDR)
         for pub in list(node.publishers):
             topic = pub.topic_name
@@ -546,7 +546,7 @@ class Replayer:
                                     lambda raw, topic=topic, mtype=mtype:
                                     res.recorded.append((topic, mtype, now_ns[0], bytes(raw))),
                                     100, raw=True)
-        pub_js = rep.create_publisher(JointState, js_in_topic, common.joint_state_qos(1000))
+        pub_js = rep.create_publisher(JointState, js_in_topic, wire.joint_state_qos(1000))
         pub_traj = rep.create_publisher(JointTrajectory, traj_in_topic, 10)
         pub_clock = rep.create_publisher(Clock, "/clock", 10)
         clock = Clock()
@@ -577,7 +577,7 @@ class Replayer:
         # as the node runs when it ships (spin_until_shutdown): long-lived objects out of the collector's way.
         # A full collection over this process's heap stalls the node for 0.1 s or more, longer than its
         # state_timeout by arrival, and the node would rightly treat its input as stale
-        common.freeze_gc()
+        runtime.freeze_gc()
         t_wall0 = time.perf_counter()
         t_bag0 = records[0].t_ns
         try:
@@ -731,7 +731,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from robot_dynamics_ros import robots
     from robot_dynamics_ros.model import RobotModel
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import parameters
 
     if args.rate is not None and not (args.rate > 0 and math.isfinite(args.rate)):
         raise UserError(f"--rate {args.rate}: must be a positive number")
@@ -757,7 +757,7 @@ def _run(args: argparse.Namespace) -> int:
     records, in_storage = read_inputs(args.in_bag, args.joint_states_topic, traj_topic)
     storage = args.storage or in_storage
 
-    source, held, _ = common.resolve_robot_source(params)
+    source, held, _ = parameters.resolve_robot_source(params)
     model = RobotModel.from_urdf(source, held_joints=held, joint_limits=params.get("joint_limits_path") or None)
     ignored_names = check_joint_names(records, model, args.joint_states_topic)
     replayer = Replayer(args.node, args.urdf, args.params, timeout=args.timeout, domain_id=args.domain_id)

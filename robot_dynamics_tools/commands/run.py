@@ -21,7 +21,7 @@ qualified names), and, one per line, the keys of an applied section that the nod
 (remaps such as ``-r __ns:=/r1``, ``-p name:=value``) go to every node, as with ``ros2 run``.
 
 Processes: every node runs in this process, on one rclpy executor, with one dynamics model per URDF
-(:func:`robot_dynamics_ros.nodes.common.shared_model`). ``retiming_service`` takes, solves and answers its
+(:func:`robot_dynamics_ros.nodes.model_source.shared_model`). ``retiming_service`` takes, solves and answers its
 requests in its own worker process (``solver_process``, :mod:`robot_dynamics_ros.retiming.worker`, nice
 +10), so a long request never holds this process's interpreter.
 
@@ -272,7 +272,7 @@ def start_nodes(names, *, context, urdf: str | None = None, joint_limits: str | 
 def run(args: argparse.Namespace) -> int:
     import rclpy
 
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import runtime
 
     if len(set(args.nodes)) != len(args.nodes):
         raise UserError(f"--nodes: a node is listed twice in {args.nodes}")
@@ -298,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
         nodes = start_nodes(list(args.nodes), context=ctx, urdf=args.urdf, joint_limits=joint_limits)
         for line in unmatched_sections(args.params, nodes) + undeclared_parameters(args.params, nodes):
             print(f"robot-dynamics run: warning: {line}", file=sys.stderr, flush=True)
-        executor = common.make_executor(args.executor, context=ctx)
+        executor = runtime.make_executor(args.executor, context=ctx)
         for n in nodes:
             executor.add_node(n)
         print(f"running {[n.get_name() for n in nodes]} with the {args.executor} executor"
@@ -308,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
         def finished():
             return t_end is not None and time.monotonic() >= t_end
 
-        common.spin_until_shutdown(executor, ctx, until=finished)
+        runtime.spin_until_shutdown(executor, ctx, until=finished)
         summary = {"nodes": [n.get_name() for n in nodes]}
         for n in nodes:
             diag = getattr(n, "diag", None)
@@ -317,4 +317,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary), flush=True)
         return 0
     finally:
-        common.close_ros(executor, nodes, ctx)
+        runtime.close_ros(executor, nodes, ctx)

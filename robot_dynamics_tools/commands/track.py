@@ -249,7 +249,7 @@ def _make_recorder_class():
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray
 
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import wire
 
     class Recorder(Node):
         """Sends the trajectory and records what the loop exchanges: the desired states the node publishes
@@ -271,9 +271,9 @@ def _make_recorder_class():
             self.pub_traj = self.create_publisher(JointTrajectory, "computed_torque/joint_trajectory", 10)
             self.sub_desired = self.create_subscription(JointState, "computed_torque/desired_state",
                                                         self._on_desired, 100, raw=True)
-            self.create_subscription(JointState, "joint_states", self._on_state, common.joint_state_qos(), raw=True)
+            self.create_subscription(JointState, "joint_states", self._on_state, wire.joint_state_qos(), raw=True)
             self.create_subscription(Float64MultiArray, "effort_controller/commands", self._on_command,
-                                     common.command_qos(), raw=True)
+                                     wire.command_qos(), raw=True)
 
         def record(self, topic, msgtype, raw: bytes, t_ns: int) -> None:
             if self.bag is not None:
@@ -336,7 +336,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
     from rclpy.parameter import Parameter
 
     from robot_dynamics_tools.commands import isolation
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import runtime
     from robot_dynamics_ros.nodes.computed_torque import ComputedTorqueNode
     from robot_dynamics_ros.nodes.simulator import SimulatorNode
 
@@ -377,7 +377,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         sim.stop_time = stop_s
         sim.on_publish.append(lambda t, q, qd, eff: states.append((t, q, qd, eff)))
         recorder = _make_recorder_class()(model, bag=bag, context=ctx)
-        executor = common.make_executor(executor_kind, context=ctx)
+        executor = runtime.make_executor(executor_kind, context=ctx)
         executor.add_node(node)
         executor.add_node(recorder)  # the simulator joins when the trajectory is in place
 
@@ -392,7 +392,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
                             and sim.state_pub.get_subscription_count() > 1
                             and sim.cmd_sub.get_publisher_count() > 0
                             and recorder.sub_desired.get_publisher_count() > 0
-                            and sim._clock_pub.get_subscription_count() > 0), 10.0, "DDS discovery")
+                            and sim.clock_subscribers() > 0), 10.0, "DDS discovery")
         # the node's clock must read sim time before the first state (else that state is "from the future")
         sim.publish_clock()
         spin_until(lambda: node.get_clock().now().nanoseconds == sim.now_ns(), 5.0, "/clock")
@@ -416,7 +416,7 @@ def _run_mode(mode, model, engine, plan: Plan, *, source, held, rate, pd_gains, 
         # the last desired_state may still be in flight
         spin_until(lambda: last_ns in recorder.desired, 2.0, "the last desired state")
     finally:
-        common.close_ros(executor, (node, sim, recorder), ctx)
+        runtime.close_ros(executor, (node, sim, recorder), ctx)
     # state k's command is the effort applied while stepping to state k + 1 (reported with state k + 1)
     t_ns = [epoch_ns + int(round(t * 1e9)) for t, *_ in states]
     applied = [eff for *_, eff in states[1:]] + [np.full(model.n, np.nan)]
@@ -553,7 +553,7 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
         UserError: unknown robot / URDF, unknown mode or tool frame, bad numbers, a timed-out run.
     """
     from robot_dynamics_ros import robots
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import model_source
 
     for name, v, lo, hi in (("rate", rate, 1.0, 10000.0), ("velocity_scale", velocity_scale, 1e-3, 1.0),
                             ("torque_margin", torque_margin, 1e-3, 1.0), ("pd_bandwidth", pd_bandwidth, 0.0, 1e4),
@@ -568,8 +568,8 @@ def track(urdf: str = "panda", *, out_dir: str | Path = "out", modes=MODES, rate
     entry = robots.resolve(urdf)
     source = str(Path(entry.path).resolve())
     held = dict(entry.held_joints)
-    model = common.shared_model(source, held or None, joint_limits or None)
-    engine = common.shared_engine(model)
+    model = model_source.shared_model(source, held or None, joint_limits or None)
+    engine = model_source.shared_engine(model)
     if model.n < 2:
         raise UserError(f"robot '{entry.name}' has {model.n} actuated joint(s); track needs an arm")
     tool = tool or default_tool_frame(model)

@@ -11,7 +11,7 @@ import pinocchio as pin
 import pytest
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
 from robot_dynamics_ros.control.core import ERROR, OK, WARN, plausibility_bounds, CoreSettings
 from robot_dynamics_ros.control.gravity_compensator import GravityCompensator, GravitySettings

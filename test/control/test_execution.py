@@ -14,7 +14,7 @@ import pytest
 from numpy.polynomial import Polynomial
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
 from robot_dynamics_ros.control.execution import (
     ABORTED, CANCELED, GOAL_TOLERANCE_VIOLATED, INVALID_GOAL, INVALID_JOINTS, OLD_HEADER_TIMESTAMP,

@@ -6,7 +6,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.control.core import ERROR, OK, WARN
 from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings
 

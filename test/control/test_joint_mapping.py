@@ -71,7 +71,7 @@ def test_unknown_names_ignored_and_reported():
 def test_caches_are_lru_bounded_and_unknown_names_not_stored():
     """100 000 messages whose names change every time: the caches stay at their bound and the good
     ordering, used every other message, is never evicted."""
-    from robot_dynamics_ros.control.cdr import JointStateFields
+    from robot_dynamics_ros.control.joint_mapping import JointStateFields
 
     m = JointStateMapper(MODEL, max_cached_orderings=8)
     good = JointStateFields(0, tuple(n.encode() for n in MODEL), (1.0, 2.0, 3.0, 4.0), (0.0,) * 4, ())
@@ -106,7 +106,7 @@ def test_plausibility_gates_reject_whole_message_and_count_per_joint():
     assert r.code is RejectCode.IMPLAUSIBLE and "position['j2'] = 1.0001" in r.detail
     r = m.update(["j4", "j1", "j2", "j3"], [0.0] * 4, [0.0, -2.5, 0.0, 0.0])      # reordered: j1's speed
     assert r.code is RejectCode.IMPLAUSIBLE and "velocity['j1'] = -2.5" in r.detail
-    r = m.update(["j3"], [1e300], [0.0])          # partial message, slow path: j3 is not gated in position
+    r = m.update(["j3"], [1e300], [0.0])          # partial message: j3 is not gated in position
     assert r is None
     r = m.update(["j4"], [-1e300], [0.0])
     assert r.code is RejectCode.IMPLAUSIBLE and "'j4'" in r.detail
@@ -194,7 +194,7 @@ def test_future_stamp_within_skew_does_not_block_correct_messages():
     assert m.update(MODEL, [2.0] * 4, [0.0] * 4, stamp_ns=now + 1_000_000, now_stamp_ns=now + 1_000_000,
                     max_future_ns=100_000_000) is None
     assert m.q[0] == 2.0
-    # partial messages (slow path) alike
+    # partial messages alike
     assert m.update(["j1"], [3.0], [0.0], stamp_ns=now + 90_000_000, now_stamp_ns=now + 2_000_000,
                     max_future_ns=100_000_000) is None
     assert m.update(["j1"], [4.0], [0.0], stamp_ns=now + 3_000_000, now_stamp_ns=now + 3_000_000,

@@ -161,9 +161,10 @@ def test_payload_recovered_then_set_payload_holds_the_loaded_arm(loop):
     """5 kg on panda_link8 with its COM 8.8 cm off the flange: ``identify --payload`` on a 20 s recording (the
     excitation run again by the computed-torque core on the IDENTIFIED arm model, which is also the arm model
     fixed in the payload fit), then the payload through the nodes' settings path
-    (``nodes.common.payload_request_fields`` -> ``payload.*`` parameters -> ``model_with_params``, what
+    (``nodes.services.payload_request_fields`` -> ``payload.*`` parameters -> ``model_with_params``, what
     ``~/set_payload`` runs) and the gravity core on that model holds the loaded plant."""
-    from robot_dynamics_ros.nodes.common import model_with_params, payload_request_fields
+    from robot_dynamics_ros.nodes.model_source import model_with_params
+    from robot_dynamics_ros.nodes.services import payload_request_fields
 
     tmp, prior, plant, traj = loop
     held = [a for j, v in HELD.items() for a in ("--held", f"{j}={v}")]

@@ -157,14 +157,14 @@ def test_armature_closed_form_and_gravity_unchanged(tmp_path):
 
 def test_shared_model_and_cli_apply_the_same_file(tmp_path):
     from robot_dynamics_tools.commands._args import add_robot_arguments, model_from_args
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import model_source, parameters
 
     path = str(_yaml(tmp_path / "f.yaml"))
     src = str(robots.resolve("panda").path)
     held = dict(robots.resolve("panda").held_joints)
-    plain = common.shared_model(src, held)
-    ident = common.shared_model(src, held, friction=path)
-    assert ident is not plain and ident is common.shared_model(src, held, friction=path)
+    plain = model_source.shared_model(src, held)
+    ident = model_source.shared_model(src, held, friction=path)
+    assert ident is not plain and ident is model_source.shared_model(src, held, friction=path)
     assert not plain.armature.any()
     parser = argparse.ArgumentParser()
     add_robot_arguments(parser)
@@ -172,15 +172,15 @@ def test_shared_model_and_cli_apply_the_same_file(tmp_path):
     for name in ("armature", "effort_offset", "damping", "friction"):
         np.testing.assert_array_equal(getattr(cli, name), getattr(ident, name))
     assert ident.armature[ident.index["panda_joint1"]] == 0.31
-    names = {s.name for s in common.robot_source_params()}
+    names = {s.name for s in parameters.robot_source_params()}
     assert "friction_path" in names
     with pytest.raises(UserError, match="friction YAML"):
-        common.shared_model(src, held, friction=str(tmp_path / "missing.yaml"))
+        model_source.shared_model(src, held, friction=str(tmp_path / "missing.yaml"))
 
 
 def _at_rest(model, measured, steps=400):
     """Feed the core a robot at rest at q with ``measured`` efforts for ``steps`` ms; last τ_ext."""
-    from robot_dynamics_ros.control.cdr import JointStateFields
+    from robot_dynamics_ros.control.joint_mapping import JointStateFields
     from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings
 
     core = ExternalTorqueCore(model, ObserverSettings(gain=50.0, threshold=(1e3,), torque_source="measured"))
@@ -208,7 +208,7 @@ def test_external_torque_subtracts_the_sensor_offset(tmp_path):
 
 
 def test_payload_change_warning_and_request_fields(tmp_path):
-    from robot_dynamics_ros.nodes.common import payload_change_warning, payload_request_fields
+    from robot_dynamics_ros.nodes.services import payload_change_warning, payload_request_fields
 
     assert payload_change_warning("panda_link8", 5.0, "panda_link8", 5.5) is None     # +10 %: not more
     w = payload_change_warning("panda_link8", 5.0, "panda_link8", 5.6)                 # +12 %

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from robot_dynamics_tools.commands import identify as identify_cmd
-from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings
 from robot_dynamics_ros.identification import data as data_mod
 from robot_dynamics_tools.recordings import read_bag

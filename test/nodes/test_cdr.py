@@ -1,4 +1,4 @@
-"""control/cdr.py against rclpy's own (de)serialization, the independent reference.
+"""nodes/cdr.py against rclpy's own (de)serialization, the independent reference.
 
 JointState: every hypothesis-generated message rclpy serializes must read back with the fields rclpy
 deserializes (names, stamp, position/velocity/effort, bit for bit incl. NaN/Inf/huge values and empty
@@ -20,8 +20,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray, MultiArrayDimension
 
-from robot_dynamics_ros.control.cdr import (Float64MultiArrayWriter, JointStateReader, fields_from_message,
-                                            read_joint_state)
+from robot_dynamics_ros.nodes.cdr import Float64MultiArrayWriter, JointStateReader, fields_from_message, read_joint_state
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper
 
 ARM = [f"panda_joint{i}" for i in range(1, 8)]
@@ -169,9 +168,9 @@ def test_reader_remembering_the_ordering_equals_a_full_parse(msgs, frame_ids, ju
 
 
 def test_joint_state_fields_falls_back_to_rclpy_for_what_the_reader_does_not_read():
-    """common.joint_state_fields: the reader's fields when it reads the buffer; rclpy's deserialization
+    """wire.joint_state_fields: the reader's fields when it reads the buffer; rclpy's deserialization
     when it returns None; an exception (which the nodes log) when rclpy cannot read it either."""
-    from robot_dynamics_ros.nodes.common import joint_state_fields
+    from robot_dynamics_ros.nodes.wire import joint_state_fields
 
     msg = _msg(ARM[::-1], [0.1 * i for i in range(7)], [float("nan")] * 7, [], 12, 34, "base")
     raw = serialize_message(msg)

@@ -57,7 +57,7 @@ def test_flag_latches_gravity_only_and_reset_waits_for_the_release(h):
 
 def test_core_collision_latch_without_ros():
     from robot_dynamics_ros import robots
-    from robot_dynamics_ros.control.cdr import JointStateFields
+    from robot_dynamics_ros.control.joint_mapping import JointStateFields
     from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
     from robot_dynamics_ros.model import RobotModel
 

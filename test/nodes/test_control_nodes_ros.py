@@ -257,7 +257,8 @@ def test_description_text_is_data_never_a_path_and_a_bad_one_keeps_the_model(wor
     from std_msgs.msg import String
 
     from robot_dynamics_ros import robots
-    from robot_dynamics_ros.nodes.common import description_qos, source_conflict
+    from robot_dynamics_ros.nodes.parameters import source_conflict
+    from robot_dynamics_ros.nodes.wire import description_qos
 
     node = world.gravity(urdf_path="")
     desc = world.peer.create_publisher(String, "/robot_description", description_qos())

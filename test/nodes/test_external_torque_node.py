@@ -133,7 +133,7 @@ def test_external_torque_writer_bytes_deserialize_to_the_message():
     """The preallocated CDR of ~/external_torque against rclpy's own deserializer."""
     from rclpy.serialization import deserialize_message
 
-    from robot_dynamics_ros.control.cdr import JointStateEffortWriter
+    from robot_dynamics_ros.nodes.cdr import JointStateEffortWriter
 
     for names in ([], ["a"], ARM, ["j_ü", "abc", "de"]):
         w = JointStateEffortWriter(names)

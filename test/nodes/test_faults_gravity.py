@@ -230,6 +230,15 @@ def _scaled_mass_urdf(factor: float) -> str:
     return re.sub(r'(<mass\s+value=")([^"]+)(")', lambda m: f"{m[1]}{float(m[2]) * factor!r}{m[3]}", text)
 
 
+def _wait_checked(node, old_model, timeout: float = 30.0) -> None:
+    """Until a model other than ``old_model`` is in use and its start-up cross-check (a child process, 1-2 s
+    on a loaded machine) has finished; the assertions that follow say whether it serves."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (node.core is None or node.model is old_model
+                                           or node.core.fault == "start-up cross-check running"):
+        time.sleep(0.01)
+
+
 def test_urdf_swapped_at_run_time_through_robot_description(probe, tmp_path):
     from std_msgs.msg import String
 
@@ -240,15 +249,15 @@ def test_urdf_swapped_at_run_time_through_robot_description(probe, tmp_path):
     time.sleep(0.1)
     assert not probe.commands, "commands before any robot model"
     probe.desc_pub.publish(String(data=Path(PANDA.urdf).read_text()))
-    deadline = time.monotonic() + 5
-    while node.mapper is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    _wait_checked(node, None)
     q = PANDA.base_pose
     assert probe.sentinel(q)
     # all link masses doubled: g(q) is linear in the masses, so the torques double exactly
     heavy = tmp_path / "panda_heavy.urdf"
     heavy.write_text(_scaled_mass_urdf(2.0))
+    first = node.model
     probe.desc_pub.publish(String(data=heavy.read_text()))
+    _wait_checked(node, first)
     g2 = gravity_of(q, str(heavy))
     np.testing.assert_allclose(g2, 2.0 * gravity_of(q), rtol=1e-12, atol=1e-12)
     deadline = time.monotonic() + 5

@@ -19,7 +19,7 @@ from std_srvs.srv import SetBool
 
 from robot_dynamics_ros import robots
 from robot_dynamics_ros.control.joint_mapping import RejectCode
-from robot_dynamics_ros.nodes.common import description_qos
+from robot_dynamics_ros.nodes.wire import description_qos
 from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
 from robot_dynamics_testing.ros_world import RosWorld
 
@@ -291,12 +291,12 @@ def test_model_from_robot_description_topic_transient_local(ref):
 
 
 def test_failed_crossval_means_no_commands(monkeypatch):
-    import robot_dynamics_ros.dynamics.crossval as cv
+    from robot_dynamics_ros.nodes import startup_check
 
     def broken(*a, **k):
         raise RuntimeError("engines disagree")
 
-    monkeypatch.setattr(cv, "crossvalidate", broken)
+    monkeypatch.setattr(startup_check, "run_in_child", broken)
     h = Harness()
     try:
         q = _state(np.random.default_rng(6))

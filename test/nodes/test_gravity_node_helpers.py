@@ -1,4 +1,4 @@
-"""nodes/common.py helpers the nodes rely on: parameter specs, rate-limited log, latency statistics."""
+"""nodes/ helpers (parameters, diagnostics, runtime) the nodes rely on: parameter specs, rate-limited log, latency statistics."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,8 @@ import rclpy
 from rclpy.exceptions import InvalidParameterValueException
 from rclpy.parameter import Parameter
 
-from robot_dynamics_ros.nodes.common import LatencyStats, ParamSpec, RateLimitedLog, resolve_robot_source
+from robot_dynamics_ros.nodes.diagnostics import LatencyStats, RateLimitedLog
+from robot_dynamics_ros.nodes.parameters import ParamSpec, resolve_robot_source
 from robot_dynamics_ros.errors import UserError
 
 
@@ -121,7 +122,7 @@ def test_freeze_gc_takes_the_start_up_objects_out_of_every_later_collection():
     are in the permanent generation (the 40 ms full collections of a node process, see freeze_gc)."""
     import gc
 
-    from robot_dynamics_ros.nodes.common import freeze_gc
+    from robot_dynamics_ros.nodes.runtime import freeze_gc
 
     junk = [[i] for i in range(50_000)]   # 50 000 tracked containers, alive across the freeze
     tracked_before = len(gc.get_objects())

@@ -7,18 +7,18 @@ import pytest
 from rclpy.serialization import serialize_message
 from sensor_msgs.msg import JointState
 
-from robot_dynamics_ros.control.cdr import MAX_PATTERN_NAMES, JointStateReader
+from robot_dynamics_ros.nodes.cdr import MAX_PATTERN_NAMES, JointStateReader
 from robot_dynamics_ros.control.joint_mapping import JointStateMapper, RejectCode
 
 NAMES = [f"j{i}" for i in range(7)]
 MS = 1_000_000
 
 
-@pytest.mark.parametrize("path", ["fast", "slow"])
-def test_a_state_stamped_ahead_does_not_block_the_correct_states_after_it(path):
+@pytest.mark.parametrize("ordering", ["model", "reversed"])
+def test_a_state_stamped_ahead_does_not_block_the_correct_states_after_it(ordering):
     m = JointStateMapper(NAMES)
     now = 10**12
-    names = NAMES if path == "fast" else NAMES[::-1]  # the fast path takes a known full ordering only
+    names = NAMES if ordering == "model" else NAMES[::-1]  # read as it is, or through the cached permutation
     kw = dict(max_future_ns=100 * MS)
     assert m.update(names, [0.1] * 7, [0.0] * 7, stamp_ns=now, arrival_ns=1, now_stamp_ns=now, **kw) is None
     assert m.update(names, [0.2] * 7, [0.0] * 7, stamp_ns=now + 90 * MS, arrival_ns=2,
@@ -88,7 +88,7 @@ def test_oversized_description_is_refused_by_its_size_before_deserialization():
     """The loader's raw callback: a 50 MB message is refused at once with one short line, nothing parsed."""
     from std_msgs.msg import String
 
-    from robot_dynamics_ros.nodes.common import ModelLoader
+    from robot_dynamics_ros.nodes.model_source import ModelLoader
 
     loader = ModelLoader.__new__(ModelLoader)   # only the callback's state, no node
     lines = []

@@ -86,7 +86,7 @@ def test_retiming_service_set_payload_swaps_model_and_retimer_keeping_friction(t
     from robot_dynamics_interfaces.srv import SetPayload
 
     from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
-    from robot_dynamics_ros.nodes.common import make_executor
+    from robot_dynamics_ros.nodes.runtime import make_executor
     from robot_dynamics_ros.nodes.retiming_service import RetimingServiceNode
 
     ctx = rclpy.Context()

@@ -34,7 +34,8 @@ def cell():
     from std_msgs.msg import String
 
     from robot_dynamics_interfaces.srv import RetimeTrajectory
-    from robot_dynamics_ros.nodes.common import description_qos, make_executor
+    from robot_dynamics_ros.nodes.runtime import make_executor
+    from robot_dynamics_ros.nodes.wire import description_qos
     from robot_dynamics_ros.nodes.retiming_service import RetimingServiceNode
     from robot_dynamics_ros.nodes.simulator import SimulatorNode
 

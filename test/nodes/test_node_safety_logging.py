@@ -9,7 +9,8 @@ import numpy as np
 from robot_dynamics_testing.reference import ProbeRobot
 from robot_dynamics_ros.control.gravity_compensator import GravityCompensator, GravitySettings
 from robot_dynamics_ros.model import RobotModel
-from robot_dynamics_ros.nodes.common import ModelLoader, RateLimitedLog, model_from_text
+from robot_dynamics_ros.nodes.diagnostics import RateLimitedLog
+from robot_dynamics_ros.nodes.model_source import ModelLoader, model_from_text
 
 PANDA = ProbeRobot.panda()
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
 from robot_dynamics_ros.control.interpolation import SPEED_FACTOR, START_TOLERANCE, TrajectoryRejected
 from robot_dynamics_ros.model import RobotModel

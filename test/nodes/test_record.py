@@ -11,7 +11,7 @@ from rosbags.highlevel import AnyReader
 from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 
-from robot_dynamics_ros.nodes.common import make_executor
+from robot_dynamics_ros.nodes.runtime import make_executor
 from robot_dynamics_testing.ros_world import SpinThread
 from robot_dynamics_tools import bags, cli
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.ros
 def ros():
     from robot_dynamics_interfaces.srv import RetimeTrajectory
 
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import runtime
     from robot_dynamics_ros.nodes.retiming_service import RetimingServiceNode
 
     ctx = rclpy.Context()
@@ -38,7 +38,7 @@ def ros():
     client_node = rclpy.create_node("retiming_test_client", context=ctx)
     ticks = []
     client_node.create_timer(0.002, lambda: ticks.append(time.monotonic()))
-    executor = common.make_executor("single", context=ctx)
+    executor = runtime.make_executor("single", context=ctx)
     executor.add_node(node)
     executor.add_node(client_node)
     thread = threading.Thread(target=executor.spin, daemon=True)

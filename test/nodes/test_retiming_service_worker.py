@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 def ros():
     from robot_dynamics_interfaces.srv import RetimeTrajectory
 
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import runtime
     from robot_dynamics_ros.nodes.retiming_service import RetimingServiceNode
 
     ctx = rclpy.Context()
@@ -40,11 +40,11 @@ def ros():
     ticks: list[float] = []
     node.create_timer(0.002, lambda: ticks.append(time.monotonic()))  # in the node's own executor
     client_node = rclpy.create_node("rt_worker_test_client", context=ctx)
-    executor = common.make_executor("single", context=ctx)
+    executor = runtime.make_executor("single", context=ctx)
     executor.add_node(node)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
-    client_executor = common.make_executor("single", context=ctx)
+    client_executor = runtime.make_executor("single", context=ctx)
     client_executor.add_node(client_node)
     client_thread = threading.Thread(target=client_executor.spin, daemon=True)
     client_thread.start()

@@ -95,7 +95,7 @@ def run_lockstep(plant_path, controller, q0, duration, bag_path, sim_params=()):
 
     from robot_dynamics_tools.bags import BagWriter
     from robot_dynamics_tools.commands import isolation
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import runtime, wire
     from robot_dynamics_ros.nodes.simulator import SimulatorNode
 
     make, start = controller
@@ -123,9 +123,9 @@ def run_lockstep(plant_path, controller, q0, duration, bag_path, sim_params=()):
                 st = deserialize_message(raw, JointState).header.stamp
                 bag.write_serialized("/joint_states", JointState, raw, st.sec * 1_000_000_000 + st.nanosec)
 
-            peer.create_subscription(JointState, "joint_states", on_state, common.joint_state_qos(depth=1000),
+            peer.create_subscription(JointState, "joint_states", on_state, wire.joint_state_qos(depth=1000),
                                      raw=True)
-            ex = common.make_executor("events", context=ctx)
+            ex = runtime.make_executor("events", context=ctx)
             ex.add_node(node)
             ex.add_node(peer)
 
@@ -150,7 +150,7 @@ def run_lockstep(plant_path, controller, q0, duration, bag_path, sim_params=()):
             while time.monotonic() < end:
                 ex.spin_once(timeout_sec=0.01)
     finally:
-        common.close_ros(ex, (node, sim, peer), ctx)
+        runtime.close_ros(ex, (node, sim, peer), ctx)
     return wall
 
 

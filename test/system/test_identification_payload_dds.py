@@ -6,7 +6,7 @@ test_identification_loop_dds.py).
 simulator's ``payload.*`` parameters); the ``computed_torque`` node, on the plant's arm URDF (the arm model
 fixed, as ``identify --payload`` takes it), follows the ``excite`` trajectory for 20 s; ``identify
 --payload`` on the recorded bag. Then the ``gravity_compensation`` node (plant arm URDF) receives the
-identified payload through ``~/set_payload`` (fields from ``nodes.common.payload_request_fields``) before
+identified payload through ``~/set_payload`` (fields from ``nodes.services.payload_request_fields``) before
 the simulation starts, and holds the loaded arm for 5 s. The plant's Coulomb friction is MuJoCo's dry
 friction here, which holds any residual below fc; the hold without any stiction (creep δg·v_s/fc) is
 test_identification_loop.py's. Without the service call the same hold falls away.
@@ -65,7 +65,7 @@ def _gravity_node(urdf, request_fields, responses):
 
 
 def test_payload_from_a_bag_then_set_payload_on_the_gravity_node_holds_the_arm(tmp_path):
-    from robot_dynamics_ros.nodes.common import payload_request_fields
+    from robot_dynamics_ros.nodes.services import payload_request_fields
 
     prior = RobotModel.from_urdf(ROBOTS["panda"].path, held_joints=HELD)
     traj = write_plant_and_excitation(tmp_path, prior)

@@ -118,7 +118,7 @@ def simulator_bags(tmp_path_factory):
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
-    from robot_dynamics_ros.nodes import common
+    from robot_dynamics_ros.nodes import runtime
     from robot_dynamics_ros.nodes.simulator import SimulatorNode
 
     d = tmp_path_factory.mktemp("sim")
@@ -135,7 +135,7 @@ def simulator_bags(tmp_path_factory):
         rec = rclpy.create_node("recorder", context=ctx)
         rec.create_subscription(JointState, "/joint_states",
                                 lambda raw: records.append((time.time_ns(), bytes(raw))), 1000, raw=True)
-        ex = common.make_executor("events", context=ctx)
+        ex = runtime.make_executor("events", context=ctx)
         ex.add_node(sim)
         ex.add_node(rec)
         end = time.monotonic() + 10.0

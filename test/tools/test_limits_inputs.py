@@ -313,7 +313,8 @@ def test_joint_limits_entries_for_joints_the_urdf_lacks_are_ignored_with_a_warni
 
 def test_a_node_logs_what_the_lenient_loader_accepted(tmp_path):
     """A node given such a joint_limits file logs the same warning the CLI prints (once, at load)."""
-    from robot_dynamics_ros.nodes.common import ModelLoader, robot_source_params
+    from robot_dynamics_ros.nodes.model_source import ModelLoader
+    from robot_dynamics_ros.nodes.parameters import robot_source_params
 
     path = tmp_path / "joint_limits.yaml"
     path.write_text(yaml.safe_dump({"joint_limits": {"gripper_finger_joint": {"has_velocity_limits": True,

@@ -17,12 +17,14 @@ was in the buffer), so nothing here compares them.
 
 Anything else (big-endian or XCDR2 encapsulation, a buffer that ends early) is not parsed here:
 :func:`read_joint_state` returns ``None`` and the caller deserializes with rclpy. The result is tested
-against ``rclpy.serialization`` on hypothesis-generated messages (``test/test_cdr.py``).
+against ``rclpy.serialization`` on hypothesis-generated messages (``test/nodes/test_cdr.py``). The fields
+read (:class:`~robot_dynamics_ros.control.joint_mapping.JointStateFields`) are the ROS-free cores' input.
 """
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 
 #: encapsulation identifier + options of plain little-endian CDR (XCDR1), as rmw_fastrtps writes it
 CDR_LE_HEADER = b"\x00\x01\x00\x00"
@@ -40,24 +42,6 @@ def _doubles(n: int) -> struct.Struct:
             _DOUBLES.clear()
         s = _DOUBLES[n] = struct.Struct(f"<{n}d")
     return s
-
-
-class JointStateFields(NamedTuple):
-    """The fields of a ``sensor_msgs/JointState`` the control nodes use.
-
-    Attributes:
-        stamp_ns: ``header.stamp`` in ns (``sec * 10**9 + nanosec``; 0 = not stamped).
-        names: ``name`` as raw UTF-8 ``bytes`` (decoding is left to the caller, which caches it per
-            ordering: see :meth:`~robot_dynamics_ros.control.joint_mapping.JointStateMapper.update_fields`).
-        position, velocity, effort: the sequences (rad or m, rad/s or m/s, N·m or N), as tuples of float;
-            empty tuples when the message has none.
-    """
-
-    stamp_ns: int
-    names: tuple[bytes, ...]
-    position: tuple[float, ...]
-    velocity: tuple[float, ...]
-    effort: tuple[float, ...]
 
 
 def fields_from_message(msg) -> JointStateFields:
@@ -251,7 +235,7 @@ class Float64MultiArrayWriter:
 class JointStateEffortWriter:
     """Serializes the ``~/external_torque`` message — a ``sensor_msgs/JointState`` with a stamp, empty
     ``frame_id``, fixed ``name``, no position or velocity and ``n`` efforts — into one preallocated buffer,
-    in the plain little-endian CDR (XCDR1) of :mod:`robot_dynamics_ros.control.cdr` (header, then fields in
+    in the plain little-endian CDR (XCDR1) of :mod:`robot_dynamics_ros.nodes.cdr` (header, then fields in
     declaration order, each primitive aligned to its size from the end of the 4-byte encapsulation header;
     strings as uint32 length with the NUL, then bytes; sequences as uint32 count, then elements). What
     rclpy would spend turning a ``JointState`` object into bytes per message (the names, three arrays) is
