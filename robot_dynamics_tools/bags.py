@@ -180,7 +180,21 @@ def rosbags_to_rclpy(obj: Any, store) -> Any:
     return deserialize_message(bytes(store.serialize_cdr(obj, msgtype)), rclpy_class(msgtype))
 
 
+def exact_cdr(data: bytes, msgtype: str, store) -> bytes:
+    """``data`` (CDR bytes of a ``msgtype``) without the bytes after the message's end.
+
+    Raises:
+        BagError: the bytes are not a ``msgtype`` of ``store`` (naming the type and the reason).
+    """
+    _, end = _decode_rosbags_end(data, msgtype, store)
+    return data[:end]
+
+
 def _decode_rosbags(data: bytes, msgtype: str, store) -> Any:
+    return _decode_rosbags_end(data, msgtype, store)[0]
+
+
+def _decode_rosbags_end(data: bytes, msgtype: str, store) -> tuple[Any, int]:
     try:
         msgdef = store.get_msgdef(msgtype)
     except Exception:  # rosbags raises TypesysError (KeyError subclass in some versions)
@@ -189,11 +203,13 @@ def _decode_rosbags(data: bytes, msgtype: str, store) -> Any:
         raise BagError(f"{msgtype}: not CDR data")
     func = msgdef.deserialize_cdr_le if data[1] else msgdef.deserialize_cdr_be
     try:
-        obj, _ = func(memoryview(data)[4:], 0, msgdef.cls, store)
+        obj, pos = func(memoryview(data)[4:], 0, msgdef.cls, store)
     except Exception as exc:
         raise BagError(f"{msgtype}: CDR data does not match the typestore's definition ({exc})") from None
+    if 4 + pos > len(data):
+        raise BagError(f"{msgtype}: CDR data ends {4 + pos - len(data)} bytes early")
     # Bytes left over are not checked: rclpy's serialized buffers carry unspecified slack after the data.
-    return obj
+    return obj, 4 + pos
 
 
 # -------------------------------------------------------------------------------------------------- writer
@@ -313,10 +329,15 @@ class BagWriter:
     def write_serialized(self, topic: str, msgtype: str | type, data: bytes, t_ns: int) -> None:
         """Write one message given as CDR bytes (e.g. from an rclpy ``raw=True`` subscription).
 
+        Every record is checked against the typestore before it is written, so whatever this writer
+        writes deserializes with rosbags: bytes after the message's end (rclpy's ``serialize_message``
+        can report a buffer longer than the data, the excess uninitialized) are cut off.
+
         Raises:
-            BagError: wrong type for the topic, bad ``t_ns``.
+            BagError: wrong type for the topic, bad ``t_ns``, bytes that are not a message of the type.
         """
-        self._write(self._connection(topic, msgtype_name(msgtype)), t_ns, data)
+        conn = self._connection(topic, msgtype_name(msgtype))
+        self._write(conn, t_ns, exact_cdr(bytes(data), conn.msgtype, self.store))
 
     def _write(self, conn, t_ns: int, data) -> None:
         if not isinstance(t_ns, int) or t_ns < 0:

@@ -32,7 +32,7 @@ def read_bag(path: str | Path, topic: str | None = None) -> Recording:
             topic = next(iter(topics))
         bag.check_topics({topic: JOINT_STATE})
         names = None
-        t, q, qd, tau = [], [], [], []
+        t, t_rec, q, qd, tau = [], [], [], [], []
         has_v = True
         for rec in bag.messages([topic]):
             m = rec.msg
@@ -49,15 +49,17 @@ def read_bag(path: str | Path, topic: str | None = None) -> Recording:
                 raise _fail_data(src, f"topic {topic}: messages carry no efforts (effort has {len(m.effort)} "
                                  f"entries for {n} joints); identification needs measured torques")
             has_v = has_v and len(m.velocity) == n
-            stamp = m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec
-            t.append((stamp if stamp > 0 else rec.t_ns) * 1e-9)
+            t.append(m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec)
+            t_rec.append(rec.t_ns)
             q.append(list(m.position))
             qd.append(list(m.velocity) if len(m.velocity) == n else [math.nan] * n)
             tau.append(list(m.effort))
     if names is None or len(t) < 3:
         raise _fail_data(src, f"topic {topic}: {len(t)} JointState messages, need many more")
-    t0 = t[0]
-    return Recording(np.array(t) - t0, names, np.array(q), np.array(qd) if has_v else None, None,
+    # header stamps when every message has one; else the record times throughout: one unstamped message (a
+    # simulator's clock at 0) must not put wall time among simulated stamps
+    times = np.array(t if min(t) > 0 else t_rec, dtype=np.int64)
+    return Recording((times - times[0]) * 1e-9, names, np.array(q), np.array(qd) if has_v else None, None,
                      np.array(tau), src)
 
 

@@ -1097,6 +1097,11 @@ CONTROL_PARAMS = [
     ParamSpec("state_timeout", 0.1, "A joint state older than this (s; by header stamp against the node "
               "clock and by arrival time) is stale: the safe command is published instead.",
               range=(1e-4, 3600.0)),
+    ParamSpec("arrival_clock", "steady", "Clock of a state's arrival age (see state_timeout): 'steady' "
+              "(monotonic: staleness holds when /clock stops together with the states), 'node' (the node "
+              "clock: with use_sim_time, staleness follows the bag's /clock at any replay speed; a stopped "
+              "/clock then never makes a state stale; what robot-dynamics replay uses).",
+              choices=("steady", "node"), read_only=True),
     ParamSpec("position_margin", 0.1, "A measured revolute position beyond its URDF limits by more than "
               "this (rad) rejects the message as implausible (continuous joints are not gated).",
               range=(0.0, 100.0)),
@@ -1319,6 +1324,7 @@ class ControlShell:
         #: the node's use_sim_time (the node updates it): without sim time, ROS time is the system time and
         #: time.time_ns() saves ~3 µs per message over the clock's now()
         self.sim_time = bool(node.get_parameter("use_sim_time").value)
+        self._arrival_on_node_clock = node.p.get("arrival_clock", "steady") == "node"
         self.config_error: Exception | None = None
         self.last_error = ""
         self.incompatible_qos = 0
@@ -1423,6 +1429,10 @@ class ControlShell:
                 self.sim_time = bool(prm.value)
         return SetParametersResult(successful=True)
 
+    def arrival_now_ns(self) -> int:
+        """"Now" on the clock of arrival ages (``arrival_clock``): monotonic ns, or the node clock's ns."""
+        return self._clock.now().nanoseconds if self._arrival_on_node_clock else time.monotonic_ns()
+
     # ------------------------------------------------------------------ per message
     def receive(self, raw: bytes):
         """The joint_states hot path up to the core: take the newest queued state (counting the skipped),
@@ -1445,7 +1455,7 @@ class ControlShell:
             fields = self.read(node._reader, raw)
             if fields is None:
                 return None
-        arrival = time.monotonic_ns()
+        arrival = self.arrival_now_ns()
         now_ns = self._clock.now().nanoseconds if self.sim_time else time.time_ns()
         rej = core.on_joint_state(fields, arrival, now_ns)
         if rej is not None:
@@ -1514,7 +1524,7 @@ class ControlShell:
             self.check_graph()
         mapper = core.mapper
         now_ns = node.get_clock().now().nanoseconds
-        res = core.step(now_ns, time.monotonic_ns()) if mapper.ready else None
+        res = core.step(now_ns, self.arrival_now_ns()) if mapper.ready else None
         if res is not None and res.safe:
             w = writer()
             if publish_safe and res.command is not None and w is not None and node.pub is not None:
@@ -1539,7 +1549,7 @@ class ControlShell:
                 diag.set_level(Diagnostics.WARN, text)
         elif mapper.accepted == 0 and not core.fault and self.log.due("no_state"):
             self.log.warning("no_state", f"{WAITING_FOR_STATES}: {self.no_state_text()}")
-        diag.set("state_age_s", round(mapper.age(now_ns, time.monotonic_ns()), 6) if mapper.ready else "never")
+        diag.set("state_age_s", round(mapper.age(now_ns, self.arrival_now_ns()), 6) if mapper.ready else "never")
         diag.set("clamp_count", core.clamped)
         diag.set("rejected_by_joint", dict(mapper.rejected_joints))
         diag.set("unknown_names", mapper.unknown_name_count)

@@ -250,7 +250,7 @@ class ComputedTorqueNode(LifecycleNode):
         if self.core is None or not self._active:
             return
         now = self._clock.now().nanoseconds
-        self._control(now, time.monotonic_ns(), now)
+        self._control(now, self.shell.arrival_now_ns(), now)
 
     def _control(self, now_ns: int, arrival_ns: int, sample_ns: int) -> None:
         """One control tick: the core's command (or safe command) at ``sample_ns``, published."""

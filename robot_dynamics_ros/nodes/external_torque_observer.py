@@ -41,8 +41,8 @@ from robot_dynamics_ros.nodes.common import CONTROL_PARAMS, Diagnostics, ParamSp
 
 NODE_NAME = "external_torque_observer"
 
-_SHARED = ("autostart", "joint_states_topic", "latest_state_wins", "state_timeout", "position_margin",
-           "prismatic_margin", "velocity_factor", "payload.link", "payload.mass", "payload.com",
+_SHARED = ("autostart", "joint_states_topic", "latest_state_wins", "state_timeout", "arrival_clock",
+           "position_margin", "prismatic_margin", "velocity_factor", "payload.link", "payload.mass", "payload.com",
            "payload.inertia", "log_period", "diagnostics_period")
 
 #: parameters of this node besides :func:`common.robot_source_params` and the shared control parameters
@@ -239,7 +239,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
         """Safety timer: staleness when joint_states stop (the observer restarts), then the diagnostics."""
         core = self.core
         if core is not None and self._active:
-            res = core.step(self.get_clock().now().nanoseconds, time.monotonic_ns()) if core.mapper.ready else None
+            res = core.step(self.get_clock().now().nanoseconds, self.shell.arrival_now_ns()) if core.mapper.ready else None
             if res is not None and res.tau_ext is None:
                 self.shell.report(res)
             self.diag.set("collision", bool(core.detector.collision))

@@ -200,7 +200,7 @@ class GravityCompensationNode(LifecycleNode):
         core = self.core
         if self._kick and core is not None and self._active and core.mapper.ready:
             self._kick = False
-            res = core.step(self._clock.now().nanoseconds, time.monotonic_ns())
+            res = core.step(self._clock.now().nanoseconds, self.shell.arrival_now_ns())
             if res.command is not None and not res.safe:
                 self.pub.publish(self._writer.write(res.command))
                 self.published += 1

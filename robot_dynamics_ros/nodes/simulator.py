@@ -58,8 +58,9 @@ PARAMS = [
     ParamSpec("publish_clock", False, "Publish the simulated time on /clock (rosgraph_msgs/Clock) and stamp "
               "JointState with it, as Gazebo does; run the other nodes with use_sim_time: true. The clock "
               "never goes back (reset() continues from the last time).", read_only=True),
-    ParamSpec("clock_start", 0.0, "publish_clock: the published time (s) at the start of the simulation (a "
-              "zero stamp means 'now' to many ROS tools; e.g. 1000).", range=(0.0, 1e9), read_only=True),
+    ParamSpec("clock_start", 1000.0, "publish_clock: the published time (s) at the start of the simulation; "
+              "positive, since a zero stamp means 'now' (or 'unstamped') to many ROS tools and recorders, which "
+              "then mix wall time into a simulated recording.", range=(1e-3, 1e9), read_only=True),
     ParamSpec("real_time_factor", 1.0, "Free running: simulated seconds per wall second.",
               range=(0.01, 100.0)),
     ParamSpec("initial_joint_names", [], "Joints given an initial position (others start at 0 clipped to "

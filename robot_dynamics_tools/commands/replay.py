@@ -69,7 +69,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_dynamics_ros import bags
+from robot_dynamics_tools import bags
 from robot_dynamics_ros.errors import UserError
 
 #: nodes replay can drive: node name (= section of the params file)
@@ -486,7 +486,7 @@ class Replayer:
     def run(self, records: list[Record], expected: list, *, rate: float | None) -> ReplayResult:
         """Publish ``records``; ``expected[i]`` is the recomputed command of joint state i (None: no command
         expected). ``rate`` None = flow controlled."""
-        from rclpy.serialization import serialize_message
+        from rclpy.serialization import deserialize_message
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
@@ -504,7 +504,7 @@ class Replayer:
         js_in_topic = node.get_parameter("joint_states_topic").value
         traj_in_topic = f"/{node.get_name()}/joint_trajectory"
 
-        def on_command(msg) -> None:
+        def on_command(raw: bytes) -> None:
             t = time.perf_counter()
             if input_over[0]:
                 # the input has ended: the node holds its safe command on stale input (by design, on the
@@ -512,8 +512,11 @@ class Replayer:
                 res.after_input += 1
                 return
             res.commands += 1
-            res.recorded.append((command_topic, command_type, now_ns[0], bytes(serialize_message(msg))))
-            data = np.asarray(command_values(msg), dtype=float)
+            # the bytes the node wrote, as they came off the wire: re-serializing the message with rclpy
+            # (rmw_fastrtps' serialize) gives a length 8 bytes too long for a JointState with empty arrays,
+            # the excess uninitialized memory, which rosbags rightly refuses to read
+            res.recorded.append((command_topic, command_type, now_ns[0], bytes(raw)))
+            data = np.asarray(command_values(deserialize_message(raw, command_class)), dtype=float)
             if not pending:
                 res.unmatched_commands += 1
                 return
@@ -535,7 +538,7 @@ class Replayer:
                 diff = float(np.max(np.abs(data - e))) if e.shape == data.shape else math.inf
                 res.max_abs_diff = max(res.max_abs_diff, diff)
 
-        rep.create_subscription(command_class, command_topic, on_command, common.command_qos(1000))
+        rep.create_subscription(command_class, command_topic, on_command, common.command_qos(1000), raw=True)
         # every other topic the node publishes is recorded as it comes (raw CDR)
         for pub in list(node.publishers):
             topic = pub.topic_name
@@ -588,6 +591,12 @@ class Replayer:
                         spin(timeout_sec=min(left, 0.005))
                 now_ns[0] = r.t_ns
                 publish_clock(r.t_ns)
+                # the node must read this record's time before the record reaches it: /clock and the input
+                # are different topics, and DDS does not order them, so the node could otherwise stamp the
+                # record (a trajectory's start, a state's age) with the previous time, differently run to run
+                wait_until = time.perf_counter() + self.timeout
+                while node.get_clock().now().nanoseconds < r.t_ns and time.perf_counter() < wait_until:
+                    spin(timeout_sec=0.001)
                 res.recorded.append((r.topic, r.msgtype, r.t_ns, r.raw))
                 if r.index < 0:
                     accepted = getattr(node, "trajectories_accepted", 0) + getattr(node, "trajectories_rejected", 0)
@@ -668,8 +677,10 @@ def _start_node(name: str, ctx, urdf: str):
     cls = node_class(name)
     # latest_state_wins false: the node answers every state in order (not only the newest queued one), so
     # each replayed input has its own command to compare
+    # arrival_clock node: the node's staleness by arrival follows the bag's /clock, so a replay at any
+    # speed (or a stall of this machine) ages the input as the recording did
     overrides = [Parameter("urdf_path", value=str(urdf)), Parameter("use_sim_time", value=True),
-                 Parameter("latest_state_wins", value=False)]
+                 Parameter("latest_state_wins", value=False), Parameter("arrival_clock", value="node")]
     if name == "computed_torque":
         overrides.append(Parameter("tick_source", value="joint_states"))
     try:

@@ -252,8 +252,9 @@ def test_sixty_seconds_at_500_hz_as_fast_as_possible(tmp_path, capfd, panda):
 
 
 # ------------------------------------------------------------------------------------------- computed torque
-def write_tracking_bag(path: Path, storage: str) -> None:
-    """1 s of 500 Hz joint states near the demo pose, a 3-point JointTrajectory (reversed joint order) at 0.2 s."""
+def write_tracking_bag(path: Path, storage: str, trajectory_at: int = 100) -> None:
+    """1 s of 500 Hz joint states near the demo pose, a 3-point JointTrajectory (reversed joint order) before
+    joint state ``trajectory_at`` (default 100: at 0.2 s; 0: recorded 0.2 s before the first joint state)."""
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
     q0 = np.array([0.3, 0.6, -0.4, -1.6, 0.5, 1.9, 0.7])
@@ -262,13 +263,13 @@ def write_tracking_bag(path: Path, storage: str) -> None:
             t, ns = k / 500, T0 + k * 2_000_000
             q = q0 + 0.05 * np.sin(2 * np.pi * t + np.arange(7))
             qd = 0.1 * np.pi * np.cos(2 * np.pi * t + np.arange(7))
-            if k == 100:
+            if k == trajectory_at:
                 tr = JointTrajectory(joint_names=ARM[::-1])
                 for dt, dq in ((0.3, 0.1), (0.6, 0.2), (0.7, 0.15)):
                     p = JointTrajectoryPoint(positions=list((q0 + dq)[::-1]))
                     p.time_from_start.nanosec = int(round(dt * 1e9))
                     tr.points.append(p)
-                w.write("/computed_torque/joint_trajectory", tr, ns + 50_000)
+                w.write("/computed_torque/joint_trajectory", tr, ns + 50_000 if k else T0 - 200_000_000)
             m = JointState(name=[*ARM, *FINGERS], position=[*q, 0.02, 0.02], velocity=[*qd, 0.0, 0.0])
             m.header.stamp.sec, m.header.stamp.nanosec = divmod(ns, 10**9)
             w.write("/joint_states", m, ns + 150_000)
@@ -301,6 +302,21 @@ def test_computed_torque_with_a_trajectory(tmp_path, capfd, panda, mode):
         d = np.array([50.0, 50, 50, 20, 20, 20, 10])
         want = NewtonEulerDynamics(panda).gravity(q) + p * (q_d - q) + d * (qd_d - qd)
         np.testing.assert_allclose(tau, np.clip(want, -panda.effort_limit, panda.effort_limit), rtol=0, atol=1e-9)
+
+
+def test_computed_torque_as_fast_as_possible_is_the_same_run_after_run(tmp_path, capfd):
+    """The trajectory precedes the first joint state: three flow-controlled replays record the same commands
+    (bit for bit) and each equals the offline recomputation. The node must read each record's /clock time
+    before the record reaches it (DDS does not order two topics)."""
+    write_tracking_bag(tmp_path / "in", "sqlite3", trajectory_at=0)
+    runs = []
+    for i in range(3):
+        status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / f"out{i}", "--urdf", "panda",
+                              "--params", PARAMS, "--node", "computed_torque", "--as-fast-as-possible")
+        assert status == 0 and s["ok"] and s["dropped"] == 0 and s["max_abs_diff_nm"] <= 1e-9, json.dumps(s)
+        runs.append(recorded_commands(tmp_path / f"out{i}"))
+    assert runs[0].shape == (500, 7)
+    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
 
 
 def test_output_and_input_checked_before_any_work(tmp_path, capfd):
@@ -470,3 +486,35 @@ def test_observer_replayed_on_a_recorded_push_matches_jacobian_transpose_force(t
     err = np.abs(tau_ext[after] - ext[after]).max() / peak
     assert err <= 0.1, err
     assert np.abs(tau_ext[(k > 20) & (k * 1e-3 < t_on)]).max() < 0.01 * peak  # before the push: no contact
+    assert_every_message_deserializes_with_rosbags(tmp_path / "out", s["recorded"])
+
+
+def assert_every_message_deserializes_with_rosbags(path: Path, count: int) -> None:
+    """Every record of the bag deserializes with rosbags' own reader and typestore (no rclpy involved)."""
+    from rosbags.rosbag2 import Reader
+
+    store = bags.typestore("latest")
+    n = 0
+    with Reader(path) as reader:
+        for conn, _, data in reader.messages():
+            store.deserialize_cdr(data, conn.msgtype)  # SerdeError on a size mismatch or bad data
+            n += 1
+    assert n == count > 0
+
+
+def test_observer_replayed_slowly_follows_the_recorded_time(tmp_path, capfd, panda):
+    """At --rate 0.01 a 1 kHz recording arrives every 100 ms of wall time, the observer's state_timeout: its
+    staleness follows the bag's /clock (arrival_clock node), so it never restarts — a τ_ext for every state,
+    equal to the offline recomputation of the continuous recording."""
+    write_push_bag(tmp_path / "in", panda, force=[0.0, 30.0, 0.0], body="panda_link5", t_on=0.02,
+                   t_off=0.05, steps=60)
+    params = tmp_path / "observer.yaml"
+    # state_timeout 50 ms: half the wall time between two states at this rate, 50 times the recorded one
+    params.write_text("external_torque_observer:\n  ros__parameters:\n    gain: 100.0\n    threshold: [3.0]\n"
+                      "    state_timeout: 0.05\n")
+    status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda",
+                          "--node", "external_torque_observer", "--params", params, "--rate", "0.01")
+    assert status == 0 and s["ok"], json.dumps(s)
+    assert s["messages_in"] == 60 and s["commands"] == 60 and s["dropped"] == 0
+    assert s["max_abs_diff_nm"] <= 1e-9 and s["wall_s"] >= 5.9  # it did run at 1 % speed
+    assert_every_message_deserializes_with_rosbags(tmp_path / "out", s["recorded"])
