@@ -1,4 +1,4 @@
-"""rosbag2 files (sqlite3 and mcap) read and written with `rosbags`, messages as rclpy objects.
+"""rosbag2 files (sqlite3 and mcap) read and written with `rosbags`, messages as rclpy objects; ROS 1 bags read.
 
 ``ros2 bag`` (rosbag2) is not installable from PyPI, so this module is the project's bag layer: a thin
 wrapper over :mod:`rosbags.rosbag2` (``Reader``/``Writer``) and a :mod:`rosbags.typesys` typestore (the
@@ -420,8 +420,31 @@ def write_bag(path: str | Path, records: Iterable[tuple[str, int, Any]], *, stor
 
 
 # -------------------------------------------------------------------------------------------------- reader
+#: the first bytes of a ROS 1 bag (format 2.0, the only one rosbag wrote since ROS C Turtle)
+ROS1_MAGIC = b"#ROSBAG V2.0\n"
+
+
+def is_ros1_bag(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file starting with the ROS 1 bag header."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return False
+        with open(p, "rb") as fh:
+            return fh.read(len(ROS1_MAGIC)) == ROS1_MAGIC
+    except OSError:
+        return False
+
+
 class BagReader:
-    """Read a rosbag2 bag directory (sqlite3 or mcap, found from ``metadata.yaml``) or a bare ``.mcap``/``.db3``.
+    """Read a rosbag2 bag directory (sqlite3 or mcap, found from ``metadata.yaml``), a bare ``.mcap``/``.db3``,
+    or a ROS 1 ``.bag`` (recognised by its header, whatever its name).
+
+    A ROS 1 bag is read with :mod:`rosbags.rosbag1`; each record is converted to the ROS 2 CDR of the same
+    type with the ROS 2 typestore (``Typestore.ros1_to_cdr``, what ``rosbags-convert`` does for types of
+    the same wire format: the header's ``seq`` is dropped; JointState and JointTrajectory are such types),
+    so :meth:`messages` yields ROS 2 messages either way and its type names are ROS 2's
+    (``sensor_msgs/msg/JointState``).
 
     Args:
         path: the bag.
@@ -436,11 +459,19 @@ class BagReader:
         self.path = Path(path)
         if not self.path.exists():
             raise BagError(f"bag '{self.path}': no such file or directory")
+        #: a ROS 1 bag (its records are converted to ROS 2 CDR as they are read)
+        self.ros1 = is_ros1_bag(self.path)
         try:
-            self._reader = Reader(self.path)
+            if self.ros1:
+                from rosbags.rosbag1 import Reader as Ros1Reader
+
+                self._reader = Ros1Reader(self.path)
+            else:
+                self._reader = Reader(self.path)
             self._reader.open()
         except Exception as exc:  # ReaderError, apsw.Error, FileNotFoundError, YAML errors ...
-            raise BagError(f"bag '{self.path}' cannot be opened (truncated or corrupt?): "
+            kind = "ROS 1 bag" if self.ros1 else "bag"
+            raise BagError(f"{kind} '{self.path}' cannot be opened (truncated or corrupt?): "
                            f"{type(exc).__name__}: {exc}") from None
 
     def __enter__(self) -> BagReader:
@@ -458,7 +489,9 @@ class BagReader:
 
     @property
     def storage(self) -> str:
-        """``"sqlite3"`` or ``"mcap"``."""
+        """``"sqlite3"`` or ``"mcap"`` (``"ros1"`` for a ROS 1 bag)."""
+        if self.ros1:
+            return "ros1"
         files = getattr(self._reader.storage, "files", None)
         names = [str(f.get("path", "")) for f in files] if files else [self.path.name]
         return "mcap" if any(n.endswith(".mcap") for n in names) else "sqlite3"
@@ -525,9 +558,16 @@ class BagReader:
         wanted = self.check_topics(topics) if topics is not None else self.topics
         conns = [c for c in self._reader.connections if c.topic in wanted]
         classes = {} if raw else {t: rclpy_class(m) for t, m in wanted.items()}
+        store = typestore("latest") if self.ros1 else None
         index = 0
         try:
             for conn, t_ns, data in self._reader.messages(connections=conns):
+                if store is not None:
+                    try:
+                        data = store.ros1_to_cdr(data, conn.msgtype)
+                    except Exception as exc:
+                        raise BagError(f"ROS 1 bag '{self.path}': topic '{conn.topic}': record {index} at "
+                                       f"t={t_ns} ns is not a valid {conn.msgtype} ({type(exc).__name__})") from None
                 if raw:
                     msg = bytes(data)
                 else:

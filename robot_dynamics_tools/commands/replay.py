@@ -4,7 +4,8 @@
     robot-dynamics replay run1.mcap --out out/replay --urdf ur5 --rate 0.5 --joint-states-topic /ur/joint_states
 
 ``sensor_msgs/JointState`` records (topic ``--joint-states-topic``; any joint order, by name) are read from
-IN_BAG (a rosbag2 directory, sqlite3 or mcap, or a bare ``.mcap``/``.db3`` file) and published, in bag order,
+IN_BAG (a rosbag2 directory, sqlite3 or mcap, a bare ``.mcap``/``.db3`` file, or a ROS 1 ``.bag``, its records
+converted to ROS 2 by rosbags: :class:`robot_dynamics_tools.bags.BagReader`) and published, in bag order,
 into the node (``--node``, default ``gravity_compensation``) started in this process as ``robot-dynamics run``
 starts it (the params file's ``<node name>`` section, ``--urdf`` as ``urdf_path``). With ``--node
 computed_torque`` the bag's ``trajectory_msgs/JointTrajectory`` records (``--trajectory-topic``, found by type
@@ -25,7 +26,7 @@ Speed: ``--rate R`` publishes at R × the recorded pace (default 1.0); ``--as-fa
 controlled: the next joint state is published when the command for the previous one has arrived (or
 ``--timeout`` s passed: that input counts as dropped), so it never overruns the node's queues.
 
-OUT_BAG (a new rosbag2 directory, ``--storage`` as IN_BAG's unless given) receives the replayed inputs and
+OUT_BAG (a new rosbag2 directory, ``--storage`` as IN_BAG's unless given, mcap for a ROS 1 IN_BAG) receives the replayed inputs and
 every message the node publishes (commands, ``/diagnostics``, ...), stamped with the bag time of the input
 being replayed. OUT_BAG is checked before any work (it and ``OUT_BAG.partial`` must not exist, its folder
 must be writable, it must not be IN_BAG or inside it) and IN_BAG is size-capped (``--max-input-mb``;
@@ -81,7 +82,8 @@ MAX_INPUT_BYTES = 1 << 30
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("in_bag", metavar="IN_BAG", help="rosbag2 directory (sqlite3 or mcap) or .mcap/.db3 file")
+    parser.add_argument("in_bag", metavar="IN_BAG",
+                        help="rosbag2 directory (sqlite3 or mcap), .mcap/.db3 file, or ROS 1 .bag")
     parser.add_argument("--out", required=True, metavar="OUT_BAG", help="rosbag2 directory to create")
     speed = parser.add_mutually_exclusive_group()
     speed.add_argument("--rate", type=float, default=None,
@@ -99,7 +101,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="trajectory_msgs/JointTrajectory topic in IN_BAG (computed_torque; default: the "
                              "bag's topic of that type, if any)")
     parser.add_argument("--storage", choices=bags.STORAGE_FORMATS, default=None,
-                        help="storage of OUT_BAG (default: IN_BAG's)")
+                        help="storage of OUT_BAG (default: IN_BAG's; mcap for a ROS 1 bag)")
     parser.add_argument("--timeout", type=float, default=1.0,
                         help="s to wait for a command before an input counts as dropped (default 1)")
     parser.add_argument("--tolerance", type=float, default=1e-9,
@@ -766,7 +768,7 @@ def _run(args: argparse.Namespace) -> int:
             found = [t for t, m in bag.topics.items() if m == bags.JOINT_TRAJECTORY]
         traj_topic = found[0] if found else None
     records, in_storage = read_inputs(args.in_bag, args.joint_states_topic, traj_topic)
-    storage = args.storage or in_storage
+    storage = args.storage or (in_storage if in_storage in bags.STORAGE_FORMATS else "mcap")  # ROS 1 in: mcap
 
     source, held, _ = common.resolve_robot_source(params)
     model = RobotModel.from_urdf(source, held_joints=held, joint_limits=params.get("joint_limits_path") or None)

@@ -97,6 +97,37 @@ def test_rosbags_written_bag_as_fast_as_possible(tmp_path, capfd, panda, storage
     assert np.abs(tau).max() > 10  # a real load, not zeros
 
 
+def test_a_ros1_bag_replays(tmp_path, capfd, panda):
+    """A ROS 1 bag (rosbags' rosbag1 Writer, Noetic definitions: the header carries seq) of Panda joint states
+    replays into gravity compensation; the commands equal the in-package Newton-Euler g(q); the recording
+    is a rosbag2 (mcap) of ROS 2 messages."""
+    from rosbags.rosbag1 import Writer as Ros1Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS1_NOETIC)
+    T = store.types
+    n = 200
+    k = np.arange(n)[:, None]
+    q = np.array([0.3, 0.6, -0.4, -1.6, 0.5, 1.9, 0.7]) + 0.4 * np.sin(2 * np.pi * k / 500 + np.arange(7))
+    with Ros1Writer(tmp_path / "panda.bag") as w:
+        conn = w.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=store)
+        for i in range(n):
+            ns = T0 + i * 2_000_000
+            msg = T["sensor_msgs/msg/JointState"](
+                header=T["std_msgs/msg/Header"](seq=i, stamp=T["builtin_interfaces/msg/Time"](
+                    sec=ns // 10**9, nanosec=ns % 10**9), frame_id=""),
+                name=[*ARM, *FINGERS], position=np.array([*q[i], 0.02, 0.02]), velocity=np.zeros(9),
+                effort=np.zeros(9))
+            w.write(conn, ns + 100_000, store.serialize_ros1(msg, "sensor_msgs/msg/JointState"))
+    status, s, _ = replay(capfd, tmp_path / "panda.bag", "--out", tmp_path / "out", "--urdf", "panda",
+                          "--params", PARAMS, "--as-fast-as-possible")
+    assert status == 0 and s["ok"] and s["storage"] == "mcap", json.dumps(s)
+    assert s["messages_in"] == n and s["commands"] == n and s["max_abs_diff_nm"] <= 1e-9
+    g_ne = np.clip(NewtonEulerDynamics(panda).gravity(q), -panda.effort_limit, panda.effort_limit)
+    assert np.abs(recorded_commands(tmp_path / "out") - g_ne).max() <= 1e-9
+    assert_every_message_deserializes_with_rosbags(tmp_path / "out", s["recorded"])
+
+
 def test_recorded_timing_is_kept_at_rate_one(tmp_path, capfd):
     """Paced replay is not flow controlled: a node that stalls longer than its keep-last depth (10 at
     500 Hz = 20 ms) loses messages, as it would on the robot. A deeper queue keeps this test about timing
