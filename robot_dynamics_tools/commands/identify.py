@@ -8,8 +8,11 @@
                             [--held J=V ...] [--gravity GX,GY,GZ] [--friction-yaml PATH] [--report PATH]
                             [--plot PATH] [--json]
 
-``--data``: a CSV (``t``, ``<joint>/position``, ``/velocity``, ``/effort``, optional ``/acceleration``) or
-a rosbag2 with ``sensor_msgs/msg/JointState`` (see :mod:`robot_dynamics_ros.identification.data`). The URDF
+``--data``: a CSV (``t``, ``<joint>/position``, ``/velocity``, ``/effort``, optional ``/acceleration``; UTF-8)
+or a rosbag2 or ROS 1 bag with ``sensor_msgs/msg/JointState`` (see :mod:`robot_dynamics_ros.identification.data`
+and :mod:`robot_dynamics_tools.recordings`), at most ``--max-data-mb`` (default 100 MiB, checked before
+reading). Every output (``--out`` and the side files) is a regular file or a new name in an existing
+directory (:mod:`robot_dynamics_tools.paths`); a FIFO, device, directory or a link to one is refused. The URDF
 is the prior; the last ``--holdout`` fraction of the recording (default 0.25) is not fitted and serves to
 compare the URDF and the identified model. Writes ``--out`` (the URDF with identified inertials and
 ``<dynamics>``), ``--friction-yaml`` (default ``<out>.friction.yaml``), ``--report`` (JSON, default
@@ -27,6 +30,7 @@ import sys
 from pathlib import Path
 
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_tools import paths
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +39,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="CSV recording or rosbag2 (sqlite3 or mcap) with JointState")
     parser.add_argument("--out", required=True, help="identified URDF to write (with --payload: a JSON)")
     parser.add_argument("--topic", help="JointState topic of the bag (default: its only JointState topic)")
+    parser.add_argument("--max-data-mb", type=float, default=None, metavar="MB",
+                        help="refuse a --data larger than this, checked before reading (default 100 MiB: a CSV "
+                             "is held in memory several times over while parsed)")
     parser.add_argument("--effort-scale", metavar="S|J=S,...",
                         help="tau_model = S * effort_data, for all joints or per joint (e.g. -1 for drivers "
                              "that report the opposite sign)")
@@ -145,11 +152,14 @@ def run(args) -> int:
         targets.append(("--plot", plot_path))
     from robot_dynamics_ros.robots import resolve
 
-    outputs.check_outputs(targets, [("--urdf", str(resolve(args.urdf).path)), ("--data", args.data)])
+    paths.check_outputs(targets, [("--urdf", str(resolve(args.urdf).path)), ("--data", args.data)])
     model = _model(args)
     from robot_dynamics_tools.recordings import read_recording
 
-    rec = read_recording(args.data, args.topic)
+    if args.max_data_mb is not None and not args.max_data_mb > 0:
+        raise UserError(f"--max-data-mb: {args.max_data_mb} must be > 0")
+    rec = read_recording(args.data, args.topic, **(
+        {"max_bytes": args.max_data_mb * 2**20} if args.max_data_mb is not None else {}))
     scale = data_mod.parse_effort_scale(args.effort_scale, model.joint_names)
     prepared = data_mod.prepare(rec, model, joint_map=data_mod.parse_joint_map(args.joint_map),
                                 effort_scale=scale, window=args.window, static=args.static)
@@ -178,7 +188,7 @@ def run(args) -> int:
     written = []
     try:
         for what, path, text in files:
-            outputs.write_text(path, text, what)
+            paths.write_text(path, text, what)
             written.append(path)
         if plot_path and outcome.t_val.size:
             pipeline.plot(plot_path, outcome, model.joint_names)

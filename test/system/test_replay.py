@@ -13,6 +13,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from sensor_msgs.msg import JointState
 
 from robot_dynamics_ros import robots
+from robot_dynamics_ros.errors import UserError
 from robot_dynamics_tools import bags, cli
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.model import RobotModel
@@ -84,6 +85,7 @@ def test_rosbags_written_bag_as_fast_as_possible(tmp_path, capfd, panda, storage
     assert s["messages_in"] == 400 and s["no_command_expected"] == 1  # the NaN record is rejected by the node
     assert s["commands"] == 399 and s["dropped"] == 0 and s["unmatched_commands"] == 0
     assert s["max_abs_diff_nm"] <= 1e-9 and s["storage"] == storage
+    assert s["max_abs_diff_at"]["joint"] in ARM and 0 <= s["max_abs_diff_at"]["input"] < 400  # where it is
     assert s["node_counters"]["received"] == 399 and s["node_counters"]["rejected"] == 1
     assert set(s["latency_us"]) == {"p50", "p90", "p99", "max"} and 0 < s["latency_us"]["p50"] < 1e5
     # the recording: inputs as replayed, commands in the node's joint order (config: ARM), = g(q) of NE
@@ -370,7 +372,7 @@ def test_output_and_input_checked_before_any_work(tmp_path, capfd):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     status, _, err = replay(capfd, fifo, "--urdf", "panda", "--out", tmp_path / "o2")
-    assert status == 1 and "not a regular file or a bag folder" in err
+    assert status == 1 and "is a FIFO, expected a regular file or a bag folder" in err
     assert not (tmp_path / "out").exists() and not (tmp_path / "o2").exists()
 
 
@@ -402,7 +404,7 @@ def test_recording_is_written_atomically(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     _on_write(monkeypatch, 5, disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match="No space left on device"):  # one line, not a traceback
         write_recording(tmp_path / "out", _records(10), "sqlite3")
     assert list(tmp_path.iterdir()) == []  # neither a half bag nor a temporary folder left
 
