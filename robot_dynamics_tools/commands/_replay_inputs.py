@@ -79,7 +79,22 @@ def check_joint_names(records: list[Record], model, js_topic: str) -> list[str]:
     ignored = sorted(n for n in seen if n not in urdf_joints)
     missing = [j for j in model.joint_names if j not in seen]
     if missing:
+        hint = likely_misspellings(missing, ignored)
         raise UserError(f"topic '{js_topic}': joint '{missing[0]}' of '{model.description.name}' never appears "
                         f"(missing: {missing}); the node would never command"
+                        + (f"; likely misspelt: {hint}" if hint else "")
                         + (f" (names not in the model, ignored: {ignored})" if ignored else ""))
     return ignored
+
+
+def likely_misspellings(missing: list[str], unknown: list[str]) -> str:
+    """``"'panda_jiont4' for 'panda_joint4', ..."``: each unknown name that is close to a missing joint name
+    (difflib ratio ≥ 0.8, the closest first); empty when none is."""
+    import difflib
+
+    pairs = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, missing, n=1, cutoff=0.8)
+        if close:
+            pairs.append(f"'{name}' for '{close[0]}'")
+    return ", ".join(pairs)

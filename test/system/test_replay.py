@@ -260,6 +260,17 @@ def test_robot_joint_missing_is_refused_even_with_a_name_not_in_the_model(tmp_pa
     assert "ignored: ['elbow_joint']" in err and not (tmp_path / "out").exists()
 
 
+def test_a_misspelt_joint_name_is_named_as_the_likely_cause(tmp_path, capfd):
+    write_with_rosbags(tmp_path / "in", "mcap", 5, names=[*ARM[:6], "panda_jiont7", *FINGERS])
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and len(err.strip().splitlines()) == 1
+    assert "joint 'panda_joint7' of 'panda' never appears" in err
+    assert "likely misspelt: 'panda_jiont7' for 'panda_joint7'" in err
+    write_with_rosbags(tmp_path / "in2", "mcap", 5, names=[*ARM[:6], "elbow_joint", *FINGERS])
+    status, _, err = replay(capfd, tmp_path / "in2", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and "misspelt" not in err  # another robot's joint is no misspelling
+
+
 def test_refuses_existing_out(tmp_path, capfd):
     write_with_rosbags(tmp_path / "in", "mcap", 5)
     (tmp_path / "out").mkdir()
