@@ -106,7 +106,7 @@ def check_new_folder(path: str | os.PathLike, what: str) -> Path:
     if not str(path):
         raise UserError(f"{what}: empty path")
     if p.exists() or p.is_symlink():
-        raise UserError(f"{what} '{path}': exists already; not overwriting")
+        raise UserError(f"{what} '{path}': already exists (a bag is a new directory); choose another {what}")
     base = p.parent
     if not base.is_dir():
         raise UserError(f"{what} '{path}': directory '{base}' does not exist")

@@ -2,12 +2,16 @@
 
 Steps: split into contiguous fit/validation blocks (:mod:`~robot_dynamics_ros.identification.validate`),
 identify on the fit block (:func:`~robot_dynamics_ros.identification.estimate.identify`), predict the
-validation block with the URDF and with the identified model, and collect a JSON-ready report.
+validation block with the URDF's rigid-body model (the baseline), the URDF with its ``<dynamics>``
+(reported beside it) and the identified model, and collect a JSON-ready report.
 
 The report sorts the parameters in three: excited by the data (posterior std below
 ``IDENTIFIED_RATIO`` × prior std), not excited and written within :data:`MOVED_RATIO` prior std of the
 URDF (``not_identified``), and not excited yet written more than that away from it
-(``moved_not_excited``: URDF and written values). Every value is written as fitted, moved ones included.
+(``moved_not_excited``: URDF and written values). Every value is written as fitted, moved ones included,
+except friction parameters that were not excited and stayed at the URDF's value: that value is the URDF's
+``<dynamics>`` (a simulation damping), so they are written 0
+(``friction_not_identified_written_zero``: name -> the URDF value not carried over).
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from robot_dynamics_ros.identification.data import Prepared
 from robot_dynamics_ros.identification.estimate import MIN_VELOCITY, Identification, identify
 from robot_dynamics_ros.identification.validate import split, validation_report
 
-__all__ = ["Outcome", "run", "plot", "MOVED_RATIO"]
+__all__ = ["Outcome", "run", "plot", "MOVED_RATIO", "zero_unidentified_friction"]
 
 #: a parameter the data did not excite counts as "moved without being excited" when its written value is
 #: more than this many prior standard deviations from the URDF's (else it is reported as near the URDF)
@@ -45,6 +49,18 @@ def _category(name: str) -> str:
             "fv": "viscous", "fo": "offset", "Ia": "armature"}.get(p, "inertia")
 
 
+def zero_unidentified_friction(res: Identification) -> tuple[np.ndarray, dict[str, float]]:
+    """Set to 0 in ``res.x`` the friction parameters the data did not excite and that stayed within
+    :data:`MOVED_RATIO` prior std of the URDF: their value is the URDF's ``<dynamics>`` (a simulation
+    damping), not a friction the data measured, so it is not written as identified friction; 0 is the
+    rigid-body start. Returns (their indices into ``x``, name -> the URDF value not carried over)."""
+    fi = res.friction_indices()
+    unmoved = fi[(~res.identified[fi]) & (np.abs(res.x[fi] - res.x_prior[fi]) <= MOVED_RATIO * res.prior_std[fi])]
+    zeroed = {res.names[k]: float(res.x_prior[k]) for k in unmoved}
+    res.x[unmoved] = 0.0
+    return unmoved, zeroed
+
+
 def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         prior_weight: float = 1.0, min_velocity: float = MIN_VELOCITY,
         coulomb_velocity: float | None = None, effort_shift: float | None = None) -> Outcome:
@@ -61,6 +77,7 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
     res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
                    sample_correlation=data.correlation, coulomb_velocity=coulomb_velocity,
                    tau_rate=None if data.tau_rate is None else data.tau_rate[sp.fit], effort_shift=effort_shift)
+    unmoved, friction_zeroed = zero_unidentified_friction(res)
     names = model.joint_names
     report: dict = {
         "robot": model.description.name, "joints": list(names),
@@ -74,16 +91,17 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
     }
     if sp.validation.stop > sp.validation.start:
         qv, qdv, qddv, _, tau_raw = sp.take(data, "validation")
-        pu = res.predict(qv, qdv, qddv, prior=True)
+        # the baseline is the URDF's rigid-body model; the URDF with its <dynamics> is reported beside it
+        pu = res.predict_rigid(qv, qdv, qddv)
+        pd = res.predict(qv, qdv, qddv, prior=True)
         pi = res.predict(qv, qdv, qddv)
         report["validation_block_s"] = [float(data.t[sp.validation][0]), float(data.t[sp.validation][-1])]
-        report["validation"], eu, ei = validation_report(names, pu, pi, tau_raw, np.abs(qdv) >= min_velocity)
-        # "worse" beyond the scatter of an M-sample RMS (σ/sqrt(2M), 3 of them): below it, a draw of the noise
-        margin = 1.0 + 3.0 / np.sqrt(2.0 * max(len(qv), 1))
-        worse = [jn for j, jn in enumerate(names) if ei["rms"][j] > margin * eu["rms"][j]]
+        report["validation"], eu, ei = validation_report(names, pu, pi, tau_raw, np.abs(qdv) >= min_velocity,
+                                                         tau_urdf_damped=pd)
+        worse = [jn for j, jn in enumerate(names) if ei["rms"][j] > eu["rms"][j]]
         if worse:
-            report["warnings"].append(f"identified model worse than the URDF on the held-out block for "
-                                      f"{', '.join(worse)}")
+            report["warnings"].append(f"identified model worse than the rigid-body URDF on the held-out block "
+                                      f"for {', '.join(worse)}")
         t_val = data.t[sp.validation]
     else:
         pu = pi = tau_raw = np.zeros((0, model.n))
@@ -92,6 +110,7 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
     # Not excited is not "unchanged": the MAP solve moves an unexcited parameter with the excited ones it
     # is correlated with, and that moved value is what the URDF and friction YAML receive.
     moved = (~res.identified) & (np.abs(res.x - res.x_prior) > MOVED_RATIO * res.prior_std)
+    moved[unmoved] = False
     not_ident = [nm for k, nm in enumerate(res.names) if not res.identified[k] and not moved[k]]
     by_cat: dict[str, list[int]] = {}
     for nm, ok in zip(res.names, res.identified):
@@ -100,6 +119,10 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         c[1] += 1
     report["identified_counts"] = {k: {"identified": v[0], "total": v[1]} for k, v in by_cat.items()}
     report["not_identified"] = not_ident
+    report["friction_not_identified_written_zero"] = friction_zeroed
+    if friction_zeroed:
+        report["notes"].append(f"friction not identified, written 0 (the URDF's <dynamics> is a simulation value, "
+                               f"not carried over): {', '.join(friction_zeroed)}")
     report["moved_not_excited"] = {nm: {"urdf": res.x_prior[k], "written": res.x[k], "prior_std": res.prior_std[k]}
                                    for k, nm in enumerate(res.names) if moved[k]}
     report["parameters"] = {nm: {"urdf": res.x_prior[k], "identified": res.x[k], "prior_std": res.prior_std[k],

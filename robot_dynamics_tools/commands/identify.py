@@ -94,10 +94,12 @@ def _summary(report: dict) -> str:
     if "validation" in report:
         lines.append(f"held-out block {report['validation_block_s'][0]:.3f}-{report['validation_block_s'][1]:.3f} s"
                      "  (RMS / max torque error, N·m)")
-        lines.append(f"  {'joint':<24} {'URDF rms':>9} {'URDF max':>9} {'ident rms':>9} {'ident max':>9} "
-                     f"{'rms/peak':>8}")
+        lines.append("  (URDF: its rigid-body model, the baseline; +dyn: with its <dynamics> simulation damping)")
+        lines.append(f"  {'joint':<24} {'URDF rms':>9} {'URDF max':>9} {'+dyn rms':>9} {'ident rms':>9} "
+                     f"{'ident max':>9} {'rms/peak':>8}")
         for jn, v in report["validation"].items():
-            lines.append(f"  {jn:<24} {v['urdf_rms']:9.4g} {v['urdf_max']:9.4g} {v['identified_rms']:9.4g} "
+            lines.append(f"  {jn:<24} {v['urdf_rms']:9.4g} {v['urdf_max']:9.4g} "
+                         f"{v.get('urdf_damped_rms', float('nan')):9.4g} {v['identified_rms']:9.4g} "
                          f"{v['identified_max']:9.4g} {100 * v['identified_rms_over_peak']:7.2f}%")
     if "payload" in report:
         p = report["payload"]

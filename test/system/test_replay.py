@@ -275,7 +275,7 @@ def test_refuses_existing_out(tmp_path, capfd):
     write_with_rosbags(tmp_path / "in", "mcap", 5)
     (tmp_path / "out").mkdir()
     status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
-    assert status == 1 and "exists already" in err
+    assert status == 1 and "already exists" in err
 
 
 # ------------------------------------------------------------------------------------------- done-when
