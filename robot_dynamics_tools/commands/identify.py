@@ -50,8 +50,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--holdout", type=float, default=0.25,
                         help="fraction of the recording (its end) kept out of the fit for validation (0.25)")
     parser.add_argument("--armature", action="store_true", help="also fit a rotor inertia per joint")
-    parser.add_argument("--prior-weight", type=float, default=1.0,
-                        help="weight of the URDF prior (larger stays closer to the URDF; default 1)")
+    parser.add_argument("--prior-weight", default="1", metavar="W|auto",
+                        help="weight of the URDF prior (larger stays closer to the URDF; default 1); 'auto' "
+                             "chooses it by validation on the last quarter of the fit block (4 more fits)")
     parser.add_argument("--window", type=int, help="Savitzky-Golay window, samples (odd; default ~0.1 s)")
     parser.add_argument("--static", action="store_true",
                         help="the samples are poses at rest (static-pose log): qd = qdd = 0, no filtering")
@@ -134,8 +135,10 @@ def run(args) -> int:
     from robot_dynamics_ros.identification import data as data_mod
     from robot_dynamics_ros.identification import outputs, pipeline
 
-    if not args.prior_weight > 0:
-        raise UserError(f"--prior-weight: {args.prior_weight} must be > 0")
+    prior_weight = _auto_number(args.prior_weight, lambda v: 0 < v < float("inf"),
+                                f"--prior-weight: {args.prior_weight} must be > 0 or 'auto'")
+    if prior_weight is None and args.payload:
+        raise UserError("--prior-weight auto: not with --payload (give a number)")
     if not args.min_velocity >= 0:
         raise UserError(f"--min-velocity: {args.min_velocity} must be ≥ 0")
     v_s = _auto_number(args.coulomb_velocity, lambda v: 0 <= v < float("inf"),
@@ -171,12 +174,12 @@ def run(args) -> int:
             from robot_dynamics_ros.identification.payload import run_payload
 
             outcome = run_payload(model, args.payload, prepared, holdout=args.holdout,
-                                  prior_weight=args.prior_weight, min_velocity=args.min_velocity,
+                                  prior_weight=prior_weight, min_velocity=args.min_velocity,
                                   coulomb_velocity=v_s, effort_shift=shift)
             files.append(("--out", str(out), outputs.json_text(outcome.report["payload"])))
         else:
             outcome = pipeline.run(model, prepared, holdout=args.holdout, armature=args.armature,
-                                   prior_weight=args.prior_weight, min_velocity=args.min_velocity,
+                                   prior_weight=prior_weight, min_velocity=args.min_velocity,
                                    coulomb_velocity=v_s, effort_shift=shift)
             urdf_text, notes = outputs.identified_urdf(model, outcome.result)
             outcome.report["notes"] += notes

@@ -316,3 +316,27 @@ def test_report_says_what_is_written_for_every_friction_parameter(identified):
     assert "arm_1_joint.fv" not in rep["not_identified"]
     assert rep["moved_not_excited"]["arm_1_joint.fv"]["urdf"] == pytest.approx(
         float(given["arm_1_joint"].get("damping")), rel=1e-12)
+
+
+def test_prior_weight_chosen_by_validation(tmp_path):
+    """``--prior-weight auto``: the weight is chosen on the last quarter of the fit block (never the CLI's
+    held-out block), as the report shows; the chosen model is not worse than the URDF's rigid-body model on
+    that inner block, nor on the held-out block, on any joint."""
+    out = tmp_path / "tiago_auto.urdf"
+    parser = argparse.ArgumentParser()
+    identify_cmd.configure_parser(parser)
+    argv = ["--urdf", str(_urdf()), "--data", str(MOTION), "--out", str(out), "--plot", "none",
+            "--prior-weight", "auto", "--effort-scale", ",".join(f"{j}={s}" for j, s in SCALE.items())]
+    for j, v in _held(MOTION).items():
+        argv += ["--held", f"{j}={v}"]
+    assert identify_cmd.run(parser.parse_args(argv)) == 0
+    rep = json.loads(out.with_suffix(".json").read_text())
+    sel = rep["prior_weight_selection"]
+    assert [float(w) for w in sel] == [0.1, 1.0, 10.0, 100.0]
+    chosen = sel[str(rep["prior_weight"])]
+    assert not chosen["worse_than_rigid_urdf"] and max(chosen["rms_ratio_to_rigid_urdf"]) <= 1.0
+    assert np.mean(chosen["rms_ratio_to_rigid_urdf"]) == min(
+        np.mean(v["rms_ratio_to_rigid_urdf"]) for v in sel.values() if not v["worse_than_rigid_urdf"])
+    for jn in ARM:
+        v = rep["validation"][jn]
+        assert v["identified_rms"] <= v["urdf_rms"], (jn, v)
