@@ -1,4 +1,4 @@
-"""rosbag2 files (sqlite3 and mcap) read and written with `rosbags`, messages as rclpy objects.
+"""rosbag2 files (sqlite3 and mcap) read and written with `rosbags`, messages as rclpy objects; ROS 1 bags read.
 
 ``ros2 bag`` (rosbag2) is not installable from PyPI, so this module is the project's bag layer: a thin
 wrapper over :mod:`rosbags.rosbag2` (``Reader``/``Writer``) and a :mod:`rosbags.typesys` typestore (the
@@ -180,7 +180,21 @@ def rosbags_to_rclpy(obj: Any, store) -> Any:
     return deserialize_message(bytes(store.serialize_cdr(obj, msgtype)), rclpy_class(msgtype))
 
 
+def exact_cdr(data: bytes, msgtype: str, store) -> bytes:
+    """``data`` (CDR bytes of a ``msgtype``) without the bytes after the message's end.
+
+    Raises:
+        BagError: the bytes are not a ``msgtype`` of ``store`` (naming the type and the reason).
+    """
+    _, end = _decode_rosbags_end(data, msgtype, store)
+    return data[:end]
+
+
 def _decode_rosbags(data: bytes, msgtype: str, store) -> Any:
+    return _decode_rosbags_end(data, msgtype, store)[0]
+
+
+def _decode_rosbags_end(data: bytes, msgtype: str, store) -> tuple[Any, int]:
     try:
         msgdef = store.get_msgdef(msgtype)
     except Exception:  # rosbags raises TypesysError (KeyError subclass in some versions)
@@ -189,11 +203,13 @@ def _decode_rosbags(data: bytes, msgtype: str, store) -> Any:
         raise BagError(f"{msgtype}: not CDR data")
     func = msgdef.deserialize_cdr_le if data[1] else msgdef.deserialize_cdr_be
     try:
-        obj, _ = func(memoryview(data)[4:], 0, msgdef.cls, store)
+        obj, pos = func(memoryview(data)[4:], 0, msgdef.cls, store)
     except Exception as exc:
         raise BagError(f"{msgtype}: CDR data does not match the typestore's definition ({exc})") from None
+    if 4 + pos > len(data):
+        raise BagError(f"{msgtype}: CDR data ends {4 + pos - len(data)} bytes early")
     # Bytes left over are not checked: rclpy's serialized buffers carry unspecified slack after the data.
-    return obj
+    return obj, 4 + pos
 
 
 # -------------------------------------------------------------------------------------------------- writer
@@ -313,10 +329,15 @@ class BagWriter:
     def write_serialized(self, topic: str, msgtype: str | type, data: bytes, t_ns: int) -> None:
         """Write one message given as CDR bytes (e.g. from an rclpy ``raw=True`` subscription).
 
+        Every record is checked against the typestore before it is written, so whatever this writer
+        writes deserializes with rosbags: bytes after the message's end (rclpy's ``serialize_message``
+        can report a buffer longer than the data, the excess uninitialized) are cut off.
+
         Raises:
-            BagError: wrong type for the topic, bad ``t_ns``.
+            BagError: wrong type for the topic, bad ``t_ns``, bytes that are not a message of the type.
         """
-        self._write(self._connection(topic, msgtype_name(msgtype)), t_ns, data)
+        conn = self._connection(topic, msgtype_name(msgtype))
+        self._write(conn, t_ns, exact_cdr(bytes(data), conn.msgtype, self.store))
 
     def _write(self, conn, t_ns: int, data) -> None:
         if not isinstance(t_ns, int) or t_ns < 0:
@@ -399,8 +420,31 @@ def write_bag(path: str | Path, records: Iterable[tuple[str, int, Any]], *, stor
 
 
 # -------------------------------------------------------------------------------------------------- reader
+#: the first bytes of a ROS 1 bag (format 2.0, the only one rosbag wrote since ROS C Turtle)
+ROS1_MAGIC = b"#ROSBAG V2.0\n"
+
+
+def is_ros1_bag(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file starting with the ROS 1 bag header."""
+    p = Path(path)
+    try:
+        if not p.is_file():
+            return False
+        with open(p, "rb") as fh:
+            return fh.read(len(ROS1_MAGIC)) == ROS1_MAGIC
+    except OSError:
+        return False
+
+
 class BagReader:
-    """Read a rosbag2 bag directory (sqlite3 or mcap, found from ``metadata.yaml``) or a bare ``.mcap``/``.db3``.
+    """Read a rosbag2 bag directory (sqlite3 or mcap, found from ``metadata.yaml``), a bare ``.mcap``/``.db3``,
+    or a ROS 1 ``.bag`` (recognised by its header, whatever its name).
+
+    A ROS 1 bag is read with :mod:`rosbags.rosbag1`; each record is converted to the ROS 2 CDR of the same
+    type with the ROS 2 typestore (``Typestore.ros1_to_cdr``, what ``rosbags-convert`` does for types of
+    the same wire format: the header's ``seq`` is dropped; JointState and JointTrajectory are such types),
+    so :meth:`messages` yields ROS 2 messages either way and its type names are ROS 2's
+    (``sensor_msgs/msg/JointState``).
 
     Args:
         path: the bag.
@@ -415,11 +459,19 @@ class BagReader:
         self.path = Path(path)
         if not self.path.exists():
             raise BagError(f"bag '{self.path}': no such file or directory")
+        #: a ROS 1 bag (its records are converted to ROS 2 CDR as they are read)
+        self.ros1 = is_ros1_bag(self.path)
         try:
-            self._reader = Reader(self.path)
+            if self.ros1:
+                from rosbags.rosbag1 import Reader as Ros1Reader
+
+                self._reader = Ros1Reader(self.path)
+            else:
+                self._reader = Reader(self.path)
             self._reader.open()
         except Exception as exc:  # ReaderError, apsw.Error, FileNotFoundError, YAML errors ...
-            raise BagError(f"bag '{self.path}' cannot be opened (truncated or corrupt?): "
+            kind = "ROS 1 bag" if self.ros1 else "bag"
+            raise BagError(f"{kind} '{self.path}' cannot be opened (truncated or corrupt?): "
                            f"{type(exc).__name__}: {exc}") from None
 
     def __enter__(self) -> BagReader:
@@ -437,7 +489,9 @@ class BagReader:
 
     @property
     def storage(self) -> str:
-        """``"sqlite3"`` or ``"mcap"``."""
+        """``"sqlite3"`` or ``"mcap"`` (``"ros1"`` for a ROS 1 bag)."""
+        if self.ros1:
+            return "ros1"
         files = getattr(self._reader.storage, "files", None)
         names = [str(f.get("path", "")) for f in files] if files else [self.path.name]
         return "mcap" if any(n.endswith(".mcap") for n in names) else "sqlite3"
@@ -504,9 +558,16 @@ class BagReader:
         wanted = self.check_topics(topics) if topics is not None else self.topics
         conns = [c for c in self._reader.connections if c.topic in wanted]
         classes = {} if raw else {t: rclpy_class(m) for t, m in wanted.items()}
+        store = typestore("latest") if self.ros1 else None
         index = 0
         try:
             for conn, t_ns, data in self._reader.messages(connections=conns):
+                if store is not None:
+                    try:
+                        data = store.ros1_to_cdr(data, conn.msgtype)
+                    except Exception as exc:
+                        raise BagError(f"ROS 1 bag '{self.path}': topic '{conn.topic}': record {index} at "
+                                       f"t={t_ns} ns is not a valid {conn.msgtype} ({type(exc).__name__})") from None
                 if raw:
                     msg = bytes(data)
                 else:

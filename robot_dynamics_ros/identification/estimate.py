@@ -173,6 +173,17 @@ class Identification:
         W = _stack(self.regressor, q, qd, qdd, self.armature, 0.0 if prior else self.coulomb_velocity)
         return W @ (self.x_prior if prior else self.x)
 
+    def predict_rigid(self, q, qd, qdd) -> np.ndarray:
+        """The URDF's rigid-body torque (N, n), N·m: the prior's inertial parameters, without the URDF's
+        ``<dynamics damping friction>`` (simulation values, not a measured friction) and armature."""
+        x = np.zeros_like(self.x_prior)
+        x[:self.n_inertial] = self.x_prior[:self.n_inertial]
+        return _stack(self.regressor, q, qd, qdd, self.armature, 0.0) @ x
+
+    def friction_indices(self) -> np.ndarray:
+        """Indices into :attr:`x` of the friction parameters (fc, fv, fo per joint, joint order)."""
+        return np.arange(self.n_inertial, self.n_inertial + 3 * self.regressor.n)
+
 
 def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: float = 1.0,
              min_velocity: float = MIN_VELOCITY, sample_correlation: float = 1.0,

@@ -22,7 +22,8 @@ from robot_dynamics_ros.identification.pseudo_inertia import is_consistent
 from robot_dynamics_ros.identification.regressor import (inertial_to_parameters, parameters_to_inertial,
                                                          transform_parameters)
 
-__all__ = ["set_inertials", "identified_urdf", "write_text", "check_outputs"]
+# checking and writing output files is the tools' job: robot_dynamics_tools.paths
+__all__ = ["set_inertials", "identified_urdf"]
 
 
 def _fmt(v) -> str:
@@ -116,52 +117,6 @@ def identified_urdf(model, result) -> tuple[str, list[str]]:
     return set_inertials(model.urdf_xml, inertials, dynamics), notes
 
 
-def check_outputs(outputs, inputs=()) -> None:
-    """Check, before any work, that every output can be written where asked and overwrites no input.
-
-    Args:
-        outputs: (option, path) pairs of the files to write.
-        inputs: (option, path) pairs of the files read (a catalogue name that is not a file is skipped).
-
-    Raises:
-        UserError: one line naming the option and path: its directory does not exist (or is not a
-            directory), the path is a directory, or it is the same file as an input.
-    """
-    seen: dict = {}
-    for what, path in outputs:
-        r = Path(path).resolve()
-        if r in seen:
-            raise UserError(f"{what} '{path}' is also the {seen[r]} output; choose another {what}")
-        seen[r] = what
-    read = []
-    for what, path in inputs:
-        p = Path(path)
-        if p.exists():
-            read.append((what, path, p.resolve()))
-    for what, path in outputs:
-        p = Path(path)
-        parent = p.parent if str(p.parent) else Path(".")
-        if not parent.is_dir():
-            raise UserError(f"{what} '{path}': directory '{parent}' does not exist")
-        if p.is_dir():
-            raise UserError(f"{what} '{path}' is a directory, expected a file name")
-        for w_in, p_in, resolved in read:
-            if p.resolve() == resolved:
-                raise UserError(f"{what} '{path}' is the {w_in} input '{p_in}': refusing to overwrite it; "
-                                f"choose another {what}")
-
-
-def write_text(path: str | Path, text: str, what: str) -> None:
-    """Write atomically (temporary file then rename): a failure leaves no half-written file."""
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(p)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        # strerror, not str(exc): the latter names the temporary file, not the one the user asked for
-        raise UserError(f"{what} '{path}': cannot write: {exc.strerror or exc}") from None
 
 
 def json_text(obj) -> str:

@@ -2,12 +2,16 @@
 
 Steps: split into contiguous fit/validation blocks (:mod:`~robot_dynamics_ros.identification.validate`),
 identify on the fit block (:func:`~robot_dynamics_ros.identification.estimate.identify`), predict the
-validation block with the URDF and with the identified model, and collect a JSON-ready report.
+validation block with the URDF's rigid-body model (the baseline), the URDF with its ``<dynamics>``
+(reported beside it) and the identified model, and collect a JSON-ready report.
 
 The report sorts the parameters in three: excited by the data (posterior std below
 ``IDENTIFIED_RATIO`` × prior std), not excited and written within :data:`MOVED_RATIO` prior std of the
 URDF (``not_identified``), and not excited yet written more than that away from it
-(``moved_not_excited``: URDF and written values). Every value is written as fitted, moved ones included.
+(``moved_not_excited``: URDF and written values). Every value is written as fitted, moved ones included,
+except friction parameters that were not excited and stayed at the URDF's value: that value is the URDF's
+``<dynamics>`` (a simulation damping), so they are written 0
+(``friction_not_identified_written_zero``: name -> the URDF value not carried over).
 """
 from __future__ import annotations
 
@@ -17,9 +21,10 @@ import numpy as np
 
 from robot_dynamics_ros.identification.data import Prepared
 from robot_dynamics_ros.identification.estimate import MIN_VELOCITY, Identification, identify
-from robot_dynamics_ros.identification.validate import split, validation_report
+from robot_dynamics_ros.identification.validate import errors, split, validation_report
 
-__all__ = ["Outcome", "run", "plot", "MOVED_RATIO"]
+__all__ = ["Outcome", "run", "plot", "MOVED_RATIO", "PRIOR_WEIGHTS", "choose_prior_weight",
+           "zero_unidentified_friction"]
 
 #: a parameter the data did not excite counts as "moved without being excited" when its written value is
 #: more than this many prior standard deviations from the URDF's (else it is reported as near the URDF)
@@ -45,12 +50,60 @@ def _category(name: str) -> str:
             "fv": "viscous", "fo": "offset", "Ia": "armature"}.get(p, "inertia")
 
 
+def zero_unidentified_friction(res: Identification) -> tuple[np.ndarray, dict[str, float]]:
+    """Set to 0 in ``res.x`` the friction parameters the data did not excite and that stayed within
+    :data:`MOVED_RATIO` prior std of the URDF: their value is the URDF's ``<dynamics>`` (a simulation
+    damping), not a friction the data measured, so it is not written as identified friction; 0 is the
+    rigid-body start. Returns (their indices into ``x``, name -> the URDF value not carried over)."""
+    fi = res.friction_indices()
+    unmoved = fi[(~res.identified[fi]) & (np.abs(res.x[fi] - res.x_prior[fi]) <= MOVED_RATIO * res.prior_std[fi])]
+    zeroed = {res.names[k]: float(res.x_prior[k]) for k in unmoved}
+    res.x[unmoved] = 0.0
+    return unmoved, zeroed
+
+
+#: the prior weights ``run(prior_weight=None)`` (``--prior-weight auto``) tries on an inner held-out block
+PRIOR_WEIGHTS = (0.1, 1.0, 10.0, 100.0)
+
+
+def choose_prior_weight(model, data: Prepared, fit: slice, **kw) -> tuple[float, dict]:
+    """The prior weight chosen by validation inside the fit block: its last quarter (one filter window
+    apart) is held out, each of :data:`PRIOR_WEIGHTS` identifies on the rest (``kw``: the other
+    :func:`identify` options), and the model as written (:func:`zero_unidentified_friction`) predicts
+    the held-out quarter. Among the weights whose model is not worse than the URDF's rigid-body model on
+    any joint there, the smallest mean RMS ratio to it wins (if none, the smallest over all).
+
+    Returns:
+        ``(weight, {weight: {"rms_ratio_to_rigid_urdf": [per joint], "worse_than_rigid_urdf": bool}})``.
+
+    Raises:
+        ValueError: the fit block is too short to hold out a quarter (each part ≥ 3 filter windows).
+    """
+    n_sel = (fit.stop - fit.start) // 4
+    inner = slice(fit.start, fit.stop - n_sel - data.window)
+    sel = slice(fit.stop - n_sel, fit.stop)
+    if n_sel < 3 * data.window or inner.stop - inner.start < 3 * data.window:
+        raise ValueError("too few samples to choose the prior weight by validation (--prior-weight auto)")
+    qs, qds, qdds, taus = data.q[sel], data.qd[sel], data.qdd[sel], data.tau_raw[sel]
+    scores: dict = {}
+    for w in PRIOR_WEIGHTS:
+        res = identify(model, data.q[inner], data.qd[inner], data.qdd[inner], data.tau[inner], prior_weight=w,
+                       sample_correlation=data.correlation,
+                       tau_rate=None if data.tau_rate is None else data.tau_rate[inner], **kw)
+        zero_unidentified_friction(res)
+        ratio = errors(res.predict(qs, qds, qdds), taus)["rms"] / errors(res.predict_rigid(qs, qds, qdds), taus)["rms"]
+        scores[w] = {"rms_ratio_to_rigid_urdf": ratio.tolist(), "worse_than_rigid_urdf": bool(np.any(ratio > 1.0))}
+    ok = [w for w, v in scores.items() if not v["worse_than_rigid_urdf"]] or list(scores)
+    return min(ok, key=lambda w: float(np.mean(scores[w]["rms_ratio_to_rigid_urdf"]))), scores
+
+
 def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
-        prior_weight: float = 1.0, min_velocity: float = MIN_VELOCITY,
+        prior_weight: float | None = 1.0, min_velocity: float = MIN_VELOCITY,
         coulomb_velocity: float | None = None, effort_shift: float | None = None) -> Outcome:
     """Identify on the fit block, validate on the held-out block. Raises ValueError (bad split, data).
     ``coulomb_velocity``: v_s of fc·tanh(qd / v_s) (0: sign; None: chosen by the data); ``effort_shift``:
-    S (s) of the effort-state alignment (None: estimated; see :func:`identify`)."""
+    S (s) of the effort-state alignment (None: estimated; see :func:`identify`); ``prior_weight`` None:
+    chosen by validation inside the fit block (:func:`choose_prior_weight`, reported)."""
     sp = split(data, holdout)
     q, qd, qdd, tau, _ = sp.take(data, "fit")
     moving = (np.abs(qd) >= min_velocity).mean(axis=0)
@@ -58,9 +111,14 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         raise ValueError(f"no joint moves faster than {min_velocity:g} rad/s at 10 % of the fit samples (best: "
                          f"'{model.joint_names[int(np.argmax(moving))]}' at {100 * moving.max():.1f} %): nothing "
                          "dynamic to identify; for a log of poses at rest use --static")
+    selection = None
+    if prior_weight is None:
+        prior_weight, selection = choose_prior_weight(model, data, sp.fit, armature=armature, min_velocity=min_velocity,
+                                                      coulomb_velocity=coulomb_velocity, effort_shift=effort_shift)
     res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
                    sample_correlation=data.correlation, coulomb_velocity=coulomb_velocity,
                    tau_rate=None if data.tau_rate is None else data.tau_rate[sp.fit], effort_shift=effort_shift)
+    unmoved, friction_zeroed = zero_unidentified_friction(res)
     names = model.joint_names
     report: dict = {
         "robot": model.description.name, "joints": list(names),
@@ -70,20 +128,25 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         "structural_base_parameters": res.base.rank, "data_rank": res.data_rank,
         "condition_number": res.condition, "noise_std": res.noise_std, "solver": res.status,
         "min_velocity": min_velocity, "coulomb_velocity": res.coulomb_velocity,
-        "effort_shift_s": res.effort_shift,
+        "effort_shift_s": res.effort_shift, "prior_weight": prior_weight,
     }
+    if selection is not None:
+        report["prior_weight_selection"] = {str(w): v for w, v in selection.items()}
+        report["notes"].append(f"prior weight {prior_weight:g} chosen by validation on the last quarter of the fit "
+                               f"block (tried {', '.join(f'{w:g}' for w in selection)})")
     if sp.validation.stop > sp.validation.start:
         qv, qdv, qddv, _, tau_raw = sp.take(data, "validation")
-        pu = res.predict(qv, qdv, qddv, prior=True)
+        # the baseline is the URDF's rigid-body model; the URDF with its <dynamics> is reported beside it
+        pu = res.predict_rigid(qv, qdv, qddv)
+        pd = res.predict(qv, qdv, qddv, prior=True)
         pi = res.predict(qv, qdv, qddv)
         report["validation_block_s"] = [float(data.t[sp.validation][0]), float(data.t[sp.validation][-1])]
-        report["validation"], eu, ei = validation_report(names, pu, pi, tau_raw, np.abs(qdv) >= min_velocity)
-        # "worse" beyond the scatter of an M-sample RMS (σ/sqrt(2M), 3 of them): below it, a draw of the noise
-        margin = 1.0 + 3.0 / np.sqrt(2.0 * max(len(qv), 1))
-        worse = [jn for j, jn in enumerate(names) if ei["rms"][j] > margin * eu["rms"][j]]
+        report["validation"], eu, ei = validation_report(names, pu, pi, tau_raw, np.abs(qdv) >= min_velocity,
+                                                         tau_urdf_damped=pd)
+        worse = [jn for j, jn in enumerate(names) if ei["rms"][j] > eu["rms"][j]]
         if worse:
-            report["warnings"].append(f"identified model worse than the URDF on the held-out block for "
-                                      f"{', '.join(worse)}")
+            report["warnings"].append(f"identified model worse than the rigid-body URDF on the held-out block "
+                                      f"for {', '.join(worse)}")
         t_val = data.t[sp.validation]
     else:
         pu = pi = tau_raw = np.zeros((0, model.n))
@@ -92,6 +155,7 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
     # Not excited is not "unchanged": the MAP solve moves an unexcited parameter with the excited ones it
     # is correlated with, and that moved value is what the URDF and friction YAML receive.
     moved = (~res.identified) & (np.abs(res.x - res.x_prior) > MOVED_RATIO * res.prior_std)
+    moved[unmoved] = False
     not_ident = [nm for k, nm in enumerate(res.names) if not res.identified[k] and not moved[k]]
     by_cat: dict[str, list[int]] = {}
     for nm, ok in zip(res.names, res.identified):
@@ -100,6 +164,10 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         c[1] += 1
     report["identified_counts"] = {k: {"identified": v[0], "total": v[1]} for k, v in by_cat.items()}
     report["not_identified"] = not_ident
+    report["friction_not_identified_written_zero"] = friction_zeroed
+    if friction_zeroed:
+        report["notes"].append(f"friction not identified, written 0 (the URDF's <dynamics> is a simulation value, "
+                               f"not carried over): {', '.join(friction_zeroed)}")
     report["moved_not_excited"] = {nm: {"urdf": res.x_prior[k], "written": res.x[k], "prior_std": res.prior_std[k]}
                                    for k, nm in enumerate(res.names) if moved[k]}
     report["parameters"] = {nm: {"urdf": res.x_prior[k], "identified": res.x[k], "prior_std": res.prior_std[k],

@@ -64,13 +64,17 @@ def errors(tau_pred: np.ndarray, tau_meas: np.ndarray, moving: np.ndarray | None
 
 
 def validation_report(joint_names, tau_urdf: np.ndarray, tau_ident: np.ndarray, tau_meas: np.ndarray,
-                      moving: np.ndarray) -> tuple[dict, dict, dict]:
-    """The report's ``validation`` entry: joint -> URDF and identified RMS / max error, peak, RMS over the
-    moving samples and identified RMS / peak (N·m; arrays (M, n), ``moving`` (M, n) bool); also returns
-    the two :func:`errors` dicts (URDF, identified)."""
+                      moving: np.ndarray, tau_urdf_damped: np.ndarray | None = None) -> tuple[dict, dict, dict]:
+    """The report's ``validation`` entry: joint -> URDF (``tau_urdf``, the baseline: the rigid-body URDF)
+    and identified RMS / max error, peak, RMS over the moving samples and identified RMS / peak, and with
+    ``tau_urdf_damped`` (the URDF with its ``<dynamics>`` simulation damping and friction) its RMS as
+    ``urdf_damped_rms`` (N·m; arrays (M, n), ``moving`` (M, n) bool); also returns the two :func:`errors`
+    dicts (URDF, identified)."""
     eu, ei = errors(tau_urdf, tau_meas, moving), errors(tau_ident, tau_meas, moving)
+    ed = None if tau_urdf_damped is None else errors(tau_urdf_damped, tau_meas)
     table = {jn: {"urdf_rms": eu["rms"][j], "urdf_max": eu["max"][j], "identified_rms": ei["rms"][j],
                   "identified_max": ei["max"][j], "peak": eu["peak"][j], "urdf_rms_moving": eu["rms_moving"][j],
-                  "identified_rms_moving": ei["rms_moving"][j], "identified_rms_over_peak": ei["rms_over_peak"][j]}
+                  "identified_rms_moving": ei["rms_moving"][j], "identified_rms_over_peak": ei["rms_over_peak"][j],
+                  **({} if ed is None else {"urdf_damped_rms": ed["rms"][j]})}
              for j, jn in enumerate(joint_names)}
     return table, eu, ei

@@ -75,7 +75,8 @@ class ComputedTorqueNode(ShellViews, LifecycleNode):
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = self.diagnostics = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"],
                                                    timer=False)
-        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"])
+        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"],
+                                  arrival_clock=self.p["arrival_clock"])
         self.actions = trajectory_action.TrajectoryActions(self)
         self._clock = self.get_clock()
         self._epoch_ns = self._clock.now().nanoseconds
@@ -236,7 +237,7 @@ class ComputedTorqueNode(ShellViews, LifecycleNode):
         if self.core is None or not self.shell.active:
             return
         now = self._clock.now().nanoseconds
-        self._control(now, time.monotonic_ns(), now)
+        self._control(now, self.shell.arrival_now_ns(), now)
 
     def _control(self, now_ns: int, arrival_ns: int, sample_ns: int) -> None:
         """One control tick: the core's command (or safe command) at ``sample_ns``, published."""

@@ -93,7 +93,8 @@ class ControlShell:
         config_error: why the last :meth:`configure` failed (None: it did not).
     """
 
-    def __init__(self, node, diag: Diagnostics, log: RateLimitedLog, *, latest_state_wins: bool = True):
+    def __init__(self, node, diag: Diagnostics, log: RateLimitedLog, *, latest_state_wins: bool = True,
+                 arrival_clock: str = "steady"):
         self.node = node
         self.diag = diag
         self.log = log
@@ -102,6 +103,8 @@ class ControlShell:
         self.reader = JointStateReader()
         self.active = False
         self._latest_wins = bool(latest_state_wins)
+        #: ``arrival_clock`` 'node': arrival ages on the node clock (replay under use_sim_time at any rate)
+        self._arrival_on_node_clock = arrival_clock == "node"
         self._clock = node.get_clock()
         self.sim_time = bool(node.get_parameter("use_sim_time").value)
         self.config_error: Exception | None = None
@@ -117,6 +120,10 @@ class ControlShell:
     def command_topic(self) -> str:
         """The resolved command topic ("" without a publisher)."""
         return self.pub.topic_name if self.pub is not None else ""
+
+    def arrival_now_ns(self) -> int:
+        """"Now" on the clock of arrival ages (``arrival_clock``): monotonic ns, or the node clock's ns."""
+        return self._clock.now().nanoseconds if self._arrival_on_node_clock else time.monotonic_ns()
 
     # ------------------------------------------------------------------ lifecycle
     def configure(self, *, joint_states_topic: str, on_joint_state: Callable[[bytes], None],
@@ -240,7 +247,7 @@ class ControlShell:
             fields = self.read(raw)
             if fields is None:
                 return None
-        arrival = time.monotonic_ns()
+        arrival = self.arrival_now_ns()
         now_ns = self._clock.now().nanoseconds if self.sim_time else time.time_ns()
         rej = core.on_joint_state(fields, arrival, now_ns)
         if rej is not None:
@@ -309,7 +316,7 @@ class ControlShell:
             self.check_graph()
         mapper = core.mapper
         now_ns = self._clock.now().nanoseconds
-        res = core.step(now_ns, time.monotonic_ns()) if mapper.ready else None
+        res = core.step(now_ns, self.arrival_now_ns()) if mapper.ready else None
         if res is not None and res.safe:
             if publish_safe and res.command is not None and self.publish(res.command):
                 diag.count("safe")
@@ -328,7 +335,7 @@ class ControlShell:
                 diag.set_level(Diagnostics.WARN, text)
         elif mapper.accepted == 0 and not core.fault and self.log.due("no_state"):
             self.log.warning("no_state", f"{WAITING_FOR_STATES}: {self.no_state_text()}")
-        diag.set("state_age_s", round(mapper.age(now_ns, time.monotonic_ns()), 6) if mapper.ready else "never")
+        diag.set("state_age_s", round(mapper.age(now_ns, self.arrival_now_ns()), 6) if mapper.ready else "never")
         diag.set("clamp_count", core.clamped)
         diag.set("rejected_by_joint", dict(mapper.rejected_joints))
         diag.set("unknown_names", mapper.unknown_name_count)

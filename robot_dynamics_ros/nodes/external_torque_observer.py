@@ -76,7 +76,8 @@ class ExternalTorqueObserverNode(ShellViews, LifecycleNode):
         self.log = RateLimitedLog(self.get_logger(), self.p["log_period"])
         self.diag = Diagnostics(self, hardware_id=NODE_NAME, period=self.p["diagnostics_period"], timer=False)
         self.diag.set_level(Diagnostics.WARN, "unconfigured")
-        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"])
+        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"],
+                                  arrival_clock=self.p["arrival_clock"])
         self.pub_tau = self.create_publisher(JointState, "~/external_torque", 10)
         self.pub_wrench = self.create_publisher(WrenchStamped, "~/external_wrench", 10)
         self.pub_collision = self.create_publisher(Bool, "~/collision", collision_qos())
@@ -211,7 +212,7 @@ class ExternalTorqueObserverNode(ShellViews, LifecycleNode):
         """Safety timer: staleness when joint_states stop (the observer restarts), then the diagnostics."""
         core = self.core
         if core is not None and self.shell.active:
-            res = core.step(self.get_clock().now().nanoseconds, time.monotonic_ns()) if core.mapper.ready else None
+            res = core.step(self.get_clock().now().nanoseconds, self.shell.arrival_now_ns()) if core.mapper.ready else None
             if res is not None and res.tau_ext is None:
                 self.shell.report(res)
             self.diag.set("collision", bool(core.detector.collision))

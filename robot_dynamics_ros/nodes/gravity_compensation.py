@@ -76,7 +76,8 @@ class GravityCompensationNode(ShellViews, LifecycleNode):
         self._clock = self.get_clock()
         self.published = 0
         self._kick = False
-        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"])
+        self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"],
+                                  arrival_clock=self.p["arrival_clock"])
         self.add_on_set_parameters_callback(self._on_set_parameters)
         patient_service(self.create_service(SetBool, "~/enable", self._on_enable), self.get_logger().warning)
         create_payload_service(self, lambda: self.p, self.diag)
@@ -181,7 +182,7 @@ class GravityCompensationNode(ShellViews, LifecycleNode):
         core = self.core
         if self._kick and core is not None and self.shell.active and core.mapper.ready:
             self._kick = False
-            res = core.step(self._clock.now().nanoseconds, time.monotonic_ns())
+            res = core.step(self._clock.now().nanoseconds, self.shell.arrival_now_ns())
             if res.command is not None and not res.safe and self.shell.publish(res.command):
                 self.published += 1
         self.shell.tick(self.p["state_timeout"])

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_tools.paths import check_output_path  # re-exported: the commands' one output check
 
 __all__ = ["add_robot_arguments", "number", "float_list", "named_values", "parse_held", "model_from_args",
            "check_output_path", "joint_limits_file", "print_to_pipe"]
@@ -145,40 +146,6 @@ def model_from_args(args: argparse.Namespace, joint_limits=None):
     for w in model.warnings:  # what the lenient loader accepted (--strict refuses it)
         print(f"warning: {w}", file=sys.stderr)
     return model
-
-
-def check_output_path(path: str | os.PathLike, what: str, *, directory: bool = False) -> Path:
-    """Check, before any work, that an output can be written at ``path``; return it as a Path.
-
-    ``directory=False``: ``path`` is a file the command writes; its parent directory must exist (the
-    command does not create it) and ``path`` must not be a directory. ``directory=True``: ``path`` is a
-    directory the command creates with its parents; the nearest existing ancestor must be a directory.
-    Either way the directory written into must be writable.
-
-    Raises:
-        UserError: one line naming ``what`` and ``path``: the parent is missing, a file, or not writable, or
-            ``path`` is the wrong kind.
-    """
-    p = Path(path).expanduser()
-    if directory:
-        if p.exists() and not p.is_dir():
-            raise UserError(f"{what} '{path}': exists and is not a directory")
-        base = p
-        while not base.exists():  # the nearest existing ancestor: mkdir(parents=True) creates the rest
-            base = base.parent
-        if not base.is_dir():
-            raise UserError(f"{what} '{path}': '{base}' is a file, not a directory")
-    else:
-        if p.is_dir():
-            raise UserError(f"{what} '{path}': is a directory, expected a file name")
-        base = p.parent
-        if not base.exists():
-            raise UserError(f"{what} '{path}': directory '{base}' does not exist")
-        if not base.is_dir():
-            raise UserError(f"{what} '{path}': '{base}' is a file, not a directory")
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise UserError(f"{what} '{path}': directory '{base}' is not writable")
-    return p
 
 
 def joint_limits_file(value: str | None, urdf: str | None) -> str | None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import numpy as np
@@ -90,7 +89,7 @@ def parse_ranges(items, model) -> tuple[np.ndarray, np.ndarray]:
 def run(args) -> int:
     from robot_dynamics_tools.commands._args import parse_held
     from robot_dynamics_ros.identification.excitation import optimize
-    from robot_dynamics_ros.identification.outputs import write_text
+    from robot_dynamics_tools.paths import write_text
     from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.robots import resolve
 
@@ -102,12 +101,12 @@ def run(args) -> int:
                         ("--evaluations", args.evaluations, args.evaluations >= 1)):
         if not ok:
             raise UserError(f"{name}: {v} is out of range")
-    from robot_dynamics_ros.identification.outputs import check_outputs
+    from robot_dynamics_tools.paths import check_new_folder, check_outputs
 
-    if args.bag and os.path.lexists(args.bag):
-        raise UserError(f"--bag '{args.bag}': already exists (a rosbag2 is a new directory); choose another --bag")
+    if args.bag:
+        check_new_folder(args.bag, "--bag")  # a rosbag2 is a new directory
     entry = resolve(args.urdf)
-    check_outputs([("--out", args.out)] + ([("--bag", args.bag)] if args.bag else []), [("--urdf", str(entry.path))])
+    check_outputs([("--out", args.out)], [("--urdf", str(entry.path))])
     held = parse_held(args.held)
     model = RobotModel.from_urdf(entry.path, held_joints=dict(entry.held_joints) if held is None else held)
     lower, upper = parse_ranges(args.range, model)

@@ -8,8 +8,11 @@
                             [--held J=V ...] [--gravity GX,GY,GZ] [--friction-yaml PATH] [--report PATH]
                             [--plot PATH] [--json]
 
-``--data``: a CSV (``t``, ``<joint>/position``, ``/velocity``, ``/effort``, optional ``/acceleration``) or
-a rosbag2 with ``sensor_msgs/msg/JointState`` (see :mod:`robot_dynamics_ros.identification.data`). The URDF
+``--data``: a CSV (``t``, ``<joint>/position``, ``/velocity``, ``/effort``, optional ``/acceleration``; UTF-8)
+or a rosbag2 or ROS 1 bag with ``sensor_msgs/msg/JointState`` (see :mod:`robot_dynamics_ros.identification.data`
+and :mod:`robot_dynamics_tools.recordings`), at most ``--max-data-mb`` (default 100 MiB, checked before
+reading). Every output (``--out`` and the side files) is a regular file or a new name in an existing
+directory (:mod:`robot_dynamics_tools.paths`); a FIFO, device, directory or a link to one is refused. The URDF
 is the prior; the last ``--holdout`` fraction of the recording (default 0.25) is not fitted and serves to
 compare the URDF and the identified model. Writes ``--out`` (the URDF with identified inertials and
 ``<dynamics>``), ``--friction-yaml`` (default ``<out>.friction.yaml``), ``--report`` (JSON, default
@@ -27,6 +30,7 @@ import sys
 from pathlib import Path
 
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_tools import paths
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +39,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="CSV recording or rosbag2 (sqlite3 or mcap) with JointState")
     parser.add_argument("--out", required=True, help="identified URDF to write (with --payload: a JSON)")
     parser.add_argument("--topic", help="JointState topic of the bag (default: its only JointState topic)")
+    parser.add_argument("--max-data-mb", type=float, default=None, metavar="MB",
+                        help="refuse a --data larger than this, checked before reading (default 100 MiB: a CSV "
+                             "is held in memory several times over while parsed)")
     parser.add_argument("--effort-scale", metavar="S|J=S,...",
                         help="tau_model = S * effort_data, for all joints or per joint (e.g. -1 for drivers "
                              "that report the opposite sign)")
@@ -43,8 +50,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--holdout", type=float, default=0.25,
                         help="fraction of the recording (its end) kept out of the fit for validation (0.25)")
     parser.add_argument("--armature", action="store_true", help="also fit a rotor inertia per joint")
-    parser.add_argument("--prior-weight", type=float, default=1.0,
-                        help="weight of the URDF prior (larger stays closer to the URDF; default 1)")
+    parser.add_argument("--prior-weight", default="1", metavar="W|auto",
+                        help="weight of the URDF prior (larger stays closer to the URDF; default 1); 'auto' "
+                             "chooses it by validation on the last quarter of the fit block (4 more fits)")
     parser.add_argument("--window", type=int, help="Savitzky-Golay window, samples (odd; default ~0.1 s)")
     parser.add_argument("--static", action="store_true",
                         help="the samples are poses at rest (static-pose log): qd = qdd = 0, no filtering")
@@ -87,10 +95,12 @@ def _summary(report: dict) -> str:
     if "validation" in report:
         lines.append(f"held-out block {report['validation_block_s'][0]:.3f}-{report['validation_block_s'][1]:.3f} s"
                      "  (RMS / max torque error, N·m)")
-        lines.append(f"  {'joint':<24} {'URDF rms':>9} {'URDF max':>9} {'ident rms':>9} {'ident max':>9} "
-                     f"{'rms/peak':>8}")
+        lines.append("  (URDF: its rigid-body model, the baseline; +dyn: with its <dynamics> simulation damping)")
+        lines.append(f"  {'joint':<24} {'URDF rms':>9} {'URDF max':>9} {'+dyn rms':>9} {'ident rms':>9} "
+                     f"{'ident max':>9} {'rms/peak':>8}")
         for jn, v in report["validation"].items():
-            lines.append(f"  {jn:<24} {v['urdf_rms']:9.4g} {v['urdf_max']:9.4g} {v['identified_rms']:9.4g} "
+            lines.append(f"  {jn:<24} {v['urdf_rms']:9.4g} {v['urdf_max']:9.4g} "
+                         f"{v.get('urdf_damped_rms', float('nan')):9.4g} {v['identified_rms']:9.4g} "
                          f"{v['identified_max']:9.4g} {100 * v['identified_rms_over_peak']:7.2f}%")
     if "payload" in report:
         p = report["payload"]
@@ -126,8 +136,10 @@ def run(args) -> int:
     from robot_dynamics_ros.friction import friction_yaml
     from robot_dynamics_ros.identification import outputs, pipeline
 
-    if not args.prior_weight > 0:
-        raise UserError(f"--prior-weight: {args.prior_weight} must be > 0")
+    prior_weight = _auto_number(args.prior_weight, lambda v: 0 < v < float("inf"),
+                                f"--prior-weight: {args.prior_weight} must be > 0 or 'auto'")
+    if prior_weight is None and args.payload:
+        raise UserError("--prior-weight auto: not with --payload (give a number)")
     if not args.min_velocity >= 0:
         raise UserError(f"--min-velocity: {args.min_velocity} must be ≥ 0")
     v_s = _auto_number(args.coulomb_velocity, lambda v: 0 <= v < float("inf"),
@@ -146,11 +158,14 @@ def run(args) -> int:
         targets.append(("--plot", plot_path))
     from robot_dynamics_ros.robots import resolve
 
-    outputs.check_outputs(targets, [("--urdf", str(resolve(args.urdf).path)), ("--data", args.data)])
+    paths.check_outputs(targets, [("--urdf", str(resolve(args.urdf).path)), ("--data", args.data)])
     model = _model(args)
     from robot_dynamics_tools.recordings import read_recording
 
-    rec = read_recording(args.data, args.topic)
+    if args.max_data_mb is not None and not args.max_data_mb > 0:
+        raise UserError(f"--max-data-mb: {args.max_data_mb} must be > 0")
+    rec = read_recording(args.data, args.topic, **(
+        {"max_bytes": args.max_data_mb * 2**20} if args.max_data_mb is not None else {}))
     scale = data_mod.parse_effort_scale(args.effort_scale, model.joint_names)
     prepared = data_mod.prepare(rec, model, joint_map=data_mod.parse_joint_map(args.joint_map),
                                 effort_scale=scale, window=args.window, static=args.static)
@@ -160,12 +175,12 @@ def run(args) -> int:
             from robot_dynamics_ros.identification.payload import run_payload
 
             outcome = run_payload(model, args.payload, prepared, holdout=args.holdout,
-                                  prior_weight=args.prior_weight, min_velocity=args.min_velocity,
+                                  prior_weight=prior_weight, min_velocity=args.min_velocity,
                                   coulomb_velocity=v_s, effort_shift=shift)
             files.append(("--out", str(out), outputs.json_text(outcome.report["payload"])))
         else:
             outcome = pipeline.run(model, prepared, holdout=args.holdout, armature=args.armature,
-                                   prior_weight=args.prior_weight, min_velocity=args.min_velocity,
+                                   prior_weight=prior_weight, min_velocity=args.min_velocity,
                                    coulomb_velocity=v_s, effort_shift=shift)
             urdf_text, notes = outputs.identified_urdf(model, outcome.result)
             outcome.report["notes"] += notes
@@ -179,7 +194,7 @@ def run(args) -> int:
     written = []
     try:
         for what, path, text in files:
-            outputs.write_text(path, text, what)
+            paths.write_text(path, text, what)
             written.append(path)
         if plot_path and outcome.t_val.size:
             pipeline.plot(plot_path, outcome, model.joint_names)

@@ -239,7 +239,9 @@ def run(args) -> int:
         print(f"push {summary['force_N']:.0f} N on {summary['link']} at t = {summary['push_onset_s']:.3f} s "
               f"(trajectory at {summary['peak_velocity_fraction']:.0%} of the velocity limits)")
         delay = summary["detection_delay_ms"]
-        print(f"  detected after {'never' if delay is None else f'{delay:.1f}'} ms; estimate error "
+        seen = "not detected (the residual stayed under the threshold)" if delay is None else \
+            f"detected after {delay:.1f} ms"
+        print(f"  {seen}; estimate error "
               f"{summary['estimate_error_ratio']:.2%} of the {summary['peak_external_torque_Nm']:.1f} N·m peak "
               f"after {summary['settle_time_constants']:.0f} time constants")
         print(f"  contact-free {summary['contact_free_s']:.0f} s: {summary['false_collisions']} false collisions, "

@@ -4,7 +4,8 @@
     robot-dynamics replay run1.mcap --out out/replay --urdf ur5 --rate 0.5 --joint-states-topic /ur/joint_states
 
 ``sensor_msgs/JointState`` records (topic ``--joint-states-topic``; any joint order, by name) are read from
-IN_BAG (a rosbag2 directory, sqlite3 or mcap, or a bare ``.mcap``/``.db3`` file) and published, in bag order,
+IN_BAG (a rosbag2 directory, sqlite3 or mcap, a bare ``.mcap``/``.db3`` file, or a ROS 1 ``.bag``, its records
+converted to ROS 2 by rosbags: :class:`robot_dynamics_tools.bags.BagReader`) and published, in bag order,
 into the node (``--node``, default ``gravity_compensation``) started in this process as ``robot-dynamics run``
 starts it (the params file's ``<node name>`` section, ``--urdf`` as ``urdf_path``). With ``--node
 computed_torque`` the bag's ``trajectory_msgs/JointTrajectory`` records (``--trajectory-topic``, found by type
@@ -25,7 +26,7 @@ Speed: ``--rate R`` publishes at R × the recorded pace (default 1.0); ``--as-fa
 controlled: the next joint state is published when the command for the previous one has arrived (or
 ``--timeout`` s passed: that input counts as dropped), so it never overruns the node's queues.
 
-OUT_BAG (a new rosbag2 directory, ``--storage`` as IN_BAG's unless given) receives the replayed inputs and
+OUT_BAG (a new rosbag2 directory, ``--storage`` as IN_BAG's unless given, mcap for a ROS 1 IN_BAG) receives the replayed inputs and
 every message the node publishes (commands, ``/diagnostics``, ...), stamped with the bag time of the input
 being replayed. OUT_BAG is checked before any work (it and ``OUT_BAG.partial`` must not exist, its folder
 must be writable, it must not be IN_BAG or inside it) and IN_BAG is size-capped (``--max-input-mb``;
@@ -70,6 +71,9 @@ from typing import Any
 import numpy as np
 
 from robot_dynamics_tools import bags
+from robot_dynamics_tools.commands._recompute import CoreRecomputation
+from robot_dynamics_tools.commands._replay_inputs import Record, check_joint_names, read_inputs
+from robot_dynamics_tools.paths import check_input_size, check_new_folder
 from robot_dynamics_ros.errors import UserError
 
 #: nodes replay can drive: node name (= section of the params file)
@@ -81,7 +85,8 @@ MAX_INPUT_BYTES = 1 << 30
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("in_bag", metavar="IN_BAG", help="rosbag2 directory (sqlite3 or mcap) or .mcap/.db3 file")
+    parser.add_argument("in_bag", metavar="IN_BAG",
+                        help="rosbag2 directory (sqlite3 or mcap), .mcap/.db3 file, or ROS 1 .bag")
     parser.add_argument("--out", required=True, metavar="OUT_BAG", help="rosbag2 directory to create")
     speed = parser.add_mutually_exclusive_group()
     speed.add_argument("--rate", type=float, default=None,
@@ -99,7 +104,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="trajectory_msgs/JointTrajectory topic in IN_BAG (computed_torque; default: the "
                              "bag's topic of that type, if any)")
     parser.add_argument("--storage", choices=bags.STORAGE_FORMATS, default=None,
-                        help="storage of OUT_BAG (default: IN_BAG's)")
+                        help="storage of OUT_BAG (default: IN_BAG's; mcap for a ROS 1 bag)")
     parser.add_argument("--timeout", type=float, default=1.0,
                         help="s to wait for a command before an input counts as dropped (default 1)")
     parser.add_argument("--tolerance", type=float, default=1e-9,
@@ -136,66 +141,36 @@ def node_parameters(params_files: list[str], node: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------- files
 def check_output(out: Path, in_bag: str | Path) -> None:
     """Refuse, before any work, an OUT_BAG that cannot be created: it (or its ``.partial``) exists, its
-    folder is missing or not writable, or it is IN_BAG or inside it.
+    folder is missing or does not take new files (:func:`robot_dynamics_tools.paths.check_new_folder`), or
+    it is IN_BAG or inside it.
 
     Raises:
         UserError: naming ``--out`` and the reason.
     """
+    check_new_folder(out, "--out")
     partial = out.with_name(out.name + ".partial")
-    for p in (out, partial):
-        if p.exists() or p.is_symlink():
-            raise UserError(f"--out '{out}': '{p}' exists already; not overwriting")
-    parent = out.parent if str(out.parent) else Path(".")
-    if not parent.is_dir():
-        raise UserError(f"--out '{out}': folder '{parent}' does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"--out '{out}': folder '{parent}' is not writable")
+    if partial.exists() or partial.is_symlink():
+        raise UserError(f"--out '{out}': '{partial}' exists already; not overwriting")
     src = Path(in_bag).resolve()
     dst = out.resolve()
     if dst == src or src in dst.parents:
         raise UserError(f"--out '{out}': is IN_BAG '{in_bag}' or inside it")
 
 
-def check_input_size(in_bag: str | Path, limit_bytes: float) -> int:
-    """Bytes of IN_BAG (a regular file, or every regular file of a bag folder); refuses devices, FIFOs and
-    anything above ``limit_bytes`` before reading.
-
-    Raises:
-        UserError: naming IN_BAG, its size and the cap.
-    """
-    import stat
-
-    path = Path(in_bag)
-    try:
-        st = path.stat()
-    except OSError as exc:
-        raise UserError(f"IN_BAG '{in_bag}': {exc.strerror or exc}") from None
-    if stat.S_ISDIR(st.st_mode):
-        files = [p for p in path.iterdir() if p.is_file()]
-        size = sum(p.stat().st_size for p in files)
-    elif stat.S_ISREG(st.st_mode):
-        size = st.st_size
-    else:
-        raise UserError(f"IN_BAG '{in_bag}': not a regular file or a bag folder")
-    if size > limit_bytes:
-        raise UserError(f"IN_BAG '{in_bag}': {size / 2**20:.1f} MiB is above --max-input-mb "
-                        f"{limit_bytes / 2**20:g} (the replay holds every record in memory)")
-    return size
-
-
 def write_recording(path: Path, recorded: list, storage: str) -> tuple[int, bool]:
     """Write ``(topic, msgtype, t_ns, raw)`` records, in time order (stable), as a new bag at ``path``.
 
-    Atomic: the bag is written in a temporary sibling folder and renamed to ``path`` when complete, so
-    ``path`` is either absent or a whole bag. A Ctrl-C during the write is held until the bag is complete
-    (then reported as the second value, True).
+    Atomic (:class:`robot_dynamics_tools.bags.BagWriter`: a temporary sibling folder renamed to ``path``
+    when complete), so ``path`` is either absent or a whole bag. A Ctrl-C during the write is held until
+    the bag is complete (then reported as the second value, True).
 
     Returns:
         ``(messages written, interrupted during the write)``.
+
+    Raises:
+        UserError: the bag cannot be written (one line naming it; nothing is left behind).
     """
-    import shutil
     import signal
-    import tempfile
 
     recorded = sorted(recorded, key=lambda r: r[2])
     late = []
@@ -203,14 +178,13 @@ def write_recording(path: Path, recorded: list, storage: str) -> tuple[int, bool
     in_main = threading_is_main()
     if in_main:
         signal.signal(signal.SIGINT, lambda *_: late.append(True))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent if str(path.parent) else "."))
     try:
-        with bags.BagWriter(tmp / path.name, storage=storage) as bag:
+        with bags.BagWriter(path, storage=storage) as bag:
             for topic, mtype, t_ns, raw in recorded:
                 bag.write_serialized(topic, mtype, raw, t_ns)
-        os.rename(tmp / path.name, path)
+    except OSError as exc:
+        raise UserError(f"--out '{path}': cannot write the bag: {exc.strerror or exc}") from None
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
         if in_main:
             signal.signal(signal.SIGINT, previous)
     return len(recorded), bool(late)
@@ -222,197 +196,61 @@ def threading_is_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-# ----------------------------------------------------------------------------------------- inputs
-@dataclass
-class Record:
-    """One input record: bag time, topic, type, CDR bytes and the rclpy message."""
-
-    t_ns: int
-    topic: str
-    msgtype: str
-    raw: bytes
-    msg: Any
-    index: int = -1  # index among joint states (-1: a trajectory)
-
-
-def read_inputs(path: str, js_topic: str, traj_topic: str | None) -> tuple[list[Record], str]:
-    """Read the joint states (and trajectories) of a bag, in time order; returns ``(records, storage)``.
-
-    Raises:
-        BagError: missing topic, wrong type, truncated/corrupt bag (naming bag and topic).
-    """
-    from rclpy.serialization import deserialize_message
-
-    wanted = {js_topic: bags.JOINT_STATE}
-    if traj_topic:
-        wanted[traj_topic] = bags.JOINT_TRAJECTORY
-    records: list[Record] = []
-    with bags.BagReader(path) as bag:
-        bag.check_topics(wanted)
-        storage = bag.storage
-        classes = {t: bags.rclpy_class(m) for t, m in wanted.items()}
-        k = 0
-        for m in bag.messages(wanted, raw=True):
-            try:
-                msg = deserialize_message(m.msg, classes[m.topic])
-            except Exception as exc:
-                raise bags.BagError(f"bag '{path}': topic '{m.topic}': record at t={m.t_ns} ns is not a valid "
-                                    f"{m.msgtype} ({type(exc).__name__})") from None
-            rec = Record(m.t_ns, m.topic, m.msgtype, m.msg, msg)
-            if m.topic == js_topic:
-                rec.index = k
-                k += 1
-            records.append(rec)
-    if not any(r.index >= 0 for r in records):
-        raise bags.BagError(f"bag '{path}': topic '{js_topic}' has no messages")
-    return records, storage
-
-
-def check_joint_names(records: list[Record], model, js_topic: str) -> list[str]:
-    """Every actuated joint of the model must appear in the joint states; names that are not joints of the
-    URDF (a gripper finger of joint_state_broadcaster, another robot's joint) are ignored, as the nodes
-    ignore them (counted as ``unknown_names``) and ``identify`` does.
-
-    Returns:
-        The ignored names, sorted (each once, for the summary).
-
-    Raises:
-        UserError: an actuated joint that never appears, naming it and the topic.
-    """
-    urdf_joints = set(model.description.joints)
-    seen: set[str] = set()
-    checked: set[tuple] = set()
-    for r in records:
-        if r.index < 0:
-            continue
-        names = tuple(r.msg.name)
-        if names in checked:
-            continue
-        checked.add(names)
-        seen.update(names)
-    ignored = sorted(n for n in seen if n not in urdf_joints)
-    missing = [j for j in model.joint_names if j not in seen]
-    if missing:
-        raise UserError(f"topic '{js_topic}': joint '{missing[0]}' of '{model.description.name}' never appears "
-                        f"(missing: {missing}); the node would never command"
-                        + (f" (names not in the model, ignored: {ignored})" if ignored else ""))
-    return ignored
-
-
-# ----------------------------------------------------------------------------------------- offline
-def _settings_for(settings_class, params: dict[str, Any], joint_names) -> Any:
-    """``settings_class`` (a frozen settings dataclass of a control core) from the node's parameter values:
-    every field whose name is a parameter takes its value; ``gains`` (computed torque) from the
-    ``gains.<joint>.<kind>`` parameters; the other fields keep their defaults."""
-    import dataclasses
-
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(settings_class):
-        if f.name == "gains":
-            gains: dict[str, dict[str, float]] = {}
-            for j in joint_names:
-                for kind in ("p", "d", "kp", "kd"):
-                    key = f"gains.{j}.{kind}"
-                    if key in params:
-                        gains.setdefault(j, {})[kind] = float(params[key])
-            values["gains"] = gains
-        elif f.name in params:
-            values[f.name] = params[f.name]
-    return settings_class(**values)
-
-
-def _model_for(model, params: dict[str, Any]):
-    """``model`` with the node's ``gravity`` and ``payload.*`` parameters (when it has them), as a copy."""
-    payload = None
-    link = params.get("payload.link") or ""
-    if link:
-        a = list(params.get("payload.inertia", [0.0] * 6))
-        inertia = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
-        payload = (link, float(params.get("payload.mass", 0.0)), list(params.get("payload.com", [0.0] * 3)),
-                   inertia)
-    gravity = params.get("gravity")
-    return model.with_settings(gravity=list(gravity) if gravity is not None else None, payload=payload)
-
-
-class CoreRecomputation:
-    """Offline, the command the node should publish for each joint state: the node's own ROS-free control
-    core (:class:`~robot_dynamics_ros.control.gravity_compensator.GravityCompensator` or
-    :class:`~robot_dynamics_ros.control.computed_torque.ComputedTorqueController`), a separate instance with
-    the node's parameter values, fed the records in bag order at their bag time (arrival = now = the bag
-    time, as ``/clock`` tells the node). Replay holds no control law of its own: what it checks is that
-    the node over DDS commands what its core computes from the same inputs (transport, ordering, the
-    parameters reaching the node, the trajectory timing).
-
-    For ``external_torque_observer`` the output is τ_ext (the node's ``~/external_torque`` efforts, model
-    joint order) from a separate :class:`~robot_dynamics_ros.control.external_torque.ExternalTorqueCore`
-    with the node's settings (``settings_from`` of the node module), payload, gravity and friction file.
-
-    Args:
-        node_name: one of :data:`REPLAY_NODES`.
-        model: the robot model built from the same URDF, held joints and joint limits.
-        params: the running node's parameter values (name -> value).
-        epoch_ns: the computed-torque node's trajectory time base (its clock at start).
-    """
-
-    def __init__(self, node_name: str, model, params: dict[str, Any], *, epoch_ns: int = 0):
-        joints = list(params.get("joints") or []) or None
-        used = _model_for(model, params) if node_name == "gravity_compensation" else model
-        self.observer = node_name == "external_torque_observer"
-        if self.observer:
-            from robot_dynamics_ros.control.external_torque import ExternalTorqueCore
-            from robot_dynamics_ros.nodes.model_source import model_with_params
-            from robot_dynamics_ros.nodes.external_torque_observer import settings_from
-
-            used = model_with_params(model, params)
-            if params.get("friction_path"):
-                from robot_dynamics_ros.friction import JointFriction
-
-                used = used.with_settings(friction=JointFriction.from_yaml(params["friction_path"], used.joint_names))
-            self.core = ExternalTorqueCore(used, settings_from(params), list(params.get("command_joints") or []) or None)
-            self.ticks_on_stamp = False
-        elif node_name == "gravity_compensation":
-            from robot_dynamics_ros.control.gravity_compensator import GravityCompensator, GravitySettings
-
-            self.core = GravityCompensator(used, _settings_for(GravitySettings, params, model.joint_names), joints)
-            self.ticks_on_stamp = False
-        else:
-            from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
-
-            self.core = ComputedTorqueController(
-                used, _settings_for(ComputedTorqueSettings, params, model.joint_names), joints,
-                epoch_ns=int(epoch_ns))
-            self.ticks_on_stamp = True
-
-    def expected(self, records: list[Record]) -> list:
-        """The command (array, command joint order) or None for each joint state of ``records``, in order;
-        trajectory records are submitted to the core at their bag time."""
-        from robot_dynamics_ros.nodes.cdr import fields_from_message
-        from robot_dynamics_ros.control.interpolation import TrajectoryRejected
-
-        core = self.core
-        out = []
-        for r in records:
-            if r.index < 0:
-                try:
-                    spec = core.trajectory_from_message(r.msg)
-                except TrajectoryRejected:
-                    continue
-                core.submit_trajectory(spec, core.time_s(r.t_ns))
-                continue
-            fields = fields_from_message(r.msg)
-            if core.on_joint_state(fields, r.t_ns, r.t_ns) is not None:
-                out.append(None)
-                continue
-            if self.ticks_on_stamp:
-                res = core.step(r.t_ns, r.t_ns, sample_ns=fields.stamp_ns or r.t_ns)
-            else:
-                res = core.step(r.t_ns, r.t_ns)
-            value = res.tau_ext if self.observer else res.command
-            out.append(None if value is None else np.asarray(value, dtype=float))
-        return out
-
-
 # ----------------------------------------------------------------------------------------- replay
+class _Matcher:
+    """Receives the node's outputs (raw CDR, as they came off the wire): records each, and matches it to the
+    oldest pending input whose recomputation it equals (older pending inputs count as dropped), keeping the
+    largest difference with its input."""
+
+    def __init__(self, res: ReplayResult, expected: list, pending: deque, now_ns: list, command):
+        self.res, self.expected, self.pending, self.now_ns = res, expected, pending, now_ns
+        self.topic, self.cls, self.values = command
+        self.type = bags.msgtype_name(self.cls)
+        self.input_over = False
+
+    def on_command(self, raw: bytes) -> None:
+        from rclpy.serialization import deserialize_message
+
+        t = time.perf_counter()
+        res, pending, expected = self.res, self.pending, self.expected
+        if self.input_over:
+            # the input has ended: the node holds its safe command on stale input (by design, on the
+            # steady clock); that is not an answer to the replayed states, so it is only counted
+            res.after_input += 1
+            return
+        res.commands += 1
+        # the bytes the node wrote, as they came off the wire: re-serializing the message with rclpy
+        # (rmw_fastrtps' serialize) gives a length 8 bytes too long for a JointState with empty arrays,
+        # the excess uninitialized memory, which rosbags rightly refuses to read
+        res.recorded.append((self.topic, self.type, self.now_ns[0], bytes(raw)))
+        data = np.asarray(self.values(deserialize_message(raw, self.cls)), dtype=float)
+        if not pending:
+            res.unmatched_commands += 1
+            return
+        k = 0
+        for j, (i, _) in enumerate(pending):  # the first pending input whose recomputation it matches
+            e = expected[i]
+            if isinstance(e, np.ndarray) and e.shape == data.shape and np.allclose(data, e, rtol=1e-9, atol=1e-6):
+                k = j
+                break
+        for _ in range(k):  # older inputs the node skipped
+            pending.popleft()
+            res.dropped += 1
+        i, t_pub = pending.popleft()
+        res.matched += 1
+        res.latencies.append(t - t_pub)
+        e = expected[i]
+        if isinstance(e, np.ndarray):
+            if e.shape == data.shape:
+                j = int(np.argmax(np.abs(data - e))) if data.size else -1
+                diff = float(abs(data[j] - e[j])) if data.size else 0.0
+            else:
+                j, diff = -1, math.inf
+            if diff > res.max_abs_diff or res.worst is None:
+                res.max_abs_diff = max(res.max_abs_diff, diff)
+                res.worst = (i, j, float(data[j]) if j >= 0 else None, float(e[j]) if j >= 0 else None)
+
+
 @dataclass
 class ReplayResult:
     published: int = 0
@@ -426,6 +264,8 @@ class ReplayResult:
     after_input: int = 0
     latencies: list = field(default_factory=list)
     max_abs_diff: float = 0.0
+    #: where max_abs_diff is: (joint state index, output entry (-1: shapes differ), command, recomputation)
+    worst: tuple | None = None
     recorded: list = field(default_factory=list)  # (topic, msgtype, t_ns, raw bytes)
     interrupted: bool = False
     wall_s: float = 0.0
@@ -486,7 +326,6 @@ class Replayer:
     def run(self, records: list[Record], expected: list, *, rate: float | None) -> ReplayResult:
         """Publish ``records``; ``expected[i]`` is the recomputed command of joint state i (None: no command
         expected). ``rate`` None = flow controlled."""
-        from rclpy.serialization import serialize_message
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import JointState
         from trajectory_msgs.msg import JointTrajectory
@@ -497,45 +336,15 @@ class Replayer:
         res = ReplayResult()
         now_ns = [records[0].t_ns]  # bag time of the input being replayed (stamps the recording)
         pending: deque = deque()  # (joint state index, publish perf_counter)
-        input_over = [False]
 
         command_topic, command_class, command_values = output_of(node)
-        command_type = bags.msgtype_name(command_class)
         js_in_topic = node.get_parameter("joint_states_topic").value
         traj_in_topic = f"/{node.get_name()}/joint_trajectory"
 
-        def on_command(msg) -> None:
-            t = time.perf_counter()
-            if input_over[0]:
-                # the input has ended: the node holds its safe command on stale input (by design, on the
-                # steady clock); that is not an answer to the replayed states, so it is only counted
-                res.after_input += 1
-                return
-            res.commands += 1
-            res.recorded.append((command_topic, command_type, now_ns[0], bytes(serialize_message(msg))))
-            data = np.asarray(command_values(msg), dtype=float)
-            if not pending:
-                res.unmatched_commands += 1
-                return
-            k = 0
-            for j, (i, _) in enumerate(pending):  # the first pending input whose recomputation it matches
-                e = expected[i]
-                if isinstance(e, np.ndarray) and e.shape == data.shape and \
-                        np.allclose(data, e, rtol=1e-9, atol=1e-6):
-                    k = j
-                    break
-            for _ in range(k):  # older inputs the node skipped
-                pending.popleft()
-                res.dropped += 1
-            i, t_pub = pending.popleft()
-            res.matched += 1
-            res.latencies.append(t - t_pub)
-            e = expected[i]
-            if isinstance(e, np.ndarray):
-                diff = float(np.max(np.abs(data - e))) if e.shape == data.shape else math.inf
-                res.max_abs_diff = max(res.max_abs_diff, diff)
+        matcher = _Matcher(res, expected, pending, now_ns, (command_topic, command_class, command_values))
+        on_command = matcher.on_command
 
-        rep.create_subscription(command_class, command_topic, on_command, wire.command_qos(1000))
+        rep.create_subscription(command_class, command_topic, on_command, wire.command_qos(1000), raw=True)
         # every other topic the node publishes is recorded as it comes (raw CDR)
         for pub in list(node.publishers):
             topic = pub.topic_name
@@ -588,6 +397,12 @@ class Replayer:
                         spin(timeout_sec=min(left, 0.005))
                 now_ns[0] = r.t_ns
                 publish_clock(r.t_ns)
+                # the node must read this record's time before the record reaches it: /clock and the input
+                # are different topics, and DDS does not order them, so the node could otherwise stamp the
+                # record (a trajectory's start, a state's age) with the previous time, differently run to run
+                wait_until = time.perf_counter() + self.timeout
+                while node.get_clock().now().nanoseconds < r.t_ns and time.perf_counter() < wait_until:
+                    spin(timeout_sec=0.001)
                 res.recorded.append((r.topic, r.msgtype, r.t_ns, r.raw))
                 if r.index < 0:
                     accepted = getattr(node, "trajectories_accepted", 0) + getattr(node, "trajectories_rejected", 0)
@@ -618,7 +433,7 @@ class Replayer:
             wait_until = time.perf_counter() + self.timeout  # drain
             while pending and time.perf_counter() < wait_until:
                 spin(timeout_sec=0.001)
-            input_over[0] = True
+            matcher.input_over = True
             settle = time.perf_counter() + 0.2  # what the node publishes after its last command
             while time.perf_counter() < settle:
                 spin(timeout_sec=0.01)
@@ -668,8 +483,10 @@ def _start_node(name: str, ctx, urdf: str):
     cls = node_class(name)
     # latest_state_wins false: the node answers every state in order (not only the newest queued one), so
     # each replayed input has its own command to compare
+    # arrival_clock node: the node's staleness by arrival follows the bag's /clock, so a replay at any
+    # speed (or a stall of this machine) ages the input as the recording did
     overrides = [Parameter("urdf_path", value=str(urdf)), Parameter("use_sim_time", value=True),
-                 Parameter("latest_state_wins", value=False)]
+                 Parameter("latest_state_wins", value=False), Parameter("arrival_clock", value="node")]
     if name == "computed_torque":
         overrides.append(Parameter("tick_source", value="joint_states"))
     try:
@@ -678,6 +495,17 @@ def _start_node(name: str, ctx, urdf: str):
         raise UserError(f"node '{name}': {exc}") from None
     except (ValueError, TypeError) as exc:
         raise UserError(f"node '{name}': {exc}") from None
+
+
+def worst_difference(worst: tuple | None, records: list[Record], names: list[str]) -> dict | None:
+    """Where the largest |command - recomputation| is: the joint state (its index among the replayed joint
+    states and its bag time, s), the joint, and both values; None when no command was compared."""
+    if worst is None:
+        return None
+    i, j, got, want = worst
+    t_ns = next(r.t_ns for r in records if r.index == i)
+    return {"input": i, "t_s": t_ns * 1e-9, "joint": names[j] if 0 <= j < len(names) else None,
+            "command": got, "recomputed": want}
 
 
 def percentiles_us(latencies: list[float]) -> dict[str, float | None]:
@@ -744,7 +572,7 @@ def _run(args: argparse.Namespace) -> int:
     check_output(out, args.in_bag)
     if not args.max_input_mb > 0:
         raise UserError(f"--max-input-mb {args.max_input_mb}: must be > 0")
-    check_input_size(args.in_bag, args.max_input_mb * 2**20)
+    check_input_size(args.in_bag, args.max_input_mb * 2**20, "IN_BAG", "--max-input-mb")
     robots.resolve(args.urdf)  # UserError naming the file
 
     params = node_parameters(args.params, args.node)
@@ -755,7 +583,7 @@ def _run(args: argparse.Namespace) -> int:
             found = [t for t, m in bag.topics.items() if m == bags.JOINT_TRAJECTORY]
         traj_topic = found[0] if found else None
     records, in_storage = read_inputs(args.in_bag, args.joint_states_topic, traj_topic)
-    storage = args.storage or in_storage
+    storage = args.storage or (in_storage if in_storage in bags.STORAGE_FORMATS else "mcap")  # ROS 1 in: mcap
 
     source, held, _ = parameters.resolve_robot_source(params)
     model = RobotModel.from_urdf(source, held_joints=held, joint_limits=params.get("joint_limits_path") or None)
@@ -766,7 +594,8 @@ def _run(args: argparse.Namespace) -> int:
         node_params = {k: v.value for k, v in node.get_parameters_by_prefix("").items()}
         # the node's trajectory clock counts from its start time (sim time: 0 before any /clock)
         epoch = int(getattr(getattr(node, "core", None), "epoch_ns", getattr(node, "_epoch_ns", 0)))
-        expected = CoreRecomputation(args.node, model, node_params, epoch_ns=epoch).expected(records)
+        recomputation = CoreRecomputation(args.node, model, node_params, epoch_ns=epoch)
+        expected = recomputation.expected(records)
         res = replayer.run(records, expected, rate=rate)
         output_topic = output_of(node)[0]
         collision_topic = getattr(getattr(node, "pub_collision", None), "topic_name", None)
@@ -787,6 +616,7 @@ def _run(args: argparse.Namespace) -> int:
         "no_command_expected": res.no_command_expected, "commands_after_input": res.after_input,
         "latency_us": percentiles_us(res.latencies),
         "max_abs_diff_nm": res.max_abs_diff if res.matched else None,
+        "max_abs_diff_at": worst_difference(res.worst, records, recomputation.output_names),
         "bag_duration_s": round((records[-1].t_ns - records[0].t_ns) * 1e-9, 6),
         "wall_s": round(res.wall_s, 3), "node_counters": counters, "interrupted": res.interrupted,
         "domain_id": replayer.domain_id,
@@ -805,7 +635,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  joint state names not in the model, ignored (as the node ignores them): {ignored_names}")
     if lat["p50"] is not None:
         print(f"  latency p50 {lat['p50']} us, p90 {lat['p90']} us, p99 {lat['p99']} us, max {lat['max']} us")
-    print(f"  max |command - offline recomputation| = {summary['max_abs_diff_nm']} N·m (tolerance {args.tolerance:g})")
+    at = summary["max_abs_diff_at"]
+    where = "" if at is None else (
+        f" at input {at['input']} (bag time {at['t_s']:.6f} s), joint {at['joint']}: command {at['command']}, "
+        f"recomputed {at['recomputed']}" if at["joint"] is not None else
+        f" at input {at['input']} (bag time {at['t_s']:.6f} s): the command has another length")
+    print(f"  max |command - offline recomputation| = {summary['max_abs_diff_nm']} N·m{where} "
+          f"(tolerance {args.tolerance:g})")
     if interrupted_writing:
         print(f"  interrupted while writing: the write was completed first; all {n_written} messages are in "
               f"'{target}'")

@@ -124,8 +124,11 @@ def test_publish_clock_stamps_joint_states_with_simulated_time():
             h.cmd.publish(Float64MultiArray(data=[0.0] * 6))
             assert h.wait(lambda: len(h.states) > n0, 2.0)
         stamp = h.states[-1].header.stamp
-        assert stamp.sec * 10**9 + stamp.nanosec == round(h.node.sim.time * 1e9) == 10_000_000   # 5 x 2 ms
+        # the clock starts at clock_start (default 1000 s: positive, never the "unstamped" 0)
+        assert h.node.get_parameter("clock_start").value == 1000.0
+        assert stamp.sec == 1000 and stamp.nanosec == round(h.node.sim.time * 1e9) == 10_000_000   # 5 x 2 ms
         assert h.wait(lambda: clocks[-1].clock == stamp, 1.0)
+        assert clocks[0].clock.sec == 1000                # the very first /clock too
         h.node.reset()                                   # time goes on from where it was (+1 ms)
         h.node._publish()
         assert h.wait(lambda: h.states[-1].header.stamp.nanosec == 11_000_000, 1.0)

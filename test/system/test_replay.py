@@ -13,6 +13,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from sensor_msgs.msg import JointState
 
 from robot_dynamics_ros import robots
+from robot_dynamics_ros.errors import UserError
 from robot_dynamics_tools import bags, cli
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.model import RobotModel
@@ -84,6 +85,7 @@ def test_rosbags_written_bag_as_fast_as_possible(tmp_path, capfd, panda, storage
     assert s["messages_in"] == 400 and s["no_command_expected"] == 1  # the NaN record is rejected by the node
     assert s["commands"] == 399 and s["dropped"] == 0 and s["unmatched_commands"] == 0
     assert s["max_abs_diff_nm"] <= 1e-9 and s["storage"] == storage
+    assert s["max_abs_diff_at"]["joint"] in ARM and 0 <= s["max_abs_diff_at"]["input"] < 400  # where it is
     assert s["node_counters"]["received"] == 399 and s["node_counters"]["rejected"] == 1
     assert set(s["latency_us"]) == {"p50", "p90", "p99", "max"} and 0 < s["latency_us"]["p50"] < 1e5
     # the recording: inputs as replayed, commands in the node's joint order (config: ARM), = g(q) of NE
@@ -95,6 +97,37 @@ def test_rosbags_written_bag_as_fast_as_possible(tmp_path, capfd, panda, storage
     g_ne = NewtonEulerDynamics(panda).gravity(q[keep])
     np.testing.assert_allclose(tau, np.clip(g_ne, -panda.effort_limit, panda.effort_limit), rtol=0, atol=1e-9)
     assert np.abs(tau).max() > 10  # a real load, not zeros
+
+
+def test_a_ros1_bag_replays(tmp_path, capfd, panda):
+    """A ROS 1 bag (rosbags' rosbag1 Writer, Noetic definitions: the header carries seq) of Panda joint states
+    replays into gravity compensation; the commands equal the in-package Newton-Euler g(q); the recording
+    is a rosbag2 (mcap) of ROS 2 messages."""
+    from rosbags.rosbag1 import Writer as Ros1Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS1_NOETIC)
+    T = store.types
+    n = 200
+    k = np.arange(n)[:, None]
+    q = np.array([0.3, 0.6, -0.4, -1.6, 0.5, 1.9, 0.7]) + 0.4 * np.sin(2 * np.pi * k / 500 + np.arange(7))
+    with Ros1Writer(tmp_path / "panda.bag") as w:
+        conn = w.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=store)
+        for i in range(n):
+            ns = T0 + i * 2_000_000
+            msg = T["sensor_msgs/msg/JointState"](
+                header=T["std_msgs/msg/Header"](seq=i, stamp=T["builtin_interfaces/msg/Time"](
+                    sec=ns // 10**9, nanosec=ns % 10**9), frame_id=""),
+                name=[*ARM, *FINGERS], position=np.array([*q[i], 0.02, 0.02]), velocity=np.zeros(9),
+                effort=np.zeros(9))
+            w.write(conn, ns + 100_000, store.serialize_ros1(msg, "sensor_msgs/msg/JointState"))
+    status, s, _ = replay(capfd, tmp_path / "panda.bag", "--out", tmp_path / "out", "--urdf", "panda",
+                          "--params", PARAMS, "--as-fast-as-possible")
+    assert status == 0 and s["ok"] and s["storage"] == "mcap", json.dumps(s)
+    assert s["messages_in"] == n and s["commands"] == n and s["max_abs_diff_nm"] <= 1e-9
+    g_ne = np.clip(NewtonEulerDynamics(panda).gravity(q), -panda.effort_limit, panda.effort_limit)
+    assert np.abs(recorded_commands(tmp_path / "out") - g_ne).max() <= 1e-9
+    assert_every_message_deserializes_with_rosbags(tmp_path / "out", s["recorded"])
 
 
 def test_recorded_timing_is_kept_at_rate_one(tmp_path, capfd):
@@ -227,11 +260,22 @@ def test_robot_joint_missing_is_refused_even_with_a_name_not_in_the_model(tmp_pa
     assert "ignored: ['elbow_joint']" in err and not (tmp_path / "out").exists()
 
 
+def test_a_misspelt_joint_name_is_named_as_the_likely_cause(tmp_path, capfd):
+    write_with_rosbags(tmp_path / "in", "mcap", 5, names=[*ARM[:6], "panda_jiont7", *FINGERS])
+    status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and len(err.strip().splitlines()) == 1
+    assert "joint 'panda_joint7' of 'panda' never appears" in err
+    assert "likely misspelt: 'panda_jiont7' for 'panda_joint7'" in err
+    write_with_rosbags(tmp_path / "in2", "mcap", 5, names=[*ARM[:6], "elbow_joint", *FINGERS])
+    status, _, err = replay(capfd, tmp_path / "in2", "--out", tmp_path / "out", "--urdf", "panda")
+    assert status == 1 and "misspelt" not in err  # another robot's joint is no misspelling
+
+
 def test_refuses_existing_out(tmp_path, capfd):
     write_with_rosbags(tmp_path / "in", "mcap", 5)
     (tmp_path / "out").mkdir()
     status, _, err = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda")
-    assert status == 1 and "exists already" in err
+    assert status == 1 and "already exists" in err
 
 
 # ------------------------------------------------------------------------------------------- done-when
@@ -252,8 +296,9 @@ def test_sixty_seconds_at_500_hz_as_fast_as_possible(tmp_path, capfd, panda):
 
 
 # ------------------------------------------------------------------------------------------- computed torque
-def write_tracking_bag(path: Path, storage: str) -> None:
-    """1 s of 500 Hz joint states near the demo pose, a 3-point JointTrajectory (reversed joint order) at 0.2 s."""
+def write_tracking_bag(path: Path, storage: str, trajectory_at: int = 100) -> None:
+    """1 s of 500 Hz joint states near the demo pose, a 3-point JointTrajectory (reversed joint order) before
+    joint state ``trajectory_at`` (default 100: at 0.2 s; 0: recorded 0.2 s before the first joint state)."""
     from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 
     q0 = np.array([0.3, 0.6, -0.4, -1.6, 0.5, 1.9, 0.7])
@@ -262,13 +307,13 @@ def write_tracking_bag(path: Path, storage: str) -> None:
             t, ns = k / 500, T0 + k * 2_000_000
             q = q0 + 0.05 * np.sin(2 * np.pi * t + np.arange(7))
             qd = 0.1 * np.pi * np.cos(2 * np.pi * t + np.arange(7))
-            if k == 100:
+            if k == trajectory_at:
                 tr = JointTrajectory(joint_names=ARM[::-1])
                 for dt, dq in ((0.3, 0.1), (0.6, 0.2), (0.7, 0.15)):
                     p = JointTrajectoryPoint(positions=list((q0 + dq)[::-1]))
                     p.time_from_start.nanosec = int(round(dt * 1e9))
                     tr.points.append(p)
-                w.write("/computed_torque/joint_trajectory", tr, ns + 50_000)
+                w.write("/computed_torque/joint_trajectory", tr, ns + 50_000 if k else T0 - 200_000_000)
             m = JointState(name=[*ARM, *FINGERS], position=[*q, 0.02, 0.02], velocity=[*qd, 0.0, 0.0])
             m.header.stamp.sec, m.header.stamp.nanosec = divmod(ns, 10**9)
             w.write("/joint_states", m, ns + 150_000)
@@ -303,6 +348,21 @@ def test_computed_torque_with_a_trajectory(tmp_path, capfd, panda, mode):
         np.testing.assert_allclose(tau, np.clip(want, -panda.effort_limit, panda.effort_limit), rtol=0, atol=1e-9)
 
 
+def test_computed_torque_as_fast_as_possible_is_the_same_run_after_run(tmp_path, capfd):
+    """The trajectory precedes the first joint state: three flow-controlled replays record the same commands
+    (bit for bit) and each equals the offline recomputation. The node must read each record's /clock time
+    before the record reaches it (DDS does not order two topics)."""
+    write_tracking_bag(tmp_path / "in", "sqlite3", trajectory_at=0)
+    runs = []
+    for i in range(3):
+        status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / f"out{i}", "--urdf", "panda",
+                              "--params", PARAMS, "--node", "computed_torque", "--as-fast-as-possible")
+        assert status == 0 and s["ok"] and s["dropped"] == 0 and s["max_abs_diff_nm"] <= 1e-9, json.dumps(s)
+        runs.append(recorded_commands(tmp_path / f"out{i}"))
+    assert runs[0].shape == (500, 7)
+    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
+
+
 def test_output_and_input_checked_before_any_work(tmp_path, capfd):
     import os
 
@@ -323,7 +383,7 @@ def test_output_and_input_checked_before_any_work(tmp_path, capfd):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     status, _, err = replay(capfd, fifo, "--urdf", "panda", "--out", tmp_path / "o2")
-    assert status == 1 and "not a regular file or a bag folder" in err
+    assert status == 1 and "is a FIFO, expected a regular file or a bag folder" in err
     assert not (tmp_path / "out").exists() and not (tmp_path / "o2").exists()
 
 
@@ -355,7 +415,7 @@ def test_recording_is_written_atomically(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     _on_write(monkeypatch, 5, disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match="No space left on device"):  # one line, not a traceback
         write_recording(tmp_path / "out", _records(10), "sqlite3")
     assert list(tmp_path.iterdir()) == []  # neither a half bag nor a temporary folder left
 
@@ -470,3 +530,35 @@ def test_observer_replayed_on_a_recorded_push_matches_jacobian_transpose_force(t
     err = np.abs(tau_ext[after] - ext[after]).max() / peak
     assert err <= 0.1, err
     assert np.abs(tau_ext[(k > 20) & (k * 1e-3 < t_on)]).max() < 0.01 * peak  # before the push: no contact
+    assert_every_message_deserializes_with_rosbags(tmp_path / "out", s["recorded"])
+
+
+def assert_every_message_deserializes_with_rosbags(path: Path, count: int) -> None:
+    """Every record of the bag deserializes with rosbags' own reader and typestore (no rclpy involved)."""
+    from rosbags.rosbag2 import Reader
+
+    store = bags.typestore("latest")
+    n = 0
+    with Reader(path) as reader:
+        for conn, _, data in reader.messages():
+            store.deserialize_cdr(data, conn.msgtype)  # SerdeError on a size mismatch or bad data
+            n += 1
+    assert n == count > 0
+
+
+def test_observer_replayed_slowly_follows_the_recorded_time(tmp_path, capfd, panda):
+    """At --rate 0.01 a 1 kHz recording arrives every 100 ms of wall time, the observer's state_timeout: its
+    staleness follows the bag's /clock (arrival_clock node), so it never restarts — a τ_ext for every state,
+    equal to the offline recomputation of the continuous recording."""
+    write_push_bag(tmp_path / "in", panda, force=[0.0, 30.0, 0.0], body="panda_link5", t_on=0.02,
+                   t_off=0.05, steps=60)
+    params = tmp_path / "observer.yaml"
+    # state_timeout 50 ms: half the wall time between two states at this rate, 50 times the recorded one
+    params.write_text("external_torque_observer:\n  ros__parameters:\n    gain: 100.0\n    threshold: [3.0]\n"
+                      "    state_timeout: 0.05\n")
+    status, s, _ = replay(capfd, tmp_path / "in", "--out", tmp_path / "out", "--urdf", "panda",
+                          "--node", "external_torque_observer", "--params", params, "--rate", "0.01")
+    assert status == 0 and s["ok"], json.dumps(s)
+    assert s["messages_in"] == 60 and s["commands"] == 60 and s["dropped"] == 0
+    assert s["max_abs_diff_nm"] <= 1e-9 and s["wall_s"] >= 5.9  # it did run at 1 % speed
+    assert_every_message_deserializes_with_rosbags(tmp_path / "out", s["recorded"])

@@ -167,13 +167,43 @@ def test_truncated_storage_file(tmp_path, storage, fraction):
 
 
 def test_corrupt_record_names_topic_and_index(tmp_path):
+    from rosbags.rosbag2 import Writer
+
+    from robot_dynamics_tools.bags import typestore
+
     good = bytes(serialize_message(joint_state(0)))
-    with BagWriter(tmp_path / "b") as w:
-        w.write_serialized("/joint_states", JointState, good, 1)
-        w.write_serialized("/joint_states", JointState, good[:40], 2)
+    with Writer(tmp_path / "b", version=9) as w:  # rosbags' writer: ours refuses the cut record
+        conn = w.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=typestore("latest"))
+        w.write(conn, 1, good)
+        w.write(conn, 2, good[:40])
     with pytest.raises(BagError, match=r"topic '/joint_states': record 1 at t=2 ns is not a valid "
                                        r"sensor_msgs/msg/JointState"):
         read_messages(tmp_path / "b")
+
+
+def test_the_writer_cuts_rclpy_slack_and_refuses_bytes_that_are_not_the_type(tmp_path):
+    """rclpy's serialize_message of a JointState with empty position and velocity reports 8 bytes more than
+    the message (uninitialized memory, different run to run): rosbags refuses such a record as a size
+    mismatch. What BagWriter writes is what rosbags reads."""
+    msg = JointState(name=[f"j{i}" for i in range(7)], effort=[1.0] * 7)
+    raw = bytes(serialize_message(msg))
+    store = typestore_latest()
+    with BagWriter(tmp_path / "b") as w:
+        w.write_serialized("/t", JointState, raw, 1)
+        with pytest.raises(BagError, match="JointState"):
+            w.write_serialized("/t", JointState, raw[:40], 2)
+    from rosbags.rosbag2 import Reader
+
+    with Reader(tmp_path / "b") as r:
+        (_, _, data), = list(r.messages())
+    assert list(store.deserialize_cdr(data, "sensor_msgs/msg/JointState").effort) == [1.0] * 7
+    assert bytes(data) == raw[:len(data)]
+
+
+def typestore_latest():
+    from robot_dynamics_tools.bags import typestore
+
+    return typestore("latest")
 
 
 def test_missing_or_unreadable_metadata(tmp_path):
