@@ -22,7 +22,6 @@ Topics are relative (namespaces and remaps apply). Parameters: :data:`SCHEMA`, d
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 from geometry_msgs.msg import WrenchStamped

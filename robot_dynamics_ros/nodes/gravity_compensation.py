@@ -20,7 +20,6 @@ and remaps apply. The joint_states callback acts on the newest queued state and 
 from __future__ import annotations
 
 import threading
-import time
 
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn

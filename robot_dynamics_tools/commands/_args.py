@@ -10,7 +10,6 @@ import argparse
 import math
 import os
 import sys
-from pathlib import Path
 
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_tools.paths import check_output_path  # re-exported: the commands' one output check

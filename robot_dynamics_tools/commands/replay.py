@@ -61,7 +61,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
