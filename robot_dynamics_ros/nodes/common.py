@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 
 from robot_dynamics_ros.control.core import WAITING_FOR_STATES
-from robot_dynamics_ros.nodes.responses import patient_service
 
 __all__ = [
     "ParamSpec", "declare_parameters", "validate_parameters", "robot_source_params", "ModelLoader",
@@ -631,9 +630,10 @@ def description_qos():
 EXECUTORS = ("events", "single", "multi")
 
 
-def make_executor(kind: str = "events", context=None):
+def make_executor(kind: str = "events", context=None, num_threads: int | None = None):
     """Return an rclpy executor: ``events`` (``rclpy.experimental.EventsExecutor``, the fastest measured
-    here, see NOTES.md), ``single`` (SingleThreadedExecutor) or ``multi`` (MultiThreadedExecutor).
+    here, see NOTES.md), ``single`` (SingleThreadedExecutor) or ``multi`` (MultiThreadedExecutor of
+    ``num_threads`` threads, rclpy's default when None).
 
     Raises:
         ValueError: unknown kind.
@@ -649,7 +649,7 @@ def make_executor(kind: str = "events", context=None):
     if kind == "multi":
         from rclpy.executors import MultiThreadedExecutor
 
-        return MultiThreadedExecutor(context=context)
+        return MultiThreadedExecutor(num_threads=num_threads, context=context)
     raise ValueError(f"executor '{kind}': must be one of {list(EXECUTORS)}")
 
 
@@ -742,11 +742,12 @@ def spin_until_shutdown(executor, context=None, *, until: Callable[[], bool] | N
 
 
 def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = None, *,
-             executor_kind: Callable[[Any], str] = lambda node: "events") -> int:
+             executor_kind: Callable[[Any], str] = lambda node: "events",
+             executor_threads: Callable[[Any], int | None] = lambda node: None) -> int:
     """The body of a node's console entry point (``ros2 run robot_dynamics_ros <name>``).
 
     Initialises rclpy with ``args``, builds the node with ``make_node()``, spins it on
-    ``make_executor(executor_kind(node))`` with :func:`spin_until_shutdown` until SIGINT / SIGTERM, then
+    ``make_executor(executor_kind(node), num_threads=executor_threads(node))`` with :func:`spin_until_shutdown` until SIGINT / SIGTERM, then
     shuts the executor, the node and rclpy down.
 
     Returns:
@@ -766,7 +767,7 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
     node = executor = None
     try:
         node = make_node()
-        executor = make_executor(executor_kind(node))
+        executor = make_executor(executor_kind(node), num_threads=executor_threads(node))
         executor.add_node(node)
         spin_until_shutdown(executor)
     except KeyboardInterrupt:
@@ -1261,7 +1262,7 @@ def create_payload_service(node):
             response.message += f"; WARNING: {seen['warning']}"
         return response
 
-    return patient_service(node.create_service(SetPayload, "~/set_payload", on_request), node.get_logger().warning)
+    return node.create_service(SetPayload, "~/set_payload", on_request)
 
 
 def create_collision_reaction(node):
@@ -1297,7 +1298,7 @@ def create_collision_reaction(node):
     if topic:
         node.create_subscription(Bool, topic, on_flag, QoSProfile(
             depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-    return patient_service(node.create_service(Trigger, "~/reset_collision", on_reset), node.get_logger().warning)
+    return node.create_service(Trigger, "~/reset_collision", on_reset)
 
 
 class ControlShell:

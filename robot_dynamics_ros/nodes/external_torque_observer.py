@@ -36,7 +36,6 @@ from std_srvs.srv import Trigger
 from robot_dynamics_ros.control.cdr import JointStateEffortWriter, JointStateReader
 from robot_dynamics_ros.control.external_torque import TORQUE_SOURCES, ExternalTorqueCore, ObserverSettings
 from robot_dynamics_ros.nodes import common
-from robot_dynamics_ros.nodes.responses import patient_service
 from robot_dynamics_ros.nodes.common import CONTROL_PARAMS, Diagnostics, ParamSpec, RateLimitedLog
 
 NODE_NAME = "external_torque_observer"
@@ -114,7 +113,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
         self._collision = None
         self.published = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        patient_service(self.create_service(Trigger, "~/reset_collision", self._on_reset), self.get_logger().warning)
+        self.create_service(Trigger, "~/reset_collision", self._on_reset)
         common.create_payload_service(self)
         self._timer = common.steady_timer(self, common.tick_period(self.p), self._tick)
         common.autostart(self)

@@ -30,7 +30,6 @@ from std_srvs.srv import SetBool
 from robot_dynamics_ros.control.cdr import Float64MultiArrayWriter, JointStateReader
 from robot_dynamics_ros.control.gravity_compensator import STALE_POLICIES, GravityCompensator, GravitySettings
 from robot_dynamics_ros.nodes import common
-from robot_dynamics_ros.nodes.responses import patient_service
 from robot_dynamics_ros.nodes.common import Diagnostics, ParamSpec, RateLimitedLog
 
 NODE_NAME = "gravity_compensation"
@@ -94,7 +93,7 @@ class GravityCompensationNode(LifecycleNode):
         self._kick = False
         self.shell = common.ControlShell(self, self.diag, self.log)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        patient_service(self.create_service(SetBool, "~/enable", self._on_enable), self.get_logger().warning)
+        self.create_service(SetBool, "~/enable", self._on_enable)
         common.create_payload_service(self)
         self._timer = common.steady_timer(self, common.tick_period(self.p), self._tick)
         self._constructing = True
