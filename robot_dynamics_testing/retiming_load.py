@@ -8,9 +8,10 @@ requests answered, successes, mean/max round-trip time.
 Where the service runs is the scenario's choice (see :mod:`robot_dynamics_testing.latency`):
 
 * ``retiming`` — in the same process as the node under test, added to the same executor (the
-  node-under-test child is started with ``--with-retiming``): what ``robot-dynamics run`` does when it
-  hosts all nodes; the node serves ``~/retime`` from its own worker thread (``<name>_worker``);
-* ``retiming-sep`` — in a process of its own (``... retiming_load serve``).
+  node-under-test child is started with ``--with-retiming``): in-process composition; on a single-threaded
+  executor a request holds that executor until it is answered;
+* ``retiming-sep`` — in a process of its own (``... retiming_load serve``), on the multi-threaded executor of
+  its entry point: what ``robot-dynamics run`` starts.
 
 Keeping the client in its own process keeps its CPU and GIL use out of the measuring process.
 """
@@ -113,7 +114,8 @@ def client_main() -> int:
 
 
 def serve_main() -> int:
-    """Run only the retiming service node (events executor) until SIGINT."""
+    """Run only the retiming service node until SIGINT, on the executor of its entry point (multi-threaded,
+    ``node.executor_threads``)."""
     import rclpy
 
     from robot_dynamics_ros.nodes.common import make_executor, spin_until_shutdown
@@ -121,7 +123,7 @@ def serve_main() -> int:
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = make_retiming_node(ctx)
-    executor = make_executor("events", ctx)
+    executor = make_executor("multi", ctx, num_threads=node.executor_threads)
     executor.add_node(node)
     print("READY", flush=True)
     try:
@@ -129,6 +131,105 @@ def serve_main() -> int:
     finally:
         node.destroy_node()
         rclpy.try_shutdown(context=ctx)
+    return 0
+
+
+def calls_main(argv: list[str]) -> int:
+    """A client process for the service-fault tests: ``calls SERVICE --mode loop|burst|victim ...``.
+
+    * ``loop``: one request at a time (``--points`` waypoints) for ``--seconds``, each waited for up to
+      ``--timeout`` s;
+    * ``burst``: ``--count`` requests sent at once, then all waited for (``--timeout`` s in total);
+    * ``victim``: one request of ``--points`` waypoints, prints ``SENT`` once it is sent, then waits
+      (to be killed mid-request).
+
+    Prints ``READY`` once the service is discovered, waits for a ``GO`` line on stdin, and at the end one JSON
+    line: ``sent``, ``answered``, ``success``, ``messages`` (first word of each refusal, counted),
+    ``answers`` (wall-clock time of each answer, s) and ``rtt_max`` (s). The client's request and
+    response queues are keep-last ``--count`` (or 10) deep, so that a burst is not dropped by this client.
+    """
+    import argparse
+    from collections import Counter
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from trajectory_msgs.msg import JointTrajectoryPoint
+
+    from robot_dynamics_interfaces.srv import RetimeTrajectory
+    from robot_dynamics_testing.dds_probe import NAMES
+
+    parser = argparse.ArgumentParser(prog="retiming_load calls")
+    parser.add_argument("service")
+    parser.add_argument("--mode", choices=("loop", "burst", "victim"), required=True)
+    parser.add_argument("--points", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--count", type=int, default=10)
+    parser.add_argument("--timeout", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = Node(f"calls_{os.getpid()}", context=ctx)
+    depth = max(10, args.count)
+    client = node.create_client(RetimeTrajectory, args.service,
+                                qos_profile=QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
+    executor = SingleThreadedExecutor(context=ctx)
+    executor.add_node(node)
+    if not client.wait_for_service(timeout_sec=60.0):
+        print(json.dumps({"error": f"service {args.service} not available"}), flush=True)
+        return 1
+    req = RetimeTrajectory.Request()
+    req.path.joint_names = list(NAMES)
+    req.path.points = [JointTrajectoryPoint(positions=row.tolist())
+                       for row in request_path(args.seed, args.points)]
+    req.sample_period = 0.01
+    print("READY", flush=True)
+    sys.stdin.readline()
+    stats = {"sent": 0, "answered": 0, "success": 0, "answers": [], "rtt_max": 0.0}
+    messages: Counter = Counter()
+
+    def collect(futures, t_sent, until):
+        while any(not f.done() for f in futures) and time.monotonic() < until:
+            executor.spin_once(timeout_sec=0.01)
+        for f in futures:
+            if f.done():
+                stats["answered"] += 1
+                res = f.result()
+                stats["success"] += bool(res.success)
+                if not res.success:
+                    messages[res.message.split(":")[0]] += 1
+
+    def call(count):
+        t0 = time.monotonic()
+        futures = []
+        for _ in range(count):
+            fut = client.call_async(req)
+            fut.add_done_callback(lambda _f: stats["answers"].append(time.time()))
+            futures.append(fut)
+        stats["sent"] += count
+        return t0, futures
+
+    if args.mode == "victim":
+        call(1)
+        executor.spin_once(timeout_sec=0.0)
+        print("SENT", flush=True)
+        time.sleep(3600)
+    elif args.mode == "burst":
+        t0, futures = call(args.count)
+        collect(futures, t0, t0 + args.timeout)
+        stats["rtt_max"] = time.monotonic() - t0
+    else:
+        end = time.monotonic() + args.seconds
+        while time.monotonic() < end:
+            t0, futures = call(1)
+            collect(futures, t0, t0 + args.timeout)
+            stats["rtt_max"] = max(stats["rtt_max"], time.monotonic() - t0)
+    stats["messages"] = dict(messages)
+    node.destroy_node()
+    rclpy.try_shutdown(context=ctx)
+    print(json.dumps(stats), flush=True)
     return 0
 
 
@@ -188,5 +289,7 @@ if __name__ == "__main__":
         sys.exit(client_main())
     if cmd == "serve":
         sys.exit(serve_main())
-    print("usage: python -m robot_dynamics_testing.retiming_load client|serve", file=sys.stderr)
+    if cmd == "calls":
+        sys.exit(calls_main(sys.argv[2:]))
+    print("usage: python -m robot_dynamics_testing.retiming_load client|serve|calls", file=sys.stderr)
     sys.exit(2)
