@@ -31,6 +31,8 @@ from robot_dynamics_testing import child_env
 from robot_dynamics_testing.reference import WAYPOINTS, request_path  # noqa: F401 - test/reference.py (request_path: the paths sent)
 
 SERVICE_NAME = "/bench_retiming/retime"
+#: waypoints of each request of :class:`RetimingLoad`'s client (a benchmark may set it before a run)
+LOAD_WAYPOINTS = WAYPOINTS
 
 
 def available() -> bool:
@@ -54,8 +56,9 @@ def make_retiming_node(context):
     return rs.RetimingServiceNode(node_name, context=context, parameter_overrides=overrides)
 
 
-def client_main() -> int:
-    """Call the retiming service back to back until SIGINT; print a JSON line with the counts."""
+def client_main(waypoints: int = WAYPOINTS) -> int:
+    """Call the retiming service back to back with ``waypoints``-point paths until SIGINT; print a JSON line
+    with the counts."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
@@ -82,7 +85,7 @@ def client_main() -> int:
     while not stop.is_set():
         req = RetimeTrajectory.Request()
         req.path.joint_names = names
-        for row in request_path(k):
+        for row in request_path(k, waypoints):
             p = JointTrajectoryPoint()
             p.positions = row.tolist()
             req.path.points.append(p)
@@ -120,6 +123,9 @@ def serve_main() -> int:
 
     from robot_dynamics_ros.nodes.common import make_executor, spin_until_shutdown
 
+    from robot_dynamics_ros.nodes import retiming_service as rs
+
+    os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", rs.TRANSPORTS)  # as the entry point (rs.main)
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = make_retiming_node(ctx)
@@ -257,15 +263,16 @@ def _stop(proc: subprocess.Popen) -> str:
 class RetimingLoad:
     """start(): the client process (and, if ``separate``, the service process); stop() -> the stats."""
 
-    def __init__(self, separate: bool):
+    def __init__(self, separate: bool, waypoints: int | None = None):
         self.separate = separate
+        self.waypoints = int(waypoints or LOAD_WAYPOINTS)
         self._server = None
         self._client = None
 
     def start(self) -> None:
         if self.separate:
             self._server = _start(["serve"])
-        self._client = _start(["client"])
+        self._client = _start(["client", str(self.waypoints)])
         time.sleep(0.5)  # the first requests compile/warm the retiming; keep them out of the window
 
     def stop(self) -> dict:
@@ -276,6 +283,7 @@ class RetimingLoad:
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         info = json.loads(lines[-1]) if lines else {"error": "no statistics from the retiming client"}
         info["service_process"] = "separate" if self.separate else "same as the node under test"
+        info["waypoints"] = self.waypoints
         return info
 
 
@@ -286,7 +294,7 @@ def make_retiming_load(separate: bool) -> RetimingLoad:
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "client":
-        sys.exit(client_main())
+        sys.exit(client_main(int(sys.argv[2]) if len(sys.argv) > 2 else WAYPOINTS))
     if cmd == "serve":
         sys.exit(serve_main())
     if cmd == "calls":

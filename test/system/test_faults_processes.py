@@ -391,6 +391,7 @@ def test_a_client_killed_mid_request_stalls_no_one_else():
         others = _clients(service, 10, "--mode", "loop", "--seconds", "8", "--timeout", "10")
         victim = _clients(service, 1, "--mode", "victim", "--points", "3000", "--seed", "99")[0]
         _go(others)
+        t_end = time.time() + 8.0     # the others stop sending then
         time.sleep(1.0)
         _go([victim])
         assert victim.stdout.readline().startswith("SENT")
@@ -409,13 +410,13 @@ def test_a_client_killed_mid_request_stalls_no_one_else():
     answered = sum(r["answered"] for r in results)
     answers = sorted(t for r in results for t in r["answers"])
     after = [t for t in answers if t >= t_kill]
-    gaps = np.diff([t_kill, *after])
+    gaps = np.diff([t_kill, *after, max(after[-1] if after else t_kill, t_end - 0.5)])
     print(f"killed client: {answered}/{sent} requests of the 10 others answered, {len(after)} after the kill, "
           f"largest gap between answers {gaps.max():.3f} s, slowest answer {max(r['rtt_max'] for r in results):.3f} s")
     assert answered == sent, results
     assert sum(r["success"] for r in results) == sent, [r["messages"] for r in results]
-    assert len(after) > 50 and answers[-1] - t_kill > 5.0   # the others kept calling long after the kill
-    assert gaps.max() <= 1.0, gaps.max()
+    assert len(after) > 50   # the others kept calling after the kill
+    assert gaps.max() <= 1.0, gaps.max()   # up to 0.5 s before the others stopped
 
 
 def test_a_burst_of_1000_requests_from_20_clients_is_answered_every_one():
