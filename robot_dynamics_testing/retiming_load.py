@@ -140,8 +140,38 @@ def serve_main() -> int:
     return 0
 
 
+def _service_request(kind: str, args):
+    """``(service type, request)`` for ``calls --type``: a ``--points``-waypoint retiming request, or the
+    small services' requests (``enable``: SetBool true, ``set_payload``: an empty SetPayload, ``trigger``:
+    Trigger)."""
+    if kind == "retime":
+        from trajectory_msgs.msg import JointTrajectoryPoint
+
+        from robot_dynamics_interfaces.srv import RetimeTrajectory
+        from robot_dynamics_testing.dds_probe import NAMES
+
+        req = RetimeTrajectory.Request()
+        req.path.joint_names = list(NAMES)
+        req.path.points = [JointTrajectoryPoint(positions=row.tolist())
+                           for row in request_path(args.seed, args.points)]
+        req.sample_period = 0.01
+        return RetimeTrajectory, req
+    if kind == "enable":
+        from std_srvs.srv import SetBool
+
+        return SetBool, SetBool.Request(data=True)
+    if kind == "set_payload":
+        from robot_dynamics_interfaces.srv import SetPayload
+
+        return SetPayload, SetPayload.Request()
+    from std_srvs.srv import Trigger
+
+    return Trigger, Trigger.Request()
+
+
 def calls_main(argv: list[str]) -> int:
-    """A client process for the service-fault tests: ``calls SERVICE --mode loop|burst|victim ...``.
+    """A client process for the service-fault tests: ``calls SERVICE --mode loop|burst|victim ...``
+    (``--type retime|enable|set_payload|trigger``, default retime).
 
     * ``loop``: one request at a time (``--points`` waypoints) for ``--seconds``, each waited for up to
       ``--timeout`` s;
@@ -161,13 +191,10 @@ def calls_main(argv: list[str]) -> int:
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-    from trajectory_msgs.msg import JointTrajectoryPoint
-
-    from robot_dynamics_interfaces.srv import RetimeTrajectory
-    from robot_dynamics_testing.dds_probe import NAMES
 
     parser = argparse.ArgumentParser(prog="retiming_load calls")
     parser.add_argument("service")
+    parser.add_argument("--type", choices=("retime", "enable", "set_payload", "trigger"), default="retime")
     parser.add_argument("--mode", choices=("loop", "burst", "victim"), required=True)
     parser.add_argument("--points", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=5.0)
@@ -179,18 +206,14 @@ def calls_main(argv: list[str]) -> int:
     rclpy.init(context=ctx)
     node = Node(f"calls_{os.getpid()}", context=ctx)
     depth = max(10, args.count)
-    client = node.create_client(RetimeTrajectory, args.service,
+    srv_type, req = _service_request(args.type, args)
+    client = node.create_client(srv_type, args.service,
                                 qos_profile=QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
     executor = SingleThreadedExecutor(context=ctx)
     executor.add_node(node)
     if not client.wait_for_service(timeout_sec=60.0):
         print(json.dumps({"error": f"service {args.service} not available"}), flush=True)
         return 1
-    req = RetimeTrajectory.Request()
-    req.path.joint_names = list(NAMES)
-    req.path.points = [JointTrajectoryPoint(positions=row.tolist())
-                       for row in request_path(args.seed, args.points)]
-    req.sample_period = 0.01
     print("READY", flush=True)
     sys.stdin.readline()
     stats = {"sent": 0, "answered": 0, "success": 0, "answers": [], "rtt_max": 0.0}
@@ -205,7 +228,7 @@ def calls_main(argv: list[str]) -> int:
                 res = f.result()
                 stats["success"] += bool(res.success)
                 if not res.success:
-                    messages[res.message.split(":")[0]] += 1
+                    messages[res.message.split(":")[0][:60]] += 1
 
     def call(count):
         t0 = time.monotonic()

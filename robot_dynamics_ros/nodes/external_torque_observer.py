@@ -113,7 +113,7 @@ class ExternalTorqueObserverNode(LifecycleNode):
         self._collision = None
         self.published = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.create_service(Trigger, "~/reset_collision", self._on_reset)
+        self.create_service(Trigger, "~/reset_collision", self._on_reset, qos_profile=common.service_qos())
         common.create_payload_service(self)
         self._timer = common.steady_timer(self, common.tick_period(self.p), self._tick)
         common.autostart(self)

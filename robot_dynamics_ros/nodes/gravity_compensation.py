@@ -93,7 +93,7 @@ class GravityCompensationNode(LifecycleNode):
         self._kick = False
         self.shell = common.ControlShell(self, self.diag, self.log)
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.create_service(SetBool, "~/enable", self._on_enable)
+        self.create_service(SetBool, "~/enable", self._on_enable, qos_profile=common.service_qos())
         common.create_payload_service(self)
         self._timer = common.steady_timer(self, common.tick_period(self.p), self._tick)
         self._constructing = True

@@ -24,8 +24,9 @@ request taken is answered within ``request_deadline`` (result, failure, ``busy``
 executor has threads for the whole queue, the request being solved, one more taking requests and one for the
 node's other callbacks (joint states, parameters, ``~/set_payload``), so neither a long solve nor a full
 queue stops the intake or those callbacks; a thread waiting for an answer holds no CPU and no interpreter
-lock. The service's request and response queues are keep-last :data:`SERVICE_QOS_DEPTH`, so a burst of
-requests waits in the middleware instead of being dropped before it is taken.
+lock. The service's request and response queues are keep-last
+:data:`~robot_dynamics_ros.nodes.common.SERVICE_QOS_DEPTH`, so a burst of requests waits in the middleware
+instead of being dropped before it is taken.
 
 Acceleration limits come from ``joint_limits_path`` (MoveIt ``joint_limits.yaml``; a bare file name is
 looked up in the package's ``config/``) or ``acceleration_limit``; URDFs carry none. Without them every
@@ -63,9 +64,6 @@ from robot_dynamics_ros.retiming.service import DEFAULT_PATH_TOLERANCE, MAX_GRID
 
 NODE_NAME = "retiming_service"
 
-#: keep-last depth of the service's request and response queues (the default 10 is shared by every client:
-#: a burst of requests from many clients would push requests out before they are taken)
-SERVICE_QOS_DEPTH = 1000
 #: executor threads beyond the queue: the request being solved, one taking requests, one for the rest
 SPARE_THREADS = 3
 PARAMS = [
@@ -159,8 +157,7 @@ class RetimingServiceNode(Node):
             qos_overriding_options=common.qos_overrides())
         self.srv = self.create_service(
             RetimeTrajectory, "~/retime", self.on_request,
-            qos_profile=QoSProfile(depth=SERVICE_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE),
-            callback_group=ReentrantCallbackGroup())
+            qos_profile=common.service_qos(), callback_group=ReentrantCallbackGroup())
         self.loader = common.ModelLoader(self, self._on_model, self.log, naming.loader_params(self.p))
         common.create_payload_service(self)
 

@@ -453,6 +453,39 @@ def test_a_burst_of_1000_requests_from_20_clients_is_answered_every_one():
     assert again is not None and again.success, again   # and it serves on
 
 
+# Only ~/set_payload here: with the same burst, ~/enable of the gravity node lost 0-8 answers of one client in
+# some runs and ~/reset_collision of the observer 93-292 of 1000 (no "failed to send response" warning on the
+# server: not the late-discovery timeout); the cause is not found yet.
+@pytest.mark.parametrize("exe, service, kind", [
+    ("gravity_compensation", "set_payload", "set_payload"),
+])
+def test_a_burst_of_1000_calls_to_a_small_service_is_answered_every_one(exe, service, kind):
+    """20 client processes call ~/set_payload 50 times each at once: every call is answered (with the
+    services' former keep-last 10 request queue, 29 of 1000 such calls to the same node's ~/enable were)."""
+    probe = Probe()
+    name = f"{exe}_{probe.tag}"
+    proc = subprocess.Popen([str(BIN / exe), "--ros-args", "-r", f"__node:={name}", "-p", "urdf_path:=panda"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        clients = _clients(f"/{name}/{service}", 20, "--type", kind, "--mode", "burst", "--count", "50",
+                           "--timeout", "30")
+        # discovery settles first: an answer sent before the server has matched a new client's response reader
+        # is dropped by rmw_fastrtps after 100 ms (wait_for_service does not wait for that match); the queue
+        # depth is what this test checks
+        time.sleep(1.0)
+        _go(clients)
+        results = _results(clients, 60.0)
+        assert proc.poll() is None
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(20)
+        probe.close()
+    answered = sum(r["answered"] for r in results)
+    print(f"{service}: {answered} of 1000 answered, per client {[r['answered'] for r in results]}")
+    assert sum(r["sent"] for r in results) == 1000 and answered == 1000
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
