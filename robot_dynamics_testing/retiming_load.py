@@ -123,9 +123,6 @@ def serve_main() -> int:
 
     from robot_dynamics_ros.nodes.common import make_executor, spin_until_shutdown
 
-    from robot_dynamics_ros.nodes import retiming_service as rs
-
-    os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", rs.TRANSPORTS)  # as the entry point (rs.main)
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     node = make_retiming_node(ctx)

@@ -42,7 +42,6 @@ Parameters: :func:`robot_dynamics_ros.nodes.common.robot_source_params` (``frict
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -289,22 +288,9 @@ class RetimingServiceNode(Node):
         super().destroy_node()
 
 
-#: Fast DDS transports of the service's process (``FASTDDS_BUILTIN_TRANSPORTS``, unless already set)
-TRANSPORTS = "UDPv4"
-
-
 def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros retiming_service`` entry point (SIGINT stops it), on a multi-threaded
-    executor of :attr:`RetimingServiceNode.executor_threads` threads (module docstring), its participant on
-    the UDP transport only (:data:`TRANSPORTS`; an environment's own ``FASTDDS_BUILTIN_TRANSPORTS`` wins)."""
-    # Why UDP only: with Fast DDS's default shared-memory transport, one large (fragmented) answer sent to a
-    # client that was killed mid-request stays referenced by the dead client's shared-memory port; the
-    # server's outgoing segment fills, and from then on the service took no request and answered no one
-    # (measured here: 10 live clients, one killed after sending a 3000-point request: every one of them
-    # waited forever from 1.3 s after the kill, 2 runs of 2; with a 20-point request, or over UDP, none did,
-    # test_faults_processes.py). A planner that crashes must not take the service down for everyone. UDP
-    # loopback costs a 100 000-point request a few tens of ms more (benchmarks/bench_process_isolation.py).
-    os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", TRANSPORTS)
+    executor of :attr:`RetimingServiceNode.executor_threads` threads (module docstring)."""
     return common.run_node(NODE_NAME, RetimingServiceNode, args, executor_kind=lambda node: "multi",
                            executor_threads=lambda node: node.executor_threads)
 

@@ -380,6 +380,10 @@ def _results(procs, timeout: float) -> list[dict]:
     return out
 
 
+@pytest.mark.xfail(reason="open: the answer to the killed client blocks in Fast DDS's shared-memory transport "
+                          "(gdb: dds.asyn thread in SharedMemManager::Port::try_push, the dds.shm receive thread "
+                          "waiting for a mutex); no request is taken afterwards. Stalled in 13 of 18 runs here.",
+                   strict=False)
 def test_a_client_killed_mid_request_stalls_no_one_else():
     """Ten client processes call ~/retime back to back; an eleventh sends a 3000-point request and is
     killed (SIGKILL) right after: every other request is answered, and the service never goes more than 1 s
