@@ -20,9 +20,8 @@ how a command is attributed to a hostile message):
 3. ``retiming_clients`` — target C = retiming_service alone: 10 concurrent clients for ``--retime-duration``
    s, a mix of normal, NaN, Inf, unknown-joint, empty and 100 000-point requests; requests unanswered after
    request_deadline + 30 s, peak RSS of the service.
-4. ``shared_process`` — target D = gravity + retiming_service in one process (the service's default worker
-   process, ``solver_process``; full run also E = the same with ``solver_process: false``, the service on
-   threads of the control node's process): good states at 1 kHz,
+4. ``shared_process`` — target D = gravity + retiming_service started by one ``robot-dynamics run`` (each
+   node its own process): good states at 1 kHz,
    ``--shared-baseline`` s without requests (the baseline), then ``--shared-duration`` s while one client
    sends 100 000-point requests back to back; control commands lost in both windows.
 5. ``descriptions`` — on target A's description topic (after the Panda's): a path to an existing heavier
@@ -264,8 +263,7 @@ def _run_shared(ctx, args, tag, target, clients, pub, phases) -> dict:
     res = attack.finish_clients(clients, args.shared_duration + target.cfg.request_deadline + 150)
     if not ok:
         res["error"] = f"client did not start: {clients.ready_line!r}"
-    out = {"service_process": "worker process" if target.cfg.solver_process else "threads of the node's process",
-           "clients": res}
+    out = {"service_process": "a process of its own (robot-dynamics run: one per node)", "clients": res}
     c, b = records.get("control"), records.get("baseline")
     if c is None or b is None:
         out["error"] = "control or baseline phase not run"
@@ -457,8 +455,6 @@ class Context:
             "C": attack.TargetConfig("atkC", ("retiming_service",), request_deadline=deadline_c),
             "D": attack.TargetConfig("atkD", ("gravity_compensation", "retiming_service"),
                                      request_deadline=deadline_c),
-            "E": attack.TargetConfig("atkE", ("gravity_compensation", "retiming_service"), solver_process=False,
-                                     request_deadline=deadline_c),
         }
         self.targets: dict[str, attack.Target] = {}
 
@@ -643,8 +639,6 @@ def run(args) -> int:
         tags.add("C")
     if "shared_process" in segments:
         tags.add("D")
-        if not args.quick:
-            tags.add("E")
     doc: dict = {"benchmark": "attack", "quick": args.quick, "duration_s": args.duration,
                  "state_timeout_s": 0.1, "domain_id": os.environ.get("ROS_DOMAIN_ID"),
                  "loadavg_1min_at_start": os.getloadavg()[0], "cpus": os.cpu_count()}
@@ -655,12 +649,9 @@ def run(args) -> int:
                  ("sim_time", lambda: seg_sim_time(ctx, args)),
                  ("retiming_clients", lambda: seg_retiming_clients(ctx, args)),
                  ("shared_process", lambda: seg_shared(ctx, args, "D")),
-                 ("in_process_threads", lambda: seg_shared(ctx, args, "E")),
                  ("descriptions", lambda: seg_descriptions(ctx, args))]
         # every segment's children start now (their start-up overlaps the targets'), then run one by one
-        runners = [(name, prepare()) for name, prepare in steps
-                   if name in segments or (name == "in_process_threads" and "shared_process" in segments
-                                           and not args.quick)]
+        runners = [(name, prepare()) for name, prepare in steps if name in segments]
         doc["ready"] = ctx.wait_ready()
         doc["startup_s"] = round(time.monotonic() - t_start, 1)
         for name, runner in runners:

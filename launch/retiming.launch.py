@@ -31,7 +31,7 @@ def launch_setup(context, *args, **kwargs):
             package="robot_dynamics_ros",
             executable="retiming_service",
             # the node's own name is retiming_service, the section name in the parameters file; a name=
-            # here renames only that node (its service worker, <name>_worker, ignores global remaps)
+            # here renames it (one node per process: the service, its joint states and parameters)
             output="screen",
             emulate_tty=True,
             parameters=[LaunchConfiguration("params_file"), overrides],

@@ -170,8 +170,6 @@ class TargetConfig:
     nodes: tuple[str, ...]
     topic_description: bool = False   # model from the description topic (else urdf_path: panda)
     use_sim_time: bool = False
-    #: the retiming service's ``solver_process`` (False: served on threads of the target's process)
-    solver_process: bool = True
     request_deadline: float = 30.0
     extra_args: tuple[str, ...] = ()
 
@@ -211,8 +209,7 @@ class TargetConfig:
             "computed_torque": source + control + [f"controller_name: {self.tag}_ct", "mode: computed_torque",
                                                    "tick_source: timer", "control_rate: 500.0"],
             "retiming_service": source + ["joint_limits_path: panda_joint_limits.yaml",
-                                          f"request_deadline: {self.request_deadline}",
-                                          f"solver_process: {'true' if self.solver_process else 'false'}"],
+                                          f"request_deadline: {self.request_deadline}"],
         }
         out = []
         for node in self.nodes:

@@ -37,10 +37,9 @@ from robot_dynamics_ros.nodes.control_shell import ControlShell, ShellViews, tic
 from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
 from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
 from robot_dynamics_ros.nodes.parameters import declare_parameters, node_schema
-from robot_dynamics_ros.nodes.responses import patient_service
 from robot_dynamics_ros.nodes.runtime import autostart, run_node, steady_timer
 from robot_dynamics_ros.nodes.services import create_payload_service
-from robot_dynamics_ros.nodes.wire import collision_qos
+from robot_dynamics_ros.nodes.wire import collision_qos, service_qos
 
 NODE_NAME = "external_torque_observer"
 
@@ -85,7 +84,7 @@ class ExternalTorqueObserverNode(ShellViews, LifecycleNode):
         self._collision = None
         self.published = 0
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        patient_service(self.create_service(Trigger, "~/reset_collision", self._on_reset), self.get_logger().warning)
+        self.create_service(Trigger, "~/reset_collision", self._on_reset, qos_profile=service_qos())
         create_payload_service(self, lambda: self.p, self.diag)
         self._timer = steady_timer(self, tick_period(self.p), self._tick)
         autostart(self, self.p["autostart"], lambda: self.shell.config_error)

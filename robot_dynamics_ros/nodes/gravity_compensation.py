@@ -32,9 +32,9 @@ from robot_dynamics_ros.nodes.control_shell import ControlShell, ShellViews, cor
 from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
 from robot_dynamics_ros.nodes.model_source import ModelLoader, model_with_params
 from robot_dynamics_ros.nodes.parameters import declare_parameters, node_schema
-from robot_dynamics_ros.nodes.responses import patient_service
 from robot_dynamics_ros.nodes.runtime import autostart, run_node, steady_timer
 from robot_dynamics_ros.nodes.services import create_payload_service
+from robot_dynamics_ros.nodes.wire import service_qos
 
 NODE_NAME = "gravity_compensation"
 
@@ -78,7 +78,7 @@ class GravityCompensationNode(ShellViews, LifecycleNode):
         self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"],
                                   arrival_clock=self.p["arrival_clock"])
         self.add_on_set_parameters_callback(self._on_set_parameters)
-        patient_service(self.create_service(SetBool, "~/enable", self._on_enable), self.get_logger().warning)
+        self.create_service(SetBool, "~/enable", self._on_enable, qos_profile=service_qos())
         create_payload_service(self, lambda: self.p, self.diag)
         self._timer = steady_timer(self, tick_period(self.p), self._tick)
         self._constructing = True

@@ -34,9 +34,10 @@ __all__ = ["EXECUTORS", "make_executor", "close_ros", "freeze_gc", "spin_until_s
 EXECUTORS = ("events", "single", "multi")
 
 
-def make_executor(kind: str = "events", context=None):
+def make_executor(kind: str = "events", context=None, num_threads: int | None = None):
     """Return an rclpy executor: ``events`` (``rclpy.experimental.EventsExecutor``, the fastest measured
-    here, see NOTES.md), ``single`` (SingleThreadedExecutor) or ``multi`` (MultiThreadedExecutor).
+    here, see NOTES.md), ``single`` (SingleThreadedExecutor) or ``multi`` (MultiThreadedExecutor of
+    ``num_threads`` threads, rclpy's default when None).
 
     Raises:
         ValueError: unknown kind.
@@ -46,7 +47,7 @@ def make_executor(kind: str = "events", context=None):
     if kind == "single":
         return SingleThreadedExecutor(context=context)
     if kind == "multi":
-        return MultiThreadedExecutor(context=context)
+        return MultiThreadedExecutor(num_threads=num_threads, context=context)
     raise ValueError(f"executor '{kind}': must be one of {list(EXECUTORS)}")
 
 
@@ -130,11 +131,12 @@ def spin_until_shutdown(executor, context=None, *, until: Callable[[], bool] | N
 
 
 def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = None, *,
-             executor_kind: Callable[[Any], str] = lambda node: "events") -> int:
+             executor_kind: Callable[[Any], str] = lambda node: "events",
+             executor_threads: Callable[[Any], int | None] = lambda node: None) -> int:
     """The body of a node's console entry point (``ros2 run robot_dynamics_ros <name>``).
 
     Initialises rclpy with ``args``, builds the node with ``make_node()``, spins it on
-    ``make_executor(executor_kind(node))`` with :func:`spin_until_shutdown` until SIGINT / SIGTERM, then
+    ``make_executor(executor_kind(node), num_threads=executor_threads(node))`` with :func:`spin_until_shutdown` until SIGINT / SIGTERM, then
     shuts the executor, the node and rclpy down.
 
     Returns:
@@ -147,7 +149,7 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
     node = executor = None
     try:
         node = make_node()
-        executor = make_executor(executor_kind(node))
+        executor = make_executor(executor_kind(node), num_threads=executor_threads(node))
         executor.add_node(node)
         spin_until_shutdown(executor)
     except KeyboardInterrupt:

@@ -21,8 +21,7 @@ from std_srvs.srv import Trigger
 
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.nodes.diagnostics import Diagnostics
-from robot_dynamics_ros.nodes.responses import patient_service
-from robot_dynamics_ros.nodes.wire import collision_qos
+from robot_dynamics_ros.nodes.wire import collision_qos, service_qos
 
 __all__ = ["PAYLOAD_REPLAN_FRACTION", "payload_change_warning", "payload_request_fields", "create_payload_service",
            "create_collision_reaction"]
@@ -132,7 +131,7 @@ def create_payload_service(node, values: Callable[[], Mapping[str, Any]], diag: 
             response.message += f"; WARNING: {seen['warning']}"
         return response
 
-    return patient_service(node.create_service(SetPayload, "~/set_payload", on_request), node.get_logger().warning)
+    return node.create_service(SetPayload, "~/set_payload", on_request, qos_profile=service_qos())
 
 
 def create_collision_reaction(node, topic: str, core: Callable[[], Any]):
@@ -173,4 +172,4 @@ def create_collision_reaction(node, topic: str, core: Callable[[], Any]):
 
     if topic:
         node.create_subscription(Bool, topic, on_flag, collision_qos())
-    return patient_service(node.create_service(Trigger, "~/reset_collision", on_reset), node.get_logger().warning)
+    return node.create_service(Trigger, "~/reset_collision", on_reset, qos_profile=service_qos())

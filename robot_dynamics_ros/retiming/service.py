@@ -16,9 +16,10 @@ Partial requests: model joints the request does not name are held at the latest 
 older than ``joint_state_timeout`` (:class:`MeasuredPositions`); without one the request is refused,
 naming them. ``max_waypoints`` is checked before any array is built, ``max_samples`` on the output.
 
-Deadline: :class:`DeadlineSolver` runs one solve at a time on its own thread and answers every call
-within its deadline: the result, ``busy`` (the solver stayed occupied until the deadline) or ``timed
-out`` (the result is discarded; the solver finishes it and takes the next call).
+Deadline and queue: :class:`DeadlineSolver` runs one solve at a time on its own thread, behind a bounded
+queue, and answers every call within its deadline: the result, ``full`` at once when the queue is full,
+``busy`` (the solver did not take it before the deadline) or ``timed out`` (the result is discarded; the
+solver finishes it and takes the next call).
 """
 from __future__ import annotations
 
@@ -26,9 +27,8 @@ import array
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -279,59 +279,112 @@ def fill_response(response, answer: RetimeAnswer, message: str, point_type, dura
     response.trajectory.points = points
 
 
+class _Job:
+    """One call of :meth:`DeadlineSolver.run` (or the warm-up): its function, state and outcome."""
+
+    __slots__ = ("fn", "warmup", "state", "result", "error", "done")
+
+    def __init__(self, fn: Callable[[], object], warmup: bool = False):
+        self.fn, self.warmup = fn, warmup
+        self.state = "waiting"            # -> running -> finished, or waiting -> dropped
+        self.result = self.error = None
+        self.done = threading.Event()
+
+
 class DeadlineSolver:
-    """One solve at a time on a thread of its own; every :meth:`run` returns within its deadline.
+    """One solve at a time on a thread of its own, behind a bounded queue; every :meth:`run` returns within
+    its deadline.
+
+    Intake and solving are separate: :meth:`run` puts the call in the queue (or refuses it at once when
+    ``capacity`` calls already wait) and waits for its outcome; the solver thread takes the calls in order.
 
     Args:
-        name: thread name prefix.
+        name: the solver thread's name.
+        capacity: calls that may wait for the solver (the one being solved not counted), ≥ 1.
 
     Attributes:
         warm: set once :meth:`warm_up`'s function has returned (set from the start when never called).
     """
 
-    def __init__(self, name: str = "solver"):
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._free = threading.Semaphore(1)   # held from submission to completion of a solve
+    def __init__(self, name: str = "solver", capacity: int = 16):
+        if capacity < 1:
+            raise ValueError(f"capacity {capacity}: must be ≥ 1")
+        self.capacity = int(capacity)
+        self._cv = threading.Condition()
+        self._waiting: deque[_Job] = deque()
+        self._closed = False
         self.warm = threading.Event()
         self.warm.set()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for the solver now."""
+        return len(self._waiting)
+
+    def _serve(self) -> None:
+        while True:
+            with self._cv:
+                while not self._waiting and not self._closed:
+                    self._cv.wait()
+                if not self._waiting:
+                    return
+                job = self._waiting.popleft()
+                job.state = "running"
+            try:
+                job.result = job.fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller of run()
+                job.error = exc
+            finally:
+                job.state = "finished"
+                job.done.set()
+                if job.warmup:
+                    self.warm.set()
 
     def warm_up(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the solver thread before any later solve (calls wait for it until their deadline)."""
+        """Run ``fn`` on the solver thread before any call queued later or waiting now (they wait for it until
+        their deadline); ``fn``'s exceptions are dropped."""
         self.warm.clear()
-        self._free.acquire()
-
-        def job():
-            try:
-                fn()
-            finally:
-                self.warm.set()
-                self._free.release()
-
-        self._pool.submit(job)
+        with self._cv:
+            self._waiting.appendleft(_Job(fn, warmup=True))
+            self._cv.notify()
 
     def run(self, fn: Callable[[], object], timeout_s: float) -> tuple[str, object]:
-        """``("done", fn())`` when the solver took ``fn`` and it returned within ``timeout_s`` (s, both
-        together), else ``("busy", None)`` (the solver stayed occupied) or ``("timed out", None)`` (``fn``
-        runs on, its result is discarded). Exceptions of ``fn`` propagate."""
-        deadline = time.perf_counter() + timeout_s
-        if not self._free.acquire(timeout=max(0.0, timeout_s)):
+        """Queue ``fn`` for the solver and wait for it at most ``timeout_s`` (s, queue and solve together).
+
+        Returns:
+            ``("done", fn())``; ``("full", None)`` at once when ``capacity`` calls already wait (or after
+            :meth:`shutdown`); ``("busy", None)`` when the solver did not take ``fn`` before the deadline (its
+            place is freed); ``("timed out", None)`` when ``fn`` started but did not return in time (it runs
+            on, its result is discarded).
+
+        Raises:
+            whatever ``fn`` raised.
+        """
+        job = _Job(fn)
+        with self._cv:
+            if self._closed or len(self._waiting) >= self.capacity:
+                return "full", None
+            self._waiting.append(job)
+            self._cv.notify()
+        if not job.done.wait(max(0.0, timeout_s)):
+            with self._cv:
+                if job.state == "waiting":
+                    self._waiting.remove(job)
+                    job.state = "dropped"
+                    return "busy", None
+                if job.state == "running":
+                    return "timed out", None
+        if job.state == "dropped":
             return "busy", None
+        if job.error is not None:
+            raise job.error
+        return "done", job.result
 
-        def job():
-            try:
-                return fn()
-            finally:
-                self._free.release()
-
-        try:
-            future = self._pool.submit(job)
-        except BaseException:
-            self._free.release()
-            raise
-        try:
-            return "done", future.result(timeout=max(0.0, deadline - time.perf_counter()))
-        except FutureTimeout:
-            return "timed out", None
+    def full_message(self) -> str:
+        return (f"busy: {self.waiting} requests already wait for the solver (queue length {self.capacity}, "
+                f"max_queued_requests); try again")
 
     def busy_message(self, deadline_s: float) -> str:
         what = "other requests" if self.warm.is_set() else "the warm-up (compiling the retiming kernels)"
@@ -344,5 +397,12 @@ class DeadlineSolver:
                 f"(send fewer waypoints or gridpoints, or raise request_deadline)")
 
     def shutdown(self) -> None:
-        """Stop taking solves; the running one finishes on its thread."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Take no more calls; calls still waiting return ``busy`` now; the running solve finishes on its
+        thread (not waited for)."""
+        with self._cv:
+            self._closed = True
+            dropped, self._waiting = list(self._waiting), deque()
+            for job in dropped:
+                job.state = "dropped"
+                job.done.set()
+            self._cv.notify_all()

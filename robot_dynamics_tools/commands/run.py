@@ -20,10 +20,15 @@ qualified names), and, one per line, the keys of an applied section that the nod
 (``--joint-limits`` chooses another file, ``--joint-limits ''`` none). Arguments after ``--ros-args``
 (remaps such as ``-r __ns:=/r1``, ``-p name:=value``) go to every node, as with ``ros2 run``.
 
-Processes: every node runs in this process, on one rclpy executor, with one dynamics model per URDF
-(:func:`robot_dynamics_ros.nodes.model_source.shared_model`). ``retiming_service`` takes, solves and answers its
-requests in its own worker process (``solver_process``, :mod:`robot_dynamics_ros.retiming.worker`, nice
-+10), so a long request never holds this process's interpreter.
+Processes: one OS process per node, as ``ros2 launch`` starts them: ``python -m
+robot_dynamics_ros.nodes.<module> --ros-args --params-file F ... -p urdf_path:=... -r ...`` (the node's
+console entry point, :func:`child_command`), each in a process group of its own so that ``run`` alone decides
+when its nodes stop. Before starting them, ``run`` builds the nodes once in its own process (public
+constructors, :func:`start_nodes`) to report bad parameters, unreadable URDFs, unmatched sections and
+undeclared keys (above), then destroys them. Ctrl-C (SIGINT) or ``--duration`` sends SIGINT to every node
+(SIGKILL after :data:`STOP_TIMEOUT_S`); a node that ends by itself is reported with its exit code and the
+others are stopped; the exit status is then 1. A node whose ``run`` is killed receives SIGINT (Linux
+``PR_SET_PDEATHSIG``). The last line on stdout is a JSON summary: the nodes and their exit codes.
 
 DDS: ``run`` uses the environment's ``ROS_DOMAIN_ID`` and discovery range unchanged: its nodes are meant
 to be reached by controllers and planners, on this host or others.
@@ -31,9 +36,12 @@ to be reached by controllers and planners, on this host or others.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,8 +68,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help=f"nodes to start, from {list(NODES)} (default: {' '.join(DEFAULT_NODES)})")
     parser.add_argument("--duration", type=float, default=0.0,
                         help="stop after this many seconds (default 0: run until Ctrl-C)")
-    parser.add_argument("--executor", choices=("events", "single", "multi"), default="events",
-                        help="rclpy executor (default: events)")
     parser.add_argument("--joint-limits", default=None, metavar="YAML",
                         help="joint_limits.yaml (MoveIt format) for every node; default: with --urdf NAME of a "
                              "bundled robot and no --params, the package's config/NAME_joint_limits.yaml; "
@@ -269,11 +275,98 @@ def start_nodes(names, *, context, urdf: str | None = None, joint_limits: str | 
     return nodes
 
 
-def run(args: argparse.Namespace) -> int:
+def yaml_value(value: str) -> str:
+    """``value`` as a single-quoted YAML string, for ``-p name:=<yaml>`` (a path like ``123`` or ``''`` stays
+    a string)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def child_command(name: str, ros_args, urdf: str | None = None, joint_limits: str | None = None) -> list[str]:
+    """The command line of node ``name``'s own process: its entry point module with ``ros_args`` (parameter
+    files, remaps, ``-p``) and ``urdf`` / ``joint_limits`` as ``urdf_path`` / ``joint_limits_path`` last, so
+    that they win over the files."""
+    params = []
+    if urdf:
+        params += ["-p", f"urdf_path:={yaml_value(urdf)}"]
+    if joint_limits is not None:
+        params += ["-p", f"joint_limits_path:={yaml_value(joint_limits)}"]
+    return [sys.executable, "-m", NODES[name][0], "--ros-args", *ros_args, *params]
+
+
+def check_nodes(names, ros_args, params_files, urdf, joint_limits) -> None:
+    """Build the nodes ``names`` once in this process (as their own processes will) and print the parameter
+    file warnings (:func:`unmatched_sections`, :func:`undeclared_parameters`); then destroy them.
+
+    Raises:
+        UserError: a node cannot start (from :func:`start_nodes`).
+    """
     import rclpy
 
-    from robot_dynamics_ros.nodes import runtime
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args] if ros_args else None)
+    nodes = []
+    try:
+        nodes = start_nodes(list(names), context=ctx, urdf=urdf, joint_limits=joint_limits)
+        for line in unmatched_sections(params_files, nodes) + undeclared_parameters(params_files, nodes):
+            print(f"robot-dynamics run: warning: {line}", file=sys.stderr, flush=True)
+    finally:
+        for n in nodes:
+            n.destroy_node()
+        rclpy.try_shutdown(context=ctx)
 
+
+#: seconds a node may take to end after SIGINT before it is killed
+STOP_TIMEOUT_S = 10.0
+#: seconds between two looks at the node processes
+POLL_S = 0.1
+
+
+def _in_own_group_dying_with_parent() -> None:
+    """``preexec_fn`` of a node process: a process group of its own (a terminal's Ctrl-C reaches ``run``
+    only, which stops every node once) and SIGINT when ``run`` dies (kill -9 included)."""
+    os.setpgid(0, 0)
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGINT), 0, 0, 0)
+
+
+def stop_processes(procs: dict, timeout: float = STOP_TIMEOUT_S) -> None:
+    """SIGINT to every process of ``procs`` still running, SIGKILL to those still running ``timeout`` s
+    later; returns when all have ended."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + timeout
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def supervise(procs: dict, until) -> tuple[str | None, int | None]:
+    """Wait until ``until()`` (SIGINT or the duration) or a process of ``procs`` ends by itself; returns
+    ``(name, exit code)`` of that process, or ``(None, None)``."""
+    while not until():
+        for name, proc in procs.items():
+            code = proc.poll()
+            if code is not None:
+                return name, code
+        time.sleep(POLL_S)
+    return None, None
+
+
+def exit_text(code: int) -> str:
+    """``exit code N`` or, for a process ended by a signal, ``signal NAME``."""
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def run(args: argparse.Namespace) -> int:
     if len(set(args.nodes)) != len(args.nodes):
         raise UserError(f"--nodes: a node is listed twice in {args.nodes}")
     for name in args.nodes:
@@ -290,31 +383,25 @@ def run(args: argparse.Namespace) -> int:
     ros_args += list(args.ros_args or [])
     joint_limits = args.joint_limits if args.joint_limits is not None else default_joint_limits(args.urdf,
                                                                                                   args.params)
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args] if ros_args else None)
-    nodes = []
-    executor = None
+    check_nodes(args.nodes, ros_args, args.params, args.urdf, joint_limits)
+    stop = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.append(signum))
+    procs: dict[str, subprocess.Popen] = {}
+    failed = (None, None)
     try:
-        nodes = start_nodes(list(args.nodes), context=ctx, urdf=args.urdf, joint_limits=joint_limits)
-        for line in unmatched_sections(args.params, nodes) + undeclared_parameters(args.params, nodes):
-            print(f"robot-dynamics run: warning: {line}", file=sys.stderr, flush=True)
-        executor = runtime.make_executor(args.executor, context=ctx)
-        for n in nodes:
-            executor.add_node(n)
-        print(f"running {[n.get_name() for n in nodes]} with the {args.executor} executor"
+        for name in args.nodes:
+            procs[name] = subprocess.Popen(child_command(name, ros_args, args.urdf, joint_limits),
+                                           stdin=subprocess.DEVNULL, preexec_fn=_in_own_group_dying_with_parent)
+        print(f"running {list(procs)} as processes {[p.pid for p in procs.values()]}"
               + (f" for {args.duration:g} s" if args.duration else " (Ctrl-C to stop)"), flush=True)
         t_end = time.monotonic() + args.duration if args.duration else None
-
-        def finished():
-            return t_end is not None and time.monotonic() >= t_end
-
-        runtime.spin_until_shutdown(executor, ctx, until=finished)
-        summary = {"nodes": [n.get_name() for n in nodes]}
-        for n in nodes:
-            diag = getattr(n, "diag", None)
-            if diag is not None:
-                summary[n.get_name()] = dict(getattr(diag, "counters", {}))
-        print(json.dumps(summary), flush=True)
-        return 0
+        failed = supervise(procs, lambda: bool(stop) or (t_end is not None and time.monotonic() >= t_end))
+        if failed[0] is not None:
+            print(f"robot-dynamics run: node '{failed[0]}' ended by itself ({exit_text(failed[1])}); stopping "
+                  f"the others", file=sys.stderr, flush=True)
     finally:
-        runtime.close_ros(executor, nodes, ctx)
+        stop_processes(procs)
+        signal.signal(signal.SIGINT, previous)
+    codes = {name: proc.returncode for name, proc in procs.items()}
+    print(json.dumps({"nodes": list(procs), "exit_codes": codes, "failed": failed[0]}), flush=True)
+    return 1 if failed[0] is not None or any(c not in (0, -signal.SIGINT) for c in codes.values()) else 0

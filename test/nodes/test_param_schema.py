@@ -22,6 +22,7 @@ from robot_dynamics_ros.control.computed_torque import MODES
 from robot_dynamics_ros.control.external_torque import TORQUE_SOURCES
 from robot_dynamics_ros.control.gravity_compensator import STALE_POLICIES
 from robot_dynamics_ros.control.speed_scaling import DEFAULT_JERK, DEFAULT_RATE
+from robot_dynamics_ros.retiming.request import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS
 from robot_dynamics_ros.nodes.parameters import SCHEMA_DIR, TYPES, node_schema
 from robot_dynamics_ros.nodes.model_source import shared_model
 from robot_dynamics_ros.nodes.runtime import EXECUTORS
@@ -38,7 +39,7 @@ NODES = [
     ("computed_torque", "ComputedTorqueNode", "computed_torque", {}),
     ("simulator", "SimulatorNode", "mujoco_simulator", {}),
     ("external_torque_observer", "ExternalTorqueObserverNode", "external_torque_observer", {}),
-    ("retiming_service", "RetimingServiceNode", "retiming_service", {"warmup": False, "solver_process": False}),
+    ("retiming_service", "RetimingServiceNode", "retiming_service", {"warmup": False}),
 ]
 #: what rclpy declares on every node by itself
 STANDARD = ("use_sim_time", "start_type_description_service")
@@ -100,6 +101,12 @@ def test_choices_are_the_cores_own():
     assert choices("computed_torque", "mode") == tuple(MODES)
     assert choices("computed_torque", "executor") == tuple(EXECUTORS)
     assert choices("external_torque_observer", "torque_source") == tuple(TORQUE_SOURCES)
+
+
+def test_retiming_defaults_are_the_cores_own():
+    spec = node_schema("retiming_service").by_name
+    assert spec["default_path_tolerance"].default == DEFAULT_PATH_TOLERANCE
+    assert spec["default_gridpoints"].range == (0, MAX_GRIDPOINTS)
 
 
 def test_speed_scaling_defaults_are_the_cores_own():

@@ -31,18 +31,20 @@ def ros():
     rclpy.init(context=ctx)
     node = RetimingServiceNode("retiming_test", context=ctx,
                                parameter_overrides=[Parameter("urdf_path", value="panda"),
-                                                    Parameter("acceleration_limit", value=10.0),
-                                                    # in-process server: the tests swap its retimer and
-                                                    # read its measured positions
-                                                    Parameter("solver_process", value=False)])
+                                                    Parameter("acceleration_limit", value=10.0)])
     client_node = rclpy.create_node("retiming_test_client", context=ctx)
     ticks = []
     client_node.create_timer(0.002, lambda: ticks.append(time.monotonic()))
-    executor = runtime.make_executor("single", context=ctx)
+    # composed in one process: the node on the executor its own process uses (its entry point), the client
+    # node on an executor of its own
+    executor = runtime.make_executor("multi", context=ctx, num_threads=node.executor_threads)
     executor.add_node(node)
-    executor.add_node(client_node)
     thread = threading.Thread(target=executor.spin, daemon=True)
     thread.start()
+    client_executor = runtime.make_executor("single", context=ctx)
+    client_executor.add_node(client_node)
+    client_thread = threading.Thread(target=client_executor.spin, daemon=True)
+    client_thread.start()
     assert node.warm.wait(timeout=300), "retiming warm-up (first compile) did not finish"
     client = client_node.create_client(RetimeTrajectory, "/retiming_test/retime")
     from sensor_msgs.msg import JointState
@@ -50,8 +52,9 @@ def ros():
     js_pub = client_node.create_publisher(JointState, "/joint_states", 10)
     assert client.wait_for_service(timeout_sec=10.0)
     yield {"node": node, "client": client, "type": RetimeTrajectory, "ticks": ticks, "js_pub": js_pub}
-    executor.shutdown(timeout_sec=2.0)
-    thread.join(timeout=2.0)
+    for ex, th in ((executor, thread), (client_executor, client_thread)):
+        ex.shutdown(timeout_sec=2.0)
+        th.join(timeout=2.0)
     node.destroy_node()
     client_node.destroy_node()
     rclpy.shutdown(context=ctx)
@@ -172,7 +175,7 @@ def test_long_request_does_not_block_the_other_nodes_executor(ros):
     t1 = time.monotonic()
     assert resp.success, resp.message
     during = [t for t in ticks if t0 <= t <= t1]
-    # the client node's 500 Hz timer shares the executor with the service node: it kept running
+    # the client node's 500 Hz timer, in the service node's process: it kept running
     assert t1 - t0 > 0.05
     assert len(during) >= 0.2 * (t1 - t0) / 0.002, (len(during), t1 - t0)
 
@@ -280,7 +283,7 @@ def test_every_request_is_answered_within_the_deadline_busy_or_timed_out(ros):
         assert ok.message.startswith("busy") and time.monotonic() < deadline, ok.message
 
 
-def test_node_remap_renames_only_this_node_and_its_distinct_worker():
+def test_node_remap_renames_the_one_node_that_serves_and_reads_joint_states():
     from robot_dynamics_ros.nodes.retiming_service import RetimingServiceNode
 
     ctx = rclpy.Context()
@@ -289,21 +292,20 @@ def test_node_remap_renames_only_this_node_and_its_distinct_worker():
         node = RetimingServiceNode(context=ctx, parameter_overrides=[Parameter("urdf_path", value="panda"),
                                                                      Parameter("warmup", value=False)])
         observer = rclpy.create_node("rt_observer", context=ctx, use_global_arguments=False)
-        deadline = time.monotonic() + 30.0  # the worker node lives in the worker process, seconds to start
+        deadline = time.monotonic() + 10.0
         while True:
             graph = observer.get_node_names_and_namespaces()
-            names = [n for n, ns in graph]
-            if "rt_renamed_worker" in names or time.monotonic() > deadline:
+            readers = [(i.node_name, i.node_namespace)
+                       for i in observer.get_subscriptions_info_by_topic("/cell/joint_states")]
+            if readers or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
-        assert names.count("rt_renamed") == 1 and names.count("rt_renamed_worker") == 1, graph
+        names = [n for n, ns in graph]
+        assert names.count("rt_renamed") == 1 and not any(n.startswith("rt_renamed_") for n in names), graph
         assert ("rt_renamed", "/cell") in graph
         assert node.service_name == "/cell/rt_renamed/retime"
         assert node.joint_state_topic == "/cell/joint_states"
-        # the worker process reads the joint states itself, on the remapped name
-        readers = [(i.node_name, i.node_namespace)
-                   for i in observer.get_subscriptions_info_by_topic("/cell/joint_states")]
-        assert readers == [("rt_renamed_worker", "/cell")], readers
+        assert readers == [("rt_renamed", "/cell")], readers   # the node itself, on the remapped name
         assert node.loader.subscription is None  # a file source: no description topic
         observer.destroy_node()
         node.destroy_node()
@@ -331,15 +333,14 @@ def test_acceleration_limits_from_the_shipped_joint_limits_or_a_warning_in_every
         assert with_limits.model.acceleration_limit.tolist() == expected
         assert with_limits.accel_warning == ""
         bare = RetimingServiceNode("rt_bare", context=ctx, parameter_overrides=[
-            Parameter("urdf_path", value="panda"), Parameter("warmup", value=False),
-            Parameter("solver_process", value=False)])  # its requests answered on this thread
+            Parameter("urdf_path", value="panda"), Parameter("warmup", value=False)])
         assert bare.model is not with_limits.model
         wp = smooth_waypoints(bare.model, 4)
         for rows in (wp, wp[:, :3] * np.nan):  # a success and a failure both carry the warning
             req = RetimeTrajectory.Request()
             req.path.joint_names = list(bare.model.joint_names)[: rows.shape[1]]
             req.path.points = [JointTrajectoryPoint(positions=r.tolist()) for r in rows]
-            resp = bare.server.on_request(req, RetimeTrajectory.Response())
+            resp = bare.on_request(req, RetimeTrajectory.Response())  # answered on this thread
             assert "no acceleration limits configured for joints ['panda_joint1', 'panda_joint2', " in resp.message
         for n in (with_limits, bare):
             n.destroy_node()

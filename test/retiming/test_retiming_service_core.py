@@ -231,3 +231,37 @@ def test_waypoint_array_of_rclpy_rows_equals_numpys_conversion():
     # plain lists and a mix take numpy's conversion
     mixed = [values[0].tolist(), rows[1]]
     np.testing.assert_array_equal(core.waypoint_array(mixed, 7), values[:2])
+
+
+def test_deadline_solver_queue_refuses_an_overflow_at_once_and_frees_a_place_at_the_deadline():
+    solver = core.DeadlineSolver("test_queue", capacity=1)
+    release = threading.Event()
+    results = {}
+    running = threading.Thread(target=lambda: results.setdefault("running", solver.run(lambda: release.wait(5.0), 5.0)))
+    running.start()
+    time.sleep(0.05)                      # the solver thread has taken it: the queue is empty again
+    waiting = threading.Thread(target=lambda: results.setdefault("waiting", solver.run(lambda: "late", 0.3)))
+    waiting.start()
+    time.sleep(0.05)
+    assert solver.waiting == 1
+    t0 = time.monotonic()
+    assert solver.run(lambda: "never", 5.0) == ("full", None)
+    assert time.monotonic() - t0 < 0.05  # answered at once, not at its deadline
+    assert "1 requests already wait for the solver (queue length 1" in solver.full_message()
+    waiting.join()
+    assert results["waiting"] == ("busy", None) and solver.waiting == 0   # its place is freed
+    release.set()
+    running.join()
+    assert results["running"] == ("done", True)
+    assert solver.run(lambda: 3, 5.0) == ("done", 3)
+    blocker = threading.Event()
+    threading.Thread(target=lambda: solver.run(lambda: blocker.wait(5.0), 5.0), daemon=True).start()
+    time.sleep(0.05)
+    queued = threading.Thread(target=lambda: results.setdefault("queued", solver.run(lambda: 4, 5.0)))
+    queued.start()
+    time.sleep(0.05)
+    solver.shutdown()                    # a call still waiting is answered busy at once
+    queued.join(1.0)
+    assert results["queued"] == ("busy", None)
+    assert solver.run(lambda: 5, 1.0) == ("full", None)
+    blocker.set()

@@ -1,7 +1,8 @@
-"""`robot-dynamics run`: nodes in one process, parameters from a standard rcl params YAML."""
+"""`robot-dynamics run`: one OS process per node, parameters from a standard rcl params YAML."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -92,35 +93,6 @@ def test_bad_inputs_are_user_errors(tmp_path):
         rclpy.shutdown(context=ctx)
 
 
-def test_cli_runs_the_loop_and_stops_cleanly_on_sigint(tmp_path):
-    """`robot-dynamics run` closes the loop over DDS, and Ctrl-C (SIGINT) ends it with exit 0 and a summary.
-
-    (rclpy.experimental.EventsExecutor.spin() does not return on SIGINT; the command must not hang.)
-    """
-    f = tmp_path / "p.yaml"
-    f.write_text(YAML)
-    p = subprocess.Popen([sys.executable, "-m", "robot_dynamics_tools.cli", "run", "--params", str(f),
-                          "--duration", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        line = p.stdout.readline()          # "running [...] with the events executor for 60 s"
-        assert line.startswith("running ['mujoco_simulator', 'gravity_compensation']"), p.stderr.read()
-        time.sleep(1.5)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=10)
-    finally:
-        if p.poll() is None:
-            p.kill()
-    assert p.returncode == 0 and "Traceback" not in err
-    summary = json.loads(out.strip().splitlines()[-1])
-    # the closed loop ran: the gravity node received the simulator's states, the simulator its commands
-    assert summary["gravity_compensation"]["received"] > 50
-    assert summary["mujoco_simulator"]["commands"] > 50
-    r = subprocess.run([sys.executable, "-m", "robot_dynamics_tools.cli", "run", "--params",
-                        str(tmp_path / "nope.yaml")], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and "nope.yaml" in r.stderr and "Traceback" not in r.stderr
-
-
 def _retime_client(ctx, service: str):
     from robot_dynamics_interfaces.srv import RetimeTrajectory
 
@@ -128,18 +100,124 @@ def _retime_client(ctx, service: str):
     return node, node.create_client(RetimeTrajectory, service), RetimeTrajectory
 
 
-def _children_cmdlines(pid: int) -> list[str]:
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the child processes of ``pid``."""
     out = []
     for task in Path(f"/proc/{pid}/task").iterdir():
         for child in (task / "children").read_text().split():
-            out.append(Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+            out.append((int(child), Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()))
     return out
 
 
-def test_retiming_service_solves_in_its_worker_process_with_the_robots_acceleration_limits(tmp_path):
-    """`run --urdf panda --nodes mujoco_simulator retiming_service --ros-args -r __ns:=/r1`: the service's
-    requests are served by its worker, a child process of `run`; every name lands under /r1, and the service
-    plans within config/panda_joint_limits.yaml's accelerations (read here with yaml, independently)."""
+def _children_cmdlines(pid: int) -> list[str]:
+    return [c for _, c in _children(pid)]
+
+
+def _counting_node(ctx, topics: dict):
+    """A node counting the messages of ``topics`` ({name: type}) as they arrive."""
+    node = rclpy.create_node("run_test_listener", context=ctx)
+    counts = dict.fromkeys(topics, 0)
+
+    def counter(name):
+        def on_msg(_msg):
+            counts[name] += 1
+        return on_msg
+
+    for name, typ in topics.items():
+        node.create_subscription(typ, name, counter(name), 10)
+    return node, counts
+
+
+def test_cli_runs_the_loop_as_one_process_per_node_and_stops_cleanly_on_sigint(tmp_path):
+    """`robot-dynamics run` starts each node as its own process (the node's entry point module), the loop closes
+    over DDS, and Ctrl-C (SIGINT) ends them all with exit 0 and a summary of their exit codes."""
+    from rclpy.executors import SingleThreadedExecutor
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray
+
+    f = tmp_path / "p.yaml"
+    f.write_text(YAML)
+    p = subprocess.Popen([sys.executable, "-m", "robot_dynamics_tools.cli", "run", "--params", str(f),
+                          "--duration", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        line = p.stdout.readline()          # "running ['mujoco_simulator', 'gravity_compensation'] as processes"
+        assert line.startswith("running ['mujoco_simulator', 'gravity_compensation']"), p.stderr.read()
+        children = _children_cmdlines(p.pid)
+        assert sorted(c.split()[2] for c in children) == ["robot_dynamics_ros.nodes.gravity_compensation",
+                                                          "robot_dynamics_ros.nodes.simulator"], children
+        assert all(f"--params-file {f.resolve()}" in c for c in children), children
+        node, counts = _counting_node(ctx, {"/joint_states": JointState,
+                                            "/arm_controller/commands": Float64MultiArray})
+        ex = SingleThreadedExecutor(context=ctx)
+        ex.add_node(node)
+        deadline = time.monotonic() + 60
+        # the closed loop runs: the simulator publishes states, the gravity node answers with commands
+        while min(counts.values()) <= 50:
+            assert time.monotonic() < deadline and p.poll() is None, (counts, p.poll())
+            ex.spin_once(timeout_sec=0.1)
+        node.destroy_node()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+        rclpy.try_shutdown(context=ctx)
+    assert p.returncode == 0 and "Traceback" not in err, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary == {"nodes": ["mujoco_simulator", "gravity_compensation"], "failed": None,
+                       "exit_codes": {"mujoco_simulator": 0, "gravity_compensation": 0}}
+    r = subprocess.run([sys.executable, "-m", "robot_dynamics_tools.cli", "run", "--params",
+                        str(tmp_path / "nope.yaml")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "nope.yaml" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_node_that_dies_is_reported_and_the_others_are_stopped(tmp_path):
+    """kill -9 of one node process: `run` names it and its end, stops the other node and exits 1."""
+    f = tmp_path / "p.yaml"
+    f.write_text(YAML)
+    p = subprocess.Popen([sys.executable, "-m", "robot_dynamics_tools.cli", "run", "--params", str(f),
+                          "--duration", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().startswith("running"), p.stderr.read()
+        pids = {c.split()[2].rsplit(".", 1)[1]: pid for pid, c in _children(p.pid)}
+        time.sleep(1.0)
+        os.kill(pids["simulator"], signal.SIGKILL)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 1, err[-3000:]
+    assert "node 'mujoco_simulator' ended by itself (signal SIGKILL); stopping the others" in err, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["failed"] == "mujoco_simulator"
+    # the other node was stopped with SIGINT: a clean exit, or SIGINT's own end while it was still importing
+    assert summary["exit_codes"]["mujoco_simulator"] == -signal.SIGKILL
+    assert summary["exit_codes"]["gravity_compensation"] in (0, -signal.SIGINT), summary
+    assert not Path(f"/proc/{pids['gravity_compensation']}").exists() or \
+        Path(f"/proc/{pids['gravity_compensation']}/stat").read_text().split()[2] == "Z"
+
+
+def test_duration_ends_every_node_process(tmp_path):
+    f = tmp_path / "p.yaml"
+    f.write_text(YAML)
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "robot_dynamics_tools.cli", "run", "--params", str(f),
+                        "--nodes", "gravity_compensation", "--duration", "3"], capture_output=True, text=True,
+                       timeout=90)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["exit_codes"] == {"gravity_compensation": 0}
+    assert time.monotonic() - t0 >= 3.0
+
+
+def test_retiming_service_solves_in_its_own_process_with_the_robots_acceleration_limits(tmp_path):
+    """`run --urdf panda --nodes mujoco_simulator retiming_service --ros-args -r __ns:=/r1`: the service is its
+    own child process of `run` (its entry point module, with urdf_path and joint_limits_path passed as ROS
+    arguments); every name lands under /r1, and the service plans within config/panda_joint_limits.yaml's
+    accelerations (read here with yaml, independently)."""
     import numpy as np
     import yaml
     from rclpy.executors import SingleThreadedExecutor
@@ -159,8 +237,9 @@ def test_retiming_service_solves_in_its_worker_process_with_the_robots_accelerat
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(node)
         assert client.wait_for_service(timeout_sec=60)
-        assert any("robot_dynamics_ros.retiming.worker" in c for c in _children_cmdlines(p.pid)), \
-            _children_cmdlines(p.pid)
+        service_cmd = [c for c in _children_cmdlines(p.pid) if "robot_dynamics_ros.nodes.retiming_service" in c]
+        assert len(service_cmd) == 1 and "-r __ns:=/r1" in service_cmd[0], _children_cmdlines(p.pid)
+        assert "-p urdf_path:='panda' -p joint_limits_path:=" in service_cmd[0], service_cmd
         want = {("mujoco_simulator", "/r1"), ("retiming_service", "/r1")}
         deadline = time.monotonic() + 10
         while not want <= set(graph := node.get_node_names_and_namespaces()):
@@ -202,6 +281,7 @@ def test_retiming_service_solves_in_its_worker_process_with_the_robots_accelerat
     assert p.returncode == 0, err[-2000:]
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["nodes"] == ["mujoco_simulator", "retiming_service"]
+    assert summary["exit_codes"] == {"mujoco_simulator": 0, "retiming_service": 0}
 
 
 NS_YAML = """
