@@ -275,7 +275,8 @@ class TrajectoryExecution:
             spec = c.trajectory_from_message(trajectory, self.settings.start_tolerance)
         except TrajectoryRejected as exc:
             raise GoalRejected(INVALID_GOAL, str(exc)) from None
-        if spec.start_ns and c.time_s(spec.start_ns) < now_s:
+        # an empty trajectory (the topic's cancel) holds from now, whatever its stamp
+        if spec.start_ns and not spec.empty and c.time_s(spec.start_ns) < now_s:
             spec = _drop_past(spec, now_s, c.time_s(spec.start_ns))
             measured = c.mapper.q if c.mapper.ready else None
             try:
