@@ -219,6 +219,9 @@ class ComputedTorqueNode(ShellViews, LifecycleNode):
         except GoalRejected as exc:
             self._reject(str(exc))
             return
+        except Exception as exc:  # a message must never stop the node: refused, named, and the node serves on
+            self._reject(f"could not be handled ({type(exc).__name__}: {exc})")
+            return
         self.trajectories_accepted += 1
         self.diag.count("trajectories_accepted")
         what = "cancel (hold)" if spec.empty else f"{len(spec.times)} points over {spec.times[-1]:.3f} s"
