@@ -60,14 +60,25 @@ _ENTRY_RTOL = 1e-3
 
 @njit(cache=True, inline="always")
 def _push(H, m, a, b, g):  # pragma: no cover - compiled
-    """Append the half-plane a u + b x ≤ g; returns the new count, or -1 if 0 ≤ g fails for a = b = 0."""
-    if a == 0.0 and b == 0.0:
+    """Append the half-plane a u + b x ≤ g scaled to |(a, b)| = 1; returns the new count, or -1 if 0 ≤ g
+    fails for a row without (u, x) terms.
+
+    The rows arrive scaled by one factor along the whole path (:func:`~.constraints.build_constraints`);
+    where the path's curvature spans many orders of magnitude (a corner kept within a tight tolerance
+    between long straight chords) a row is then ~1e-7 of its peak elsewhere, and the solver's absolute
+    tolerance :data:`_TOL` would be a large fraction of its limit (stages declared infeasible, or limits
+    exceeded by percents). Scaled here, after the stage's points are combined, every half-plane sees the
+    same tolerance. A row whose (a, b) is below 1e-12 of its path-wide peak carries only round-off and
+    counts as (0, 0).
+    """
+    nrm = np.sqrt(a * a + b * b)
+    if nrm <= 1e-12:
         if g < -_TOL:
             return -1
         return m
-    H[m, 0] = a
-    H[m, 1] = b
-    H[m, 2] = g
+    H[m, 0] = a / nrm
+    H[m, 1] = b / nrm
+    H[m, 2] = g / nrm
     return m + 1
 
 
@@ -234,6 +245,41 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
 
 
 @njit(cache=True, nogil=True)
+def _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, ta, tb):  # pragma: no cover - compiled
+    """(t, v): the t in [ta, tb] minimizing v(t) = max(0, max_k H[k,0] u(t) + H[k,1] x(t) − H[k,2]) over the
+    rows (of the m in H) visited before position c of :func:`_lp2d_x`, with (u, x)(t) = (p0u, p0x) + t (du, dx); bisection
+    on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(c))."""
+    lo = ta
+    hi = tb
+    best_t = 0.5 * (ta + tb)
+    best_v = np.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        u = p0u + mid * du
+        x = p0x + mid * dx
+        v = 0.0
+        slope = 0.0
+        for c2 in range(c):
+            j = _visit_row(c2, nfirst, first, second, m)
+            if j < 0:
+                continue
+            w = H[j, 0] * u + H[j, 1] * x - H[j, 2]
+            if w > v:
+                v = w
+                slope = H[j, 0] * du + H[j, 1] * dx
+        if v < best_v:
+            best_v = v
+            best_t = mid
+        if v <= 0.0 or not (lo < mid < hi):
+            break
+        if slope > 0.0:
+            hi = mid
+        else:
+            lo = mid
+    return best_t, best_v
+
+
+@njit(cache=True, nogil=True)
 def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
     """Maximize direction·x (direction = ±1) over {(u, x) : H[k,0] u + H[k,1] x ≤ H[k,2], k < m} ∩ box.
 
@@ -311,12 +357,22 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
                 if t > tlo:
                     tlo = t
         dn = np.sqrt(nn)
-        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
-        if not feasible or (tlo - thi) * dn > _TOL * (1.0 + min(abs(tlo), abs(thi)) * dn * 1e-6):
+        if not feasible:
             return False
+        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
+        t_mid = 0.5 * (tlo + thi)
+        if (tlo - thi) * dn > _TOL * (1.0 + min(abs(tlo), abs(thi)) * dn * 1e-6):
+            # an empty interval on the line, but measured along the line: a row nearly parallel to it
+            # (a velocity row's end half-plane beside the next controllable set's bound, |den| ~ 1e-11)
+            # cuts far from where it is violated by more than _TOL. The point the previous rows were
+            # accepted at (within _TOL) may then have no exact counterpart on the line; judge the
+            # line by the rows' own violation, as every other check here does
+            t_mid, viol = _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, thi, tlo)
+            if viol > _TOL:
+                return False
         slope = direction * dx / dn
         if tlo > thi:
-            t = 0.5 * (tlo + thi)
+            t = t_mid
         elif slope > 1e-10:
             t = thi
         elif slope < -1e-10:
@@ -465,7 +521,10 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
         if m < 0:
             return 1, i
         ms[i] = m
-        if not _lp2d_x(H, m, 1.0, a1, a2, out):
+        if not _lp2d_x(H, m, 1.0, a1, a2, out) and (a1 < 0 or not _lp2d_x(H, m, 1.0, -1, -1, out)):
+            # warm-started from the previous stage's active rows, the incremental LP may first walk to a
+            # far corner of its box (|u| ~ _BIG_U) where the round-off in the nearly parallel rows of a
+            # tight corner between long chords exceeds _TOL; the cold order stays near the optimum
             return 1, i
         xhi = out[1]
         a1 = int(out[2])
