@@ -36,12 +36,13 @@ from robot_dynamics_ros.retiming.constraints import (build_constraints, build_ro
                                                      torque_coefficients_planned)
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
 from robot_dynamics_ros.retiming.motor_limits import load_motor_limits, solve_within_motor_limits
-from robot_dynamics_ros.retiming.output import Segment, grid_efforts, peak_fractions, sample_segments
+from robot_dynamics_ros.retiming.output import (Segment, exceeded_limit, grid_efforts, peak_fractions,
+                                                sample_segments)
 from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.grid import collocation
 from robot_dynamics_ros.retiming.request import (DEFAULT_GRIDPOINTS, MAX_GRIDPOINTS, MAX_OUTPUT_SAMPLES, MAX_WORK,
-                                                 MIN_SEGMENT_GRIDPOINTS, RetimeFailure, RetimeOptions, RetimeResult,
-                                                 RetimeStatus)
+                                                 MIN_SEGMENT_GRIDPOINTS, PEAK_TOLERANCE, RetimeFailure, RetimeOptions,
+                                                 RetimeResult, RetimeStatus)
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
 from robot_dynamics_ros.retiming.validation import RequestChecks, map_request
 from robot_dynamics_ros.retiming.waypoints import prepare_waypoints, simplify_chords
@@ -252,6 +253,16 @@ class Retimer:
         res.motor = motor
         res.solve_ms = (time.perf_counter() - t_start) * 1e3
         res.peak_fraction = peak_fractions(res, self.checks.limits(options), jl)
+        over = exceeded_limit(res, self.checks.limits(options), PEAK_TOLERANCE)
+        if over is not None:
+            # never a success that its own report contradicts: the solver's tolerances or a discretization
+            # error let a sample pass a limit
+            kind, j, frac, at = over
+            where = f"joint '{names[j]}' at t = {at:.6g} s" if j >= 0 else "the jerk-limited timing"
+            raise RetimeFailure(RetimeStatus.LIMIT_EXCEEDED,
+                                f"the timing found exceeds the {kind} limit: {where} reaches {frac:.6g} of it "
+                                f"(allowed 1 + {PEAK_TOLERANCE:g}); refused. Try more gridpoints or a larger "
+                                f"path_tolerance")
         if np.isfinite(jl).any():
             res.jerk_limits = {n: float(v) for n, v in zip(names, jl) if np.isfinite(v)}
         return res

@@ -87,6 +87,9 @@ def test_stop_bound_matches_issue():
     assert stop_at_every_waypoint(TOTG_TEST2, TOTG_VEL, TOTG_ACC) == pytest.approx(2868.6, abs=0.1)
 
 
+@pytest.mark.xfail(strict=True, reason="not fixed yet: at the first corner (t = 446 s) one output sample's "
+                   "acceleration is 1.00056 of joint j2's limit at any gridpoint count; the issue-25 check now "
+                   "refuses it (limit_exceeded) instead of reporting success")
 def test_totg_test2_default_tolerance():
     from robot_dynamics_ros.retiming.request import DEFAULT_PATH_TOLERANCE
 
@@ -122,4 +125,46 @@ def test_random_corners_never_infeasible(seed):
     vel, acc, wp, tol = _random_case(seed)
     res = _retimer(vel, acc).retime(wp, options=RetimeOptions(path_tolerance=tol))
     assert res.status.value != "infeasible", (tol, res.message)
-    assert res.success, (tol, res.status, res.message)
+    # a timing exists on every case; where its samples pass a limit by > 1e-4 it is refused as such
+    # (open: acceleration overshoots at corners, see test_totg_test2_default_tolerance), never as infeasible
+    assert res.status.value in ("success", "limit_exceeded"), (tol, res.status, res.message)
+    if res.success:
+        assert res.peak_fraction["velocity"] <= 1 + 1e-4 and res.peak_fraction["acceleration"] <= 1 + 1e-4
+
+
+def test_refusals_name_the_limit_and_joint():
+    """A result whose own samples exceed a limit is refused with the joint and limit named (issue 25)."""
+    from robot_dynamics_ros.retiming.request import RetimeOptions
+
+    res = _retimer(TOTG_VEL, TOTG_ACC).retime(TOTG_TEST2, options=RetimeOptions())
+    if not res.success:
+        assert res.status.value == "limit_exceeded"
+        assert "acceleration limit: joint 'j" in res.message and res.t.shape == (0,)
+
+
+@pytest.mark.parametrize("field", ["velocity_scale", "acceleration_scale", "torque_margin", "jerk_scale"])
+@pytest.mark.parametrize("value", [1e-300, 5e-324, 9.99e-4])
+def test_scale_below_floor_refused(field, value):
+    """Issue 25: --velocity-scale 1e-300 once succeeded with accelerations 198× over the limits."""
+    from robot_dynamics_ros.retiming.request import MIN_SCALE, RetimeOptions
+
+    vel, acc = np.array([1.3, 1.0, 1.0, 0.8]), np.full(4, 2.0)
+    wp = (TOTG_TEST2 - TOTG_TEST2[0]) / 200.0
+    res = _retimer(vel, acc, span=20.0).retime(wp, options=RetimeOptions(**{field: value}))
+    assert not res.success and res.status.value == "invalid_request"
+    assert res.message.startswith(f"options: {field}=") and f"[{MIN_SCALE:g}, 1]" in res.message
+    assert "\n" not in res.message
+
+
+def test_scale_at_floor_times_within_limits():
+    """At the floor the timing is 1000× slower and within the scaled limits (finite differences at 1 kHz of
+    the positions would be too many samples: the reported peaks and the duration bound instead)."""
+    from robot_dynamics_ros.retiming.request import MIN_SCALE, RetimeOptions
+
+    vel, acc = np.array([1.3, 1.0, 1.0, 0.8]), np.full(4, 2.0)
+    wp = (TOTG_TEST2 - TOTG_TEST2[0]) / 200.0
+    res = _retimer(vel, acc, span=20.0).retime(wp, options=RetimeOptions(velocity_scale=MIN_SCALE,
+                                                                        path_tolerance=1e-2))
+    assert res.success, res.message
+    assert np.all(np.abs(res.qd) <= vel * MIN_SCALE * (1 + 1e-4))
+    assert res.duration >= float(np.abs(np.diff(wp, axis=0)).sum(axis=0).max()) / (vel.max() * MIN_SCALE) * 0.999
