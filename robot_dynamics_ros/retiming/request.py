@@ -62,6 +62,9 @@ class RetimeStatus(enum.Enum):
     #: a timing was found but its own samples exceed a limit by more than PEAK_TOLERANCE (refused, with
     #: the joint and the limit named)
     LIMIT_EXCEEDED = "limit_exceeded"
+    #: at rest at both ends, stopping at every waypoint satisfies the velocity and acceleration limits, yet
+    #: the solver found no profile: a numerical failure (never reported as ``INFEASIBLE``)
+    SOLVER_FAILURE = "solver_failure"
     #: the requested start velocity is too fast to satisfy the limits afterwards
     START_NOT_CONTROLLABLE = "start_not_controllable"
 

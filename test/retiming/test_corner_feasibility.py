@@ -168,3 +168,23 @@ def test_scale_at_floor_times_within_limits():
     assert res.success, res.message
     assert np.all(np.abs(res.qd) <= vel * MIN_SCALE * (1 + 1e-4))
     assert res.duration >= float(np.abs(np.diff(wp, axis=0)).sum(axis=0).max()) / (vel.max() * MIN_SCALE) * 0.999
+
+
+def test_solver_miss_is_never_called_infeasible(monkeypatch):
+    """At rest at both ends a timing always exists: a solver that finds none is reported as a solver
+    failure naming the rows, never as 'infeasible' (the old message blamed 'the torque or acceleration
+    limits' whatever bound)."""
+    from robot_dynamics_ros.retiming import retimer as retimer_module
+    from robot_dynamics_ros.retiming.request import RetimeOptions
+    from robot_dynamics_ros.retiming.topp_ra import SolveStatus
+
+    def miss(s, *args, **kwargs):
+        n = s.shape[0]
+        return SolveStatus.INFEASIBLE, n // 2, np.zeros(n), np.zeros(n - 1), np.zeros((n, 2))
+
+    r = _retimer(TOTG_VEL, TOTG_ACC)
+    monkeypatch.setattr(retimer_module, "solve_topp_ra", miss)
+    res = r.retime(TOTG_TEST2, options=RetimeOptions(path_tolerance=0.1))
+    assert res.status.value == "solver_failure", res.message
+    assert "stopping at every waypoint satisfies every limit" in res.message
+    assert "velocity and acceleration limits" in res.message and "between waypoints" in res.message
