@@ -501,6 +501,37 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _exact_top(H, m, xlo, xhi):  # pragma: no cover - compiled
+    """The largest x in [xlo, xhi] at which the stage's rows leave some u (:func:`_u_range` non-empty):
+    xhi itself when they do, else by bisection (≤ 60 steps of O(m)).
+
+    The 2-variable LP's optimum satisfies its rows within the absolute :data:`_TOL`, not exactly. Where x
+    and the stage are small (a corner at a tight path tolerance with small acceleration limits: x ~ 1e-5,
+    Δ ~ 1e-4) that slack in x is a large part of the interval of u, which is ~ x / Δ wide: the greedy pass
+    entering at the LP's x finds no u and takes the least violating one, and the output then exceeds an
+    acceleration limit by up to ~1e-3. With the top of K_i where a u exists, every control the forward
+    pass takes satisfies the rows as computed."""
+    lo, hi = _u_range(H, m, xhi)
+    if lo <= hi:
+        return xhi
+    lo, hi = _u_range(H, m, xlo)
+    if lo > hi:
+        return xhi  # (round-off all over K_i: leave it to the forward pass's least-violating control)
+    a = xlo
+    b = xhi
+    for _ in range(60):
+        mid = 0.5 * (a + b)
+        if not (a < mid < b):
+            break
+        lo, hi = _u_range(H, m, mid)
+        if lo <= hi:
+            a = mid
+        else:
+            b = mid
+    return a
+
+
+@njit(cache=True, nogil=True)
 def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
     n_grid = s.shape[0]
     nrow = G.shape[1]
@@ -547,6 +578,7 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
                 xlo = max(out[1], 0.0)
         if xhi > xlo:
             xhi = _best_entry(H, m, s[i + 1] - s[i], xlo, xhi, Hc, out)
+            xhi = _exact_top(H, m, xlo, xhi)
         if xhi < xlo:
             xhi = xlo
         K[i, 0] = xlo
