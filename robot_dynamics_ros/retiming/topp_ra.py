@@ -60,25 +60,14 @@ _ENTRY_RTOL = 1e-3
 
 @njit(cache=True, inline="always")
 def _push(H, m, a, b, g):  # pragma: no cover - compiled
-    """Append the half-plane a u + b x ≤ g scaled to |(a, b)| = 1; returns the new count, or -1 if 0 ≤ g
-    fails for a row without (u, x) terms.
-
-    The rows arrive scaled by one factor along the whole path (:func:`~.constraints.build_constraints`);
-    where the path's curvature spans many orders of magnitude (a corner kept within a tight tolerance
-    between long straight chords) a row is then ~1e-7 of its peak elsewhere, and the solver's absolute
-    tolerance :data:`_TOL` would be a large fraction of its limit (stages declared infeasible, or limits
-    exceeded by percents). Scaled here, after the stage's points are combined, every half-plane sees the
-    same tolerance. A row whose (a, b) is below 1e-12 of its path-wide peak carries only round-off and
-    counts as (0, 0).
-    """
-    nrm = np.sqrt(a * a + b * b)
-    if nrm <= 1e-12:
+    """Append the half-plane a u + b x ≤ g; returns the new count, or -1 if 0 ≤ g fails for a = b = 0."""
+    if a == 0.0 and b == 0.0:
         if g < -_TOL:
             return -1
         return m
-    H[m, 0] = a / nrm
-    H[m, 1] = b / nrm
-    H[m, 2] = g / nrm
+    H[m, 0] = a
+    H[m, 1] = b
+    H[m, 2] = g
     return m + 1
 
 
@@ -246,9 +235,9 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
 
 @njit(cache=True, nogil=True)
 def _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, ta, tb):  # pragma: no cover - compiled
-    """(t, v): the t in [ta, tb] minimizing v(t) = max(0, max_k H[k,0] u(t) + H[k,1] x(t) − H[k,2]) over the
-    rows (of the m in H) visited before position c of :func:`_lp2d_x`, with (u, x)(t) = (p0u, p0x) + t (du, dx); bisection
-    on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(c))."""
+    """(t, v): the t in [ta, tb] minimizing v(t) = max(0, max_k H[k,0] u(t) + H[k,1] x(t) − H[k,2]) over
+    the rows (of the m in H) visited before position c of :func:`_lp2d_x`, with (u, x)(t) = (p0u, p0x) +
+    t (du, dx); bisection on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(c))."""
     lo = ta
     hi = tb
     best_t = 0.5 * (ta + tb)
@@ -359,8 +348,8 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
         dn = np.sqrt(nn)
         if not feasible:
             return False
-        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
         t_mid = 0.5 * (tlo + thi)
+        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
         if (tlo - thi) * dn > _TOL * (1.0 + min(abs(tlo), abs(thi)) * dn * 1e-6):
             # an empty interval on the line, but measured along the line: a row nearly parallel to it
             # (a velocity row's end half-plane beside the next controllable set's bound, |den| ~ 1e-11)
