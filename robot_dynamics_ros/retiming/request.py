@@ -77,9 +77,9 @@ class RetimeOptions:
         velocity_scale: fraction [MIN_SCALE, 1] of the velocity limits (:data:`MIN_SCALE` = 1e-3; the same
             range for acceleration_scale, torque_margin and jerk_scale); None → the model's
             ``default_velocity_scaling_factor`` (joint_limits.yaml), else 1.
-        acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none);
+        acceleration_scale: fraction [MIN_SCALE, 1] of the acceleration limits (joint_limits.yaml; inf if none);
             None → the model's ``default_acceleration_scaling_factor``, else 1.
-        torque_margin: fraction (0, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
+        torque_margin: fraction [MIN_SCALE, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
         gridpoints: requested number of gridpoints (2 .. MAX_GRIDPOINTS); more are used where needed: one
             stage at least per knot (waypoints and added knots), turn-limited stages
             (:data:`~robot_dynamics_ros.retiming.path.TURN_PER_STAGE`), MIN_SEGMENT_GRIDPOINTS per segment. None → default.
@@ -107,7 +107,7 @@ class RetimeOptions:
     reversal_cos: float = 0.0
     dynamics_spacing: float = 0.05
     path_tolerance: float = DEFAULT_PATH_TOLERANCE
-    #: fraction (0, 1] of the model's jerk limits (joint_limits.yaml ``max_jerk``, ``model.jerk_limit``)
+    #: fraction [MIN_SCALE, 1] of the model's jerk limits (joint_limits.yaml ``max_jerk``, ``model.jerk_limit``)
     jerk_scale: float = 1.0
     #: rad/s³ (m/s³) for joints without a configured jerk limit; None: those joints have none. Any finite
     #: jerk limit makes every segment a jerk-limited timing (:mod:`robot_dynamics_ros.retiming.jerk`), at rest at both ends.
@@ -185,6 +185,10 @@ class RetimeResult:
     warnings: tuple[str, ...] = ()
     #: with motor limits: per joint name {peak_torque, rms_torque, longest_above_rated_s, ok, binding}
     motor: dict | None = None
+    #: where path_tolerance limits the speed (:func:`~robot_dynamics_ros.retiming.binding.tolerance_bound`):
+    #: {"path_tolerance", "count", "waypoints", "corners": [{"waypoint", "t_start", "t_end", "seconds",
+    #: "curvature"}], "seconds"}; None on failure or without acceleration limits
+    tolerance_bound: dict | None = None
     #: joint name -> jerk limit applied, rad/s³ (joint_limits.yaml max_jerk × jerk_scale, else jerk_limit);
     #: None when no jerk limit applies
     jerk_limits: dict | None = None
@@ -195,6 +199,8 @@ class RetimeResult:
                "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
                "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction,
                "max_path_deviation": self.max_path_deviation, "warnings": list(self.warnings)}
+        if self.tolerance_bound is not None:
+            out["tolerance_bound"] = self.tolerance_bound
         if self.jerk_limits is not None:
             out["jerk_limits"] = self.jerk_limits
         if self.motor is not None:

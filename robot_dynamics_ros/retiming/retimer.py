@@ -32,6 +32,7 @@ from numba import njit
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.retiming import path as _path
+from robot_dynamics_ros.retiming.binding import tolerance_bound
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
@@ -265,6 +266,13 @@ class Retimer:
                                 f"path_tolerance")
         if np.isfinite(jl).any():
             res.jerk_limits = {n: float(v) for n, v in zip(names, jl) if np.isfinite(v)}
+        vlim, alim, _ = self.checks.limits(options)
+        res.tolerance_bound = bound = tolerance_bound(segments, vlim, alim, kept_idx, tol)
+        if bound is not None and bound["corners"]:
+            where = bound["waypoints"]
+            shown = ", ".join(str(w) for w in where[:10]) + (" ..." if len(where) > 10 else "")
+            res.message += (f"; path_tolerance {tol:g} sets the speed at {bound['count']} corner(s) "
+                            f"(waypoint(s) {shown}): {bound['seconds']:.4g} s of {duration:.6g} s")
         return res
 
     def _solve_segment(self, seg_wp, offset, v0, v1, requested, total, options, first, kept_idx, timings,
