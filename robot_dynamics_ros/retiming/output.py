@@ -155,8 +155,10 @@ def exceeded_limit(res: RetimeResult, limits, tolerance: float):
         lim = np.asarray(lim, dtype=float)
         if values.shape[0] == 0 or not np.isfinite(lim).any():
             continue
+        mag = np.abs(values)
         with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(np.isfinite(lim), np.abs(values) / lim, 0.0)
+            # (a zero limit, e.g. romeo's hands: 0 while the value stays 0, as in peak_fractions)
+            frac = np.where(np.isfinite(lim), np.where(mag == 0.0, 0.0, mag / lim), 0.0)
         k, j = np.unravel_index(int(np.argmax(frac)), frac.shape)
         if not frac[k, j] <= 1.0 + tolerance:  # (NaN counts as exceeded)
             return kind, int(j), float(frac[k, j]), float(res.t[k])
