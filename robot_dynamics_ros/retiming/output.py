@@ -12,7 +12,7 @@ from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.request import RetimeResult
 from robot_dynamics_ros.retiming.sampling import sample_joint_trajectory, sample_times
 
-__all__ = ["Segment", "sample_segment", "sample_segments", "grid_efforts", "peak_fractions"]
+__all__ = ["Segment", "sample_segment", "sample_segments", "grid_efforts", "peak_fractions", "exceeded_limit"]
 
 
 @dataclass
@@ -143,3 +143,26 @@ def peak_fractions(res: RetimeResult, limits, jerk_limit=None) -> dict:
         if any(seg.jerk is not None for seg in res.segments):
             out["jerk"] = peak
     return out
+
+
+def exceeded_limit(res: RetimeResult, limits, tolerance: float):
+    """The first limit the result's own samples exceed by more than ``tolerance`` (relative), as
+    (kind "velocity" / "acceleration" / "effort" / "jerk", joint index or -1 for jerk, fraction of the
+    limit, time of the sample s or nan), or None. ``limits`` as in :func:`peak_fractions`; the jerk is
+    judged from ``res.peak_fraction["jerk"]``."""
+    for kind, values, lim in (("velocity", res.qd, limits[0]), ("acceleration", res.qdd, limits[1]),
+                              ("effort", res.tau, limits[2])):
+        lim = np.asarray(lim, dtype=float)
+        if values.shape[0] == 0 or not np.isfinite(lim).any():
+            continue
+        mag = np.abs(values)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # (a zero limit, e.g. romeo's hands: 0 while the value stays 0, as in peak_fractions)
+            frac = np.where(np.isfinite(lim), np.where(mag == 0.0, 0.0, mag / lim), 0.0)
+        k, j = np.unravel_index(int(np.argmax(frac)), frac.shape)
+        if not frac[k, j] <= 1.0 + tolerance:  # (NaN counts as exceeded)
+            return kind, int(j), float(frac[k, j]), float(res.t[k])
+    jerk = res.peak_fraction.get("jerk") if res.peak_fraction else None
+    if jerk is not None and not jerk <= 1.0 + tolerance:
+        return "jerk", -1, float(jerk), float("nan")
+    return None

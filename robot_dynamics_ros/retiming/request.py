@@ -12,7 +12,7 @@ import numpy as np
 
 __all__ = ["RetimeStatus", "RetimeOptions", "RetimeResult", "RetimeFailure", "DEFAULT_GRIDPOINTS",
            "DEFAULT_PATH_TOLERANCE", "MAX_GRIDPOINTS", "MAX_OUTPUT_SAMPLES", "MAX_WORK", "MIN_SEGMENT_GRIDPOINTS",
-           "DIRECTION_TOL"]
+           "DIRECTION_TOL", "MIN_SCALE", "PEAK_TOLERANCE"]
 
 #: default number of gridpoints (at least one per waypoint is always used)
 DEFAULT_GRIDPOINTS = 200
@@ -36,6 +36,12 @@ _LIMIT_TOL = 1e-9
 #: a start / end velocity v must be parallel to the path's direction d there: |v - (v·d) d| ≤ DIRECTION_TOL |v|
 #: (the sine of the angle between them), with v·d > 0
 DIRECTION_TOL = 1e-3
+#: smallest velocity / acceleration / jerk scale and torque margin accepted: below it the timing is
+#: thousands of times slower than the robot allows and the solver's tolerances are no longer small next
+#: to the scaled limits (a 1e-300 scale once "succeeded" with accelerations 198× over them)
+MIN_SCALE = 1e-3
+#: a result whose own peak fraction of a limit exceeds 1 + PEAK_TOLERANCE is refused, never a success
+PEAK_TOLERANCE = 1e-4
 
 
 
@@ -53,6 +59,12 @@ class RetimeStatus(enum.Enum):
     GRAVITY_EXCEEDS_TORQUE = "gravity_exceeds_torque"
     #: no velocity profile satisfies the limits on part of the path (empty controllable set)
     INFEASIBLE = "infeasible"
+    #: a timing was found but its own samples exceed a limit by more than PEAK_TOLERANCE (refused, with
+    #: the joint and the limit named)
+    LIMIT_EXCEEDED = "limit_exceeded"
+    #: at rest at both ends, stopping at every waypoint satisfies the velocity and acceleration limits, yet
+    #: the solver found no profile: a numerical failure (never reported as ``INFEASIBLE``)
+    SOLVER_FAILURE = "solver_failure"
     #: the requested start velocity is too fast to satisfy the limits afterwards
     START_NOT_CONTROLLABLE = "start_not_controllable"
 
@@ -62,11 +74,12 @@ class RetimeOptions:
     """Options of a retiming request.
 
     Attributes:
-        velocity_scale: fraction (0, 1] of the velocity limits; None → the model's
+        velocity_scale: fraction [MIN_SCALE, 1] of the velocity limits (:data:`MIN_SCALE` = 1e-3; the same
+            range for acceleration_scale, torque_margin and jerk_scale); None → the model's
             ``default_velocity_scaling_factor`` (joint_limits.yaml), else 1.
-        acceleration_scale: fraction (0, 1] of the acceleration limits (joint_limits.yaml; inf if none);
+        acceleration_scale: fraction [MIN_SCALE, 1] of the acceleration limits (joint_limits.yaml; inf if none);
             None → the model's ``default_acceleration_scaling_factor``, else 1.
-        torque_margin: fraction (0, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
+        torque_margin: fraction [MIN_SCALE, 1] of the URDF effort limits the trajectory may use (e.g. 0.9).
         gridpoints: requested number of gridpoints (2 .. MAX_GRIDPOINTS); more are used where needed: one
             stage at least per knot (waypoints and added knots), turn-limited stages
             (:data:`~robot_dynamics_ros.retiming.path.TURN_PER_STAGE`), MIN_SEGMENT_GRIDPOINTS per segment. None → default.
@@ -94,7 +107,7 @@ class RetimeOptions:
     reversal_cos: float = 0.0
     dynamics_spacing: float = 0.05
     path_tolerance: float = DEFAULT_PATH_TOLERANCE
-    #: fraction (0, 1] of the model's jerk limits (joint_limits.yaml ``max_jerk``, ``model.jerk_limit``)
+    #: fraction [MIN_SCALE, 1] of the model's jerk limits (joint_limits.yaml ``max_jerk``, ``model.jerk_limit``)
     jerk_scale: float = 1.0
     #: rad/s³ (m/s³) for joints without a configured jerk limit; None: those joints have none. Any finite
     #: jerk limit makes every segment a jerk-limited timing (:mod:`robot_dynamics_ros.retiming.jerk`), at rest at both ends.
@@ -111,8 +124,8 @@ class RetimeOptions:
             v = getattr(self, name)
             if v is None and name in ("velocity_scale", "acceleration_scale"):
                 continue
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0.0 < v <= 1.0):
-                return f"{name}={v!r}: must be in (0, 1]"
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and MIN_SCALE <= v <= 1.0):
+                return f"{name}={v!r}: must be in [{MIN_SCALE:g}, 1] (MIN_SCALE)"
         if self.gridpoints is not None and (int(self.gridpoints) != self.gridpoints or self.gridpoints < 2):
             return f"gridpoints={self.gridpoints!r}: must be an integer ≥ 2"
         if self.gridpoints is not None and self.gridpoints > MAX_GRIDPOINTS:
@@ -172,6 +185,10 @@ class RetimeResult:
     warnings: tuple[str, ...] = ()
     #: with motor limits: per joint name {peak_torque, rms_torque, longest_above_rated_s, ok, binding}
     motor: dict | None = None
+    #: where path_tolerance limits the speed (:func:`~robot_dynamics_ros.retiming.binding.tolerance_bound`):
+    #: {"path_tolerance", "count", "waypoints", "corners": [{"waypoint", "t_start", "t_end", "seconds",
+    #: "curvature"}], "seconds"}; None on failure or without acceleration limits
+    tolerance_bound: dict | None = None
     #: joint name -> jerk limit applied, rad/s³ (joint_limits.yaml max_jerk × jerk_scale, else jerk_limit);
     #: None when no jerk limit applies
     jerk_limits: dict | None = None
@@ -182,6 +199,8 @@ class RetimeResult:
                "duration": self.duration, "gridpoints": self.gridpoints, "solve_ms": self.solve_ms,
                "samples": int(self.t.shape[0]), "peak_fraction": self.peak_fraction,
                "max_path_deviation": self.max_path_deviation, "warnings": list(self.warnings)}
+        if self.tolerance_bound is not None:
+            out["tolerance_bound"] = self.tolerance_bound
         if self.jerk_limits is not None:
             out["jerk_limits"] = self.jerk_limits
         if self.motor is not None:

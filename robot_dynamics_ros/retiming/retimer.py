@@ -32,16 +32,18 @@ from numba import njit
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.retiming import path as _path
+from robot_dynamics_ros.retiming.binding import tolerance_bound
 from robot_dynamics_ros.retiming.constraints import (build_constraints, build_rows, plan_and_schemes,
                                                      torque_coefficients_planned)
 from robot_dynamics_ros.retiming.jerk import solve_jerk_limited
 from robot_dynamics_ros.retiming.motor_limits import load_motor_limits, solve_within_motor_limits
-from robot_dynamics_ros.retiming.output import Segment, grid_efforts, peak_fractions, sample_segments
+from robot_dynamics_ros.retiming.output import (Segment, exceeded_limit, grid_efforts, peak_fractions,
+                                                sample_segments)
 from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.grid import collocation
 from robot_dynamics_ros.retiming.request import (DEFAULT_GRIDPOINTS, MAX_GRIDPOINTS, MAX_OUTPUT_SAMPLES, MAX_WORK,
-                                                 MIN_SEGMENT_GRIDPOINTS, RetimeFailure, RetimeOptions, RetimeResult,
-                                                 RetimeStatus)
+                                                 MIN_SEGMENT_GRIDPOINTS, PEAK_TOLERANCE, RetimeFailure, RetimeOptions,
+                                                 RetimeResult, RetimeStatus)
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
 from robot_dynamics_ros.retiming.validation import RequestChecks, map_request
 from robot_dynamics_ros.retiming.waypoints import prepare_waypoints, simplify_chords
@@ -252,8 +254,25 @@ class Retimer:
         res.motor = motor
         res.solve_ms = (time.perf_counter() - t_start) * 1e3
         res.peak_fraction = peak_fractions(res, self.checks.limits(options), jl)
+        over = exceeded_limit(res, self.checks.limits(options), PEAK_TOLERANCE)
+        if over is not None:
+            # never a success that its own report contradicts: the solver's tolerances or a discretization
+            # error let a sample pass a limit
+            kind, j, frac, at = over
+            where = f"joint '{names[j]}' at t = {at:.6g} s" if j >= 0 else "the jerk-limited timing"
+            raise RetimeFailure(RetimeStatus.LIMIT_EXCEEDED,
+                                f"the timing found exceeds the {kind} limit: {where} reaches {frac:.6g} of it "
+                                f"(allowed 1 + {PEAK_TOLERANCE:g}); refused. Try more gridpoints or a larger "
+                                f"path_tolerance")
         if np.isfinite(jl).any():
             res.jerk_limits = {n: float(v) for n, v in zip(names, jl) if np.isfinite(v)}
+        vlim, alim, _ = self.checks.limits(options)
+        res.tolerance_bound = bound = tolerance_bound(segments, vlim, alim, kept_idx, tol)
+        if bound is not None and bound["corners"]:
+            where = bound["waypoints"]
+            shown = ", ".join(str(w) for w in where[:10]) + (" ..." if len(where) > 10 else "")
+            res.message += (f"; path_tolerance {tol:g} sets the speed at {bound['count']} corner(s) "
+                            f"(waypoint(s) {shown}): {bound['seconds']:.4g} s of {duration:.6g} s")
         return res
 
     def _solve_segment(self, seg_wp, offset, v0, v1, requested, total, options, first, kept_idx, timings,
@@ -342,7 +361,14 @@ class Retimer:
                     break
         timings["solve"] = timings.get("solve", 0.0) + (time.perf_counter() - t0) * 1e3
         if status != SolveStatus.OK:
-            raise self._explain(status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc)
+            kinematic_ok = False
+            if abc is not None and status != SolveStatus.START_NOT_CONTROLLABLE:
+                # which limits bind: the same rows without the torque limits
+                Gk, hk, xk = build_rows(dq, ddq, vlim, alim, tlim, None)
+                kinematic_ok = solve_topp_ra(s, Gk, hk, x_start, x_end, scheme, m.n, xk)[0] == SolveStatus.OK
+            raise self._explain(status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc,
+                                kinematic_ok=kinematic_ok, at_rest=x_start == 0.0 and x_end == 0.0, ddq=ddq,
+                                tol=tol)
         t_grid = stage_times(s, x)
         if not np.isfinite(t_grid[-1]):
             w = self._waypoint_at(path, s[int(np.argmax(~np.isfinite(t_grid))) - 1], first, kept_idx)
@@ -428,7 +454,13 @@ class Retimer:
                         f"{c[p, j]:.6g} N·m at joint '{self.model.joint_names[j]}', above its torque limit "
                         f"{tlim[j]:.6g} N·m")
 
-    def _explain(self, status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc):
+    def _explain(self, status, idx, s, s_eval, K, x_start, path, first, kept_idx, tlim, abc, *,
+                 kinematic_ok=False, at_rest=False, ddq=None, tol=0.0):
+        """The failure of a solve, naming its cause: gravity alone above a torque limit; the start velocity;
+        with a moving start or end the torque limits (the path is timed without them: ``kinematic_ok``) or
+        the velocity and acceleration limits; at rest at both ends, where standing still at every point is
+        within every limit once gravity is, a numerical failure of the solver (SOLVER_FAILURE), naming the
+        rows it failed on."""
         if status == SolveStatus.START_NOT_CONTROLLABLE and x_start == 0.0 and abc is not None:
             # from rest the limits cannot be met further on: a place where the arm cannot stand still
             # (the solver would have to rush through it); say where
@@ -454,7 +486,18 @@ class Retimer:
                 found = self._gravity_failure(c, s_dense, path, first, kept_idx, tlim)
             if found is not None:
                 return found
-        return RetimeFailure(RetimeStatus.INFEASIBLE,
-                        f"no velocity profile satisfies the limits between waypoints {w} and {w + 1} "
-                        f"(s = {s[i]:.6g} of {path.length:.6g}, gridpoint {i}); the torque or acceleration "
-                        f"limits cannot hold the robot on this path")
+        where = f"between waypoints {w} and {w + 1} (s = {s[i]:.6g} of {path.length:.6g}, gridpoint {i})"
+        rows = ("the torque limits (without them the path is timed)" if kinematic_ok
+                else "the velocity and acceleration limits")
+        if not at_rest:
+            return RetimeFailure(RetimeStatus.INFEASIBLE,
+                                 f"no velocity profile satisfies the limits {where}: {rows} cannot meet the "
+                                 f"requested start/end velocity along this path")
+        # at rest at both ends with gravity within the limits everywhere (checked above), standing still at
+        # every point is within every limit: a timing exists, the solver missed it
+        curvature = float(np.abs(ddq[2 * i:2 * i + 3]).max()) if ddq is not None else float("nan")
+        return RetimeFailure(RetimeStatus.SOLVER_FAILURE,
+                             f"the solver found no velocity profile {where} although stopping at every waypoint "
+                             f"satisfies every limit: a numerical failure in {rows} (path curvature |q''| up "
+                             f"to {curvature:.3g} there at path_tolerance {tol:g}); please report it; another "
+                             f"path_tolerance or gridpoints count avoids it")

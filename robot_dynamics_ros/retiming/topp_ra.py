@@ -234,6 +234,41 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
 
 
 @njit(cache=True, nogil=True)
+def _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, ta, tb):  # pragma: no cover - compiled
+    """(t, v): the t in [ta, tb] minimizing v(t) = max(0, max_k H[k,0] u(t) + H[k,1] x(t) − H[k,2]) over
+    the rows (of the m in H) visited before position c of :func:`_lp2d_x`, with (u, x)(t) = (p0u, p0x) +
+    t (du, dx); bisection on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(c))."""
+    lo = ta
+    hi = tb
+    best_t = 0.5 * (ta + tb)
+    best_v = np.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        u = p0u + mid * du
+        x = p0x + mid * dx
+        v = 0.0
+        slope = 0.0
+        for c2 in range(c):
+            j = _visit_row(c2, nfirst, first, second, m)
+            if j < 0:
+                continue
+            w = H[j, 0] * u + H[j, 1] * x - H[j, 2]
+            if w > v:
+                v = w
+                slope = H[j, 0] * du + H[j, 1] * dx
+        if v < best_v:
+            best_v = v
+            best_t = mid
+        if v <= 0.0 or not (lo < mid < hi):
+            break
+        if slope > 0.0:
+            hi = mid
+        else:
+            lo = mid
+    return best_t, best_v
+
+
+@njit(cache=True, nogil=True)
 def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
     """Maximize direction·x (direction = ±1) over {(u, x) : H[k,0] u + H[k,1] x ≤ H[k,2], k < m} ∩ box.
 
@@ -311,12 +346,22 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
                 if t > tlo:
                     tlo = t
         dn = np.sqrt(nn)
-        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
-        if not feasible or (tlo - thi) * dn > _TOL * (1.0 + min(abs(tlo), abs(thi)) * dn * 1e-6):
+        if not feasible:
             return False
+        t_mid = 0.5 * (tlo + thi)
+        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
+        if (tlo - thi) * dn > _TOL * (1.0 + min(abs(tlo), abs(thi)) * dn * 1e-6):
+            # an empty interval on the line, but measured along the line: a row nearly parallel to it
+            # (a velocity row's end half-plane beside the next controllable set's bound, |den| ~ 1e-11)
+            # cuts far from where it is violated by more than _TOL. The point the previous rows were
+            # accepted at (within _TOL) may then have no exact counterpart on the line; judge the
+            # line by the rows' own violation, as every other check here does
+            t_mid, viol = _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, thi, tlo)
+            if viol > _TOL:
+                return False
         slope = direction * dx / dn
         if tlo > thi:
-            t = 0.5 * (tlo + thi)
+            t = t_mid
         elif slope > 1e-10:
             t = thi
         elif slope < -1e-10:
@@ -445,6 +490,37 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _exact_top(H, m, xlo, xhi):  # pragma: no cover - compiled
+    """The largest x in [xlo, xhi] at which the stage's rows leave some u (:func:`_u_range` non-empty):
+    xhi itself when they do, else by bisection (≤ 60 steps of O(m)).
+
+    The 2-variable LP's optimum satisfies its rows within the absolute :data:`_TOL`, not exactly. Where x
+    and the stage are small (a corner at a tight path tolerance with small acceleration limits: x ~ 1e-5,
+    Δ ~ 1e-4) that slack in x is a large part of the interval of u, which is ~ x / Δ wide: the greedy pass
+    entering at the LP's x finds no u and takes the least violating one, and the output then exceeds an
+    acceleration limit by up to ~1e-3. With the top of K_i where a u exists, every control the forward
+    pass takes satisfies the rows as computed."""
+    lo, hi = _u_range(H, m, xhi)
+    if lo <= hi:
+        return xhi
+    lo, hi = _u_range(H, m, xlo)
+    if lo > hi:
+        return xhi  # (round-off all over K_i: leave it to the forward pass's least-violating control)
+    a = xlo
+    b = xhi
+    for _ in range(60):
+        mid = 0.5 * (a + b)
+        if not (a < mid < b):
+            break
+        lo, hi = _u_range(H, m, mid)
+        if lo <= hi:
+            a = mid
+        else:
+            b = mid
+    return a
+
+
+@njit(cache=True, nogil=True)
 def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
     n_grid = s.shape[0]
     nrow = G.shape[1]
@@ -465,7 +541,10 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
         if m < 0:
             return 1, i
         ms[i] = m
-        if not _lp2d_x(H, m, 1.0, a1, a2, out):
+        if not _lp2d_x(H, m, 1.0, a1, a2, out) and (a1 < 0 or not _lp2d_x(H, m, 1.0, -1, -1, out)):
+            # warm-started from the previous stage's active rows, the incremental LP may first walk to a
+            # far corner of its box (|u| ~ _BIG_U) where the round-off in the nearly parallel rows of a
+            # tight corner between long chords exceeds _TOL; the cold order stays near the optimum
             return 1, i
         xhi = out[1]
         a1 = int(out[2])
@@ -488,6 +567,7 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
                 xlo = max(out[1], 0.0)
         if xhi > xlo:
             xhi = _best_entry(H, m, s[i + 1] - s[i], xlo, xhi, Hc, out)
+            xhi = _exact_top(H, m, xlo, xhi)
         if xhi < xlo:
             xhi = xlo
         K[i, 0] = xlo

@@ -25,17 +25,21 @@ The last stdout line is a JSON summary: ``success``, ``status``, ``message``, ``
 ``gridpoints``, ``solve_ms`` (the whole retiming), ``samples``, ``peak_fraction`` (max over the samples of
 |value| / applied limit for velocity, acceleration, effort, jerk; null where no limit applies, jerk also
 where the timing is not jerk-limited), ``jerk_limits`` (joint -> rad/s³ applied; only with jerk limits),
-``max_path_deviation`` (rad / m, bound on the distance from the CSV's polyline), ``warnings`` (list of one-line strings), ``warmup_ms``
-(loading the compiled kernels, before the timed retiming) and ``out``.
+``max_path_deviation`` (rad / m, bound on the distance from the CSV's polyline), ``tolerance_bound`` (the
+corners where the curvature within ``--path-tolerance``, not a joint limit, sets the speed, and the seconds
+spent there: :func:`robot_dynamics_ros.retiming.binding.tolerance_bound`), ``warnings`` (list of one-line
+strings), ``warmup_ms`` (loading the compiled kernels, before the timed retiming) and ``out``.
 
 Exit status: 0 success. 1: bad input or options. Found before the solve: a one-line error on stderr and no
 JSON line (unreadable or malformed files, a CSV column that is not a joint of the model, a model joint
-neither in the CSV nor held, an option out of range such as ``--velocity-scale 1.5``, an ``--out`` whose
+neither in the CSV nor held, an option out of range such as ``--velocity-scale 1.5`` or a scale or margin
+below its floor 0.001 (``MIN_SCALE``), an ``--out`` whose
 directory is missing or not writable); found by the retimer (``status: invalid_request``: a NaN waypoint,
 a start velocity against the path direction, motor limits on a path with direction reversals, ...): the
 one-line error and the JSON line with ``success: false``. 2: the retimer could not time the path (any other
 ``status``: a waypoint outside the position limits or where gravity alone exceeds the torque limit, a start
-velocity too fast to stop, ...): the JSON line with ``success: false``. No output file is written on failure.
+velocity too fast to stop, ``limit_exceeded`` when the timing's own samples pass a limit by more than 1e-4,
+``solver_failure``, ...): the JSON line with ``success: false``. No output file is written on failure.
 
 Joint limits: without ``--joint-limits``, a bundled robot name (``--urdf panda``) applies the package's
 ``config/<robot>_joint_limits.yaml`` when it exists, as ``robot-dynamics run`` does; ``--joint-limits ''``
@@ -85,11 +89,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--joint-limits", metavar="YAML", help="MoveIt joint_limits.yaml (acceleration and "
                         "jerk limits, overrides); a bare name is looked up in the package's config/; default: "
                         "config/<robot>_joint_limits.yaml for a bundled robot name; '' for none")
-    parser.add_argument("--velocity-scale", type=float, help="fraction (0, 1] of the velocity limits "
+    parser.add_argument("--velocity-scale", type=float, help="fraction [0.001, 1] of the velocity limits "
                         "(default: the joint limits YAML's default_velocity_scaling_factor, else 1)")
-    parser.add_argument("--acceleration-scale", type=float, help="fraction (0, 1] of the acceleration limits "
+    parser.add_argument("--acceleration-scale", type=float, help="fraction [0.001, 1] of the acceleration limits "
                         "(default: the joint limits YAML's default_acceleration_scaling_factor, else 1)")
-    parser.add_argument("--torque-margin", type=float, default=1.0, help="fraction (0, 1] of the URDF effort "
+    parser.add_argument("--torque-margin", type=float, default=1.0, help="fraction [0.001, 1] of the URDF effort "
                         "limits the trajectory may use, e.g. 0.9 (default 1)")
     parser.add_argument("--acceleration-limit", type=float, metavar="A",
                         help="acceleration limit (rad/s²) for joints that have none (URDFs carry none)")
@@ -101,7 +105,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "peak_duration per joint): jerk-limited timing within them, per-joint figures in the "
                         "JSON (margin = --torque-margin on the peak); a bare name is looked up in the "
                         "package's config/ as for --joint-limits")
-    parser.add_argument("--jerk-scale", type=float, default=1.0, help="fraction (0, 1] of the joint_limits.yaml "
+    parser.add_argument("--jerk-scale", type=float, default=1.0, help="fraction [0.001, 1] of the joint_limits.yaml "
                         "max_jerk limits (default 1); does not scale --jerk-limit, which fills only the joints "
                         "without max_jerk, so both may be given")
     parser.add_argument("--gridpoints", type=int, help="number of gridpoints along s (default "

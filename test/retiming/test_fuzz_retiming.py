@@ -60,6 +60,8 @@ FAILURE_FORMS = {
                               r"joint '.+', above its torque limit",
     "infeasible": r"^(no velocity profile satisfies the limits between waypoints|the path cannot be traversed)",
     "start_not_controllable": r"^start_velocity: path speed .* is outside the controllable range",
+    "limit_exceeded": r"^the timing found exceeds the (velocity|acceleration|effort|jerk) limit: ",
+    "solver_failure": r"^the solver found no velocity profile between waypoints \d+ and \d+ .* although stopping",
 }
 
 

@@ -120,7 +120,7 @@ def test_retime_bad_input_and_options_exit_1_infeasible_exits_2(tmp_path, capsys
     wp = _csv(tmp_path / "wp.csv", [Q0, Q1])
     code, out, err = _run(capsys, "retime", "--urdf", "panda", "--waypoints", wp, "--out", out_csv,
                           "--velocity-scale", "1.5")
-    assert code == 1 and out == "" and "--velocity-scale" in err and "(0, 1]" in err
+    assert code == 1 and out == "" and "--velocity-scale" in err and "[0.001, 1]" in err
     bad = _csv(tmp_path / "bad.csv", [Q0, Q1], names=PANDA[:-1] + ["wrist"])
     code, out, err = _run(capsys, "retime", "--urdf", "panda", "--waypoints", bad, "--out", out_csv)
     assert code == 1 and out == "" and len(err.strip().splitlines()) == 1

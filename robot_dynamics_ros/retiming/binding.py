@@ -1,0 +1,91 @@
+"""Where ``path_tolerance`` limits the speed: the corners of a retimed path where the curvature of the spline
+(within path_tolerance of the request's polyline), not a joint's velocity limit, sets the speed, and the seconds
+spent there.
+
+At a waypoint where the polyline turns, the spline cuts the corner by at most ``path_tolerance``; the tighter
+the tolerance, the sharper the bend and the larger |q''|. Along the path the joint acceleration is
+q'_j sdd + q''_j sd² (:mod:`.constraints`); the bend (q'' without its part along q', which only changes the
+speed) uses |q''_j| sd² of joint j's acceleration limit A_j and caps the path speed near sqrt(A_j / |q''_j|)
+whatever the joint velocity limits allow. A gridpoint counts as curvature-bound when that term alone takes at
+least :data:`CURVATURE_SHARE` of some joint's (scaled) acceleration limit — the speed there is within a factor
+sqrt(1 / CURVATURE_SHARE) of the bend's own limit — while the speed is below the joint velocity limits. The
+runs of such gridpoints nearest to one request waypoint form its corner (from the first to the last); its
+seconds are the durations of the stages touching them. A larger path_tolerance lets the spline bend less
+there (and merges more waypoints); the measured trade-off on a recorded path is in docs/retiming.md.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CURVATURE_SHARE", "MAX_LISTED", "tolerance_bound"]
+
+#: share of a joint's acceleration limit the bend term |q''_j| sd² must take for a gridpoint to count as
+#: curvature-bound
+CURVATURE_SHARE = 0.5
+#: corners listed in the result (the longest; ``count``, ``waypoints`` and ``seconds`` cover all of them): a
+#: recorded path may have hundreds
+MAX_LISTED = 20
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) index of every run of True in ``mask``."""
+    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1))
+
+
+def tolerance_bound(segments, velocity_limit, acceleration_limit, kept_idx, path_tolerance: float) -> dict | None:
+    """The corners where the tolerance-limited curvature sets the speed (module docstring).
+
+    Args:
+        segments: the :class:`~.output.Segment` s of a result (TOPP-RA timings; jerk-limited segments are skipped:
+            their profile is not the curvature-limited one).
+        velocity_limit, acceleration_limit: (n,) the applied (scaled) limits, rad/s and rad/s² (inf: none).
+        kept_idx: (K,) index in the request of every kept waypoint (segments' ``first`` index into it).
+        path_tolerance: rad / m, reported with the result.
+    Returns:
+        None when no joint has a finite acceleration limit (the bend then never limits the speed), else
+        {"path_tolerance", "count" (corners), "waypoints" (request indices of all corners), "corners": the
+        :data:`MAX_LISTED` longest in time order [{"waypoint", "t_start" s, "t_end" s, "seconds" s (in
+        the runs between them), "curvature" (max |q''| across the path, 1/rad)}], "seconds": total over all corners}.
+    """
+    alim = np.asarray(acceleration_limit, dtype=float)
+    vlim = np.asarray(velocity_limit, dtype=float)
+    finite = np.isfinite(alim) & (alim > 0.0)
+    if not finite.any():
+        return None
+    corners = []
+    for seg in segments:
+        if seg.jerk is not None:
+            continue
+        _, dq, ddq = seg.path.evaluate(seg.s)
+        x = np.maximum(seg.x, 0.0)
+        # the bend: q'' without its part along q' (that part only changes the speed along the path)
+        e = dq / np.maximum(np.linalg.norm(dq, axis=1), 1e-300)[:, None]
+        bend = ddq - np.sum(ddq * e, axis=1)[:, None] * e
+        share = (np.abs(bend[:, finite]) * x[:, None] / alim[finite]).max(axis=1)
+        with np.errstate(divide="ignore", over="ignore"):  # (inf: no velocity bound there)
+            xvel = np.where(dq * dq > 0.0, (vlim * vlim) / (dq * dq), np.inf).min(axis=1)
+        bound = (share >= CURVATURE_SHARE) & (x < xvel * (1.0 - 1e-3))
+        knots = seg.path.knots if seg.path.waypoint_knots is None else seg.path.waypoint_knots
+        t = seg.t_grid + seg.t_offset
+        for a, b in _runs(bound):
+            lo, hi = max(a - 1, 0), min(b + 1, seg.s.shape[0] - 1)  # the stages touching the run
+            mid = 0.5 * (seg.s[a] + seg.s[b])
+            k = int(np.argmin(np.abs(knots - mid)))
+            corner = {"waypoint": int(kept_idx[seg.first + k]), "t_start": float(t[lo]), "t_end": float(t[hi]),
+                      "seconds": float(t[hi] - t[lo]), "curvature": float(np.abs(bend[a:b + 1]).max())}
+            prev = corners[-1] if corners and corners[-1]["segment"] == id(seg) else None
+            if prev is not None and prev["waypoint"] == corner["waypoint"]:
+                # the bend of one corner peaks at several knots: one corner, its runs' seconds added
+                prev["seconds"] += corner["seconds"] - max(0.0, prev["t_end"] - corner["t_start"])
+                prev["t_end"] = corner["t_end"]
+                prev["curvature"] = max(prev["curvature"], corner["curvature"])
+            else:
+                corners.append({**corner, "segment": id(seg)})
+    for c in corners:
+        del c["segment"]
+    longest = sorted(corners, key=lambda c: -c["seconds"])[:MAX_LISTED]
+    return {"path_tolerance": float(path_tolerance), "count": len(corners),
+            "waypoints": sorted({c["waypoint"] for c in corners}),
+            "corners": sorted(longest, key=lambda c: c["t_start"]),
+            "seconds": float(sum(c["seconds"] for c in corners))}
