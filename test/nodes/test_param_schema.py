@@ -22,7 +22,7 @@ from robot_dynamics_ros.control.computed_torque import MODES
 from robot_dynamics_ros.control.external_torque import TORQUE_SOURCES
 from robot_dynamics_ros.control.gravity_compensator import STALE_POLICIES
 from robot_dynamics_ros.control.speed_scaling import DEFAULT_JERK, DEFAULT_RATE
-from robot_dynamics_ros.retiming.request import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS
+from robot_dynamics_ros.retiming.request import DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS, MIN_SCALE
 from robot_dynamics_ros.nodes.parameters import SCHEMA_DIR, TYPES, node_schema
 from robot_dynamics_ros.nodes.model_source import shared_model
 from robot_dynamics_ros.nodes.runtime import EXECUTORS
@@ -107,6 +107,7 @@ def test_retiming_defaults_are_the_cores_own():
     spec = node_schema("retiming_service").by_name
     assert spec["default_path_tolerance"].default == DEFAULT_PATH_TOLERANCE
     assert spec["default_gridpoints"].range == (0, MAX_GRIDPOINTS)
+    assert spec["default_torque_margin"].range == (MIN_SCALE, 1.0)
 
 
 def test_speed_scaling_defaults_are_the_cores_own():
