@@ -267,6 +267,62 @@ class RobotModel:
                 out.append(jn)
         return tuple(out)
 
+    def _moving_bodies(self) -> list[tuple[str, list[str]]]:
+        """``[(link, rigid_links)]``: for each link moved by a moving joint (actuated or mimic), the links
+        rigidly attached to it (itself and those below it across fixed or held joints), tree order."""
+        d = self.description
+        out = []
+        for mj in self.moving_joint_names:
+            head = d.joints[mj].child
+            body, stack = [], [head]
+            while stack:
+                ln = stack.pop()
+                body.append(ln)
+                stack.extend(d.joints[jn].child for jn in d.child_joints[ln]
+                             if d.joints[jn].type == "fixed" or jn in self._held)
+            out.append((head, body))
+        return out
+
+    def torque_model_problem(self, allow_partial: bool = False) -> str | None:
+        """Why this model cannot be trusted to compute joint torques, as one line, or None when it can.
+
+        A kinematics-only URDF (moving links without ``<inertial>``, as many published descriptions are)
+        gives g(q) = 0 and M(q) singular: a gravity or computed-torque command of zeros drops the arm and an
+        observer sees every load as a collision. A moving link "carries no mass" when it and every link
+        rigidly attached to it (fixed or held joints, the payload included) have mass 0 kg.
+
+        Args:
+            allow_partial: accept massless moving links that carry no load: every link below them is
+                massless too (a tool frame, an unloaded finger), so their joints' torques are exactly the
+                zeros computed. Massless links that carry massive ones, and a model without any moving
+                mass, are refused even then.
+
+        Returns:
+            None, or ``"URDF <source>: cannot compute joint torques: ..."`` naming the links.
+        """
+        payload_link = self._payload.link if self._payload is not None and self._payload.mass > 0 else None
+        bodies = self._moving_bodies()
+        mass = {head: sum(self.description.links[ln].inertial.mass for ln in body)
+                + (self._payload.mass if payload_link in body else 0.0) for head, body in bodies}
+        massless = [head for head, _ in bodies if mass[head] <= 0.0]
+        if not massless:
+            return None
+        where = f"URDF {self.description.source}: cannot compute joint torques: "
+        if len(massless) == len(bodies):
+            return (where + f"no moving link carries mass (links {quote_names(massless)} have no <inertial> "
+                    "mass): a kinematics-only description; give the links their masses")
+        if allow_partial:
+            d = self.description
+            loaded = [head for head in massless
+                      if any(mass.get(ln, 0.0) > 0.0 for jn in self.moving_joint_names
+                             if d.joints[jn].child == head for ln in d.subtree_links(jn))]
+            if not loaded:
+                return None
+            return (where + f"the massless links {quote_names(loaded)} carry links with mass (allowed only "
+                    "for massless links that carry no load); give them their masses")
+        return (where + f"the moving links {quote_names(massless)} carry no mass (no <inertial> mass); give "
+                "them their masses, or allow a partially massless model when they carry no load")
+
     def _apply_joint_limits(self, joint_limits) -> list[str]:
         """Apply a joint_limits mapping or file; returns ``[where, *names]`` of its entries for joints this
         robot does not have (ignored), or ``[]``."""

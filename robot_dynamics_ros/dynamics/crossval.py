@@ -21,6 +21,10 @@ out (MuJoCo adds it in ``qM`` only), so ``armature·qdd`` is added to its torque
 equality constraint that ``mj_rne`` ignores): they are set from the master and their forces folded back,
 ``tau = Gᵀ tau_moving``, as in the other engines. Robots MuJoCo cannot compile (e.g. the point-mass 2R
 arm: MuJoCo wants a non-zero inertia on moving bodies) are reported with the reason and not compared.
+
+A model whose moving links carry no mass (:meth:`RobotModel.torque_model_problem`, e.g. a kinematics-only
+description) is **not comparable**: every engine returns g = 0 and a singular M, so agreement would prove
+nothing. Its report has ``not_comparable`` set to that line and ``passed`` False, and no comparison is run.
 """
 from __future__ import annotations
 
@@ -56,7 +60,8 @@ class Comparison:
 
 @dataclass
 class CrossvalReport:
-    """Result of :func:`crossvalidate`. ``passed`` is True when every comparison is within tolerance."""
+    """Result of :func:`crossvalidate`. ``passed`` is True when the model is comparable (``not_comparable``
+    empty; otherwise it holds the one-line reason) and every comparison is within tolerance."""
 
     robot: str
     joint_names: tuple[str, ...]
@@ -67,10 +72,11 @@ class CrossvalReport:
     comparisons: list[Comparison] = field(default_factory=list)
     mujoco: str = "not requested"  # "compared", or why not
     seconds: float = 0.0
+    not_comparable: str = ""
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.comparisons)
+        return not self.not_comparable and all(c.passed for c in self.comparisons)
 
     def worst(self, engine: str) -> float:
         """Largest absolute error of one engine over all quantities (nan when not compared)."""
@@ -93,6 +99,7 @@ class CrossvalReport:
         lines = [f"robot {self.robot}: {len(self.joint_names)} actuated joints, {self.samples} random states "
                  f"(seed {self.seed}), held {self.held_joints or 'none'}, payload {self.payload or 'none'}",
                  f"reference: pinocchio; mujoco: {self.mujoco}",
+                 *([f"NOT COMPARABLE: {self.not_comparable}"] if self.not_comparable else []),
                  f"{'engine':<14}{'quantity':<10}{'max abs err':>14}{'max rel err':>14}{'tol':>10}  result"]
         for c in self.comparisons:
             lines.append(f"{c.engine:<14}{c.quantity:<10}{c.max_abs:>14.3e}{c.max_rel:>14.3e}{c.tol:>10.0e}  "
@@ -177,7 +184,8 @@ def _errors(test: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 
 
 def crossvalidate(model: RobotModel, samples: int = 100, seed: int = 0, tol: float = 1e-9,
-                  tol_mujoco: float = 1e-6, mujoco: bool = True) -> CrossvalReport:
+                  tol_mujoco: float = 1e-6, mujoco: bool = True,
+                  allow_partially_massless: bool = False) -> CrossvalReport:
     """Compare Newton–Euler (and MuJoCo) against Pinocchio on random states of ``model``.
 
     Args:
@@ -187,6 +195,8 @@ def crossvalidate(model: RobotModel, samples: int = 100, seed: int = 0, tol: flo
         tol: absolute tolerance (N·m, and kg·m² for M) for Newton–Euler vs Pinocchio.
         tol_mujoco: absolute tolerance for MuJoCo vs Pinocchio.
         mujoco: also compare MuJoCo when the model compiles in it.
+        allow_partially_massless: compare a model whose massless moving links carry no load
+            (``torque_model_problem(allow_partial=True)``); a kinematics-only model is never compared.
 
     Returns:
         :class:`CrossvalReport` (``report.passed``; ``report.format_table()``, ``report.to_json()``).
@@ -207,6 +217,12 @@ def crossvalidate(model: RobotModel, samples: int = 100, seed: int = 0, tol: flo
         held_joints=dict(model.held_joints),
         payload=None if p is None else {"link": p.link, "mass": p.mass, "com": p.com.tolist(),
                                         "inertia": p.inertia.tolist()})
+    problem = model.torque_model_problem(allow_partial=allow_partially_massless)
+    if problem is not None:
+        report.not_comparable = problem
+        report.mujoco = "not compared: the model is not comparable"
+        report.seconds = time.perf_counter() - t0
+        return report
     q, qd, qdd = random_states(model, samples, seed)
     pino = PinocchioDynamics(model)
     ref = {
