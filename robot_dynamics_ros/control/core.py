@@ -78,7 +78,7 @@ class CoreSettings:
             overshoot, and an arm falling before its drives hold it (a simulator starting without
             commands) reaches several times its rated speed; ten times it does not happen on a working
             sensor.
-        allow_partially_massless: accept a model with massless moving links that carry no load (see
+        allow_partially_massless: accept a model with massless moving links that really weigh nothing (see
             :meth:`RobotModel.torque_model_problem <robot_dynamics_ros.model.RobotModel.torque_model_problem>`);
             a kinematics-only model is refused whatever this says.
     """

@@ -22,9 +22,10 @@ equality constraint that ``mj_rne`` ignores): they are set from the master and t
 ``tau = Gᵀ tau_moving``, as in the other engines. Robots MuJoCo cannot compile (e.g. the point-mass 2R
 arm: MuJoCo wants a non-zero inertia on moving bodies) are reported with the reason and not compared.
 
-A model whose moving links carry no mass (:meth:`RobotModel.torque_model_problem`, e.g. a kinematics-only
-description) is **not comparable**: every engine returns g = 0 and a singular M, so agreement would prove
-nothing. Its report has ``not_comparable`` set to that line and ``passed`` False, and no comparison is run.
+A model without any moving mass (:meth:`RobotModel.torque_model_problem` even with ``allow_partial``: a
+kinematics-only description) is **not comparable**: every engine returns zeros (g = 0, M = 0), so agreement
+would prove nothing. Its report has ``not_comparable`` set to that line and ``passed`` False, and no
+comparison is run. Models with some massless moving links (virtual frames of multi-DoF joints) are compared.
 """
 from __future__ import annotations
 
@@ -184,8 +185,7 @@ def _errors(test: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
 
 
 def crossvalidate(model: RobotModel, samples: int = 100, seed: int = 0, tol: float = 1e-9,
-                  tol_mujoco: float = 1e-6, mujoco: bool = True,
-                  allow_partially_massless: bool = False) -> CrossvalReport:
+                  tol_mujoco: float = 1e-6, mujoco: bool = True) -> CrossvalReport:
     """Compare Newton–Euler (and MuJoCo) against Pinocchio on random states of ``model``.
 
     Args:
@@ -195,8 +195,6 @@ def crossvalidate(model: RobotModel, samples: int = 100, seed: int = 0, tol: flo
         tol: absolute tolerance (N·m, and kg·m² for M) for Newton–Euler vs Pinocchio.
         tol_mujoco: absolute tolerance for MuJoCo vs Pinocchio.
         mujoco: also compare MuJoCo when the model compiles in it.
-        allow_partially_massless: compare a model whose massless moving links carry no load
-            (``torque_model_problem(allow_partial=True)``); a kinematics-only model is never compared.
 
     Returns:
         :class:`CrossvalReport` (``report.passed``; ``report.format_table()``, ``report.to_json()``).
@@ -217,7 +215,7 @@ def crossvalidate(model: RobotModel, samples: int = 100, seed: int = 0, tol: flo
         held_joints=dict(model.held_joints),
         payload=None if p is None else {"link": p.link, "mass": p.mass, "com": p.com.tolist(),
                                         "inertia": p.inertia.tolist()})
-    problem = model.torque_model_problem(allow_partial=allow_partially_massless)
+    problem = model.torque_model_problem(allow_partial=True)
     if problem is not None:
         report.not_comparable = problem
         report.mujoco = "not compared: the model is not comparable"

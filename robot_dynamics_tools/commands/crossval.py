@@ -2,13 +2,11 @@
 
     robot-dynamics crossval --urdf PATH|ROBOT [--samples N] [--seed S] [--held J=V ...]
                             [--payload LINK,MASS[,CX,CY,CZ]] [--tol T] [--tol-mujoco T] [--no-mujoco] [--strict] [--json]
-                            [--allow-partially-massless]
 
 Prints, per engine and quantity (tau, M, C·qd, g), the maximum absolute and relative error against
 Pinocchio; exits 0 when every comparison is within tolerance, 1 otherwise (or on a bad argument/URDF,
-printed as one line). A model whose moving links carry no mass (a kinematics-only URDF) is "not
-comparable" (every engine gives zeros): exit 1 with that line on stderr; ``--allow-partially-massless``
-accepts massless moving links that carry no load. See :mod:`robot_dynamics_ros.dynamics.crossval`.
+printed as one line). A model without any moving mass (a kinematics-only URDF) is "not comparable" (every
+engine gives zeros): exit 1 with that line on stderr. See :mod:`robot_dynamics_ros.dynamics.crossval`.
 
 The URDF is loaded leniently: what was accepted with a warning (non-physical inertias,
 the fixed base's inertia ignored, links without mass, a broken ``<mimic>``) is printed on stderr, one
@@ -33,8 +31,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="absolute tolerance MuJoCo vs Pinocchio, N·m (default 1e-6)")
     parser.add_argument("--no-mujoco", action="store_true", help="compare Pinocchio and Newton-Euler only")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--allow-partially-massless", action="store_true",
-                        help="compare a model whose massless moving links carry no load")
 
 
 def run(args) -> int:
@@ -46,8 +42,7 @@ def run(args) -> int:
         raise UserError(f"--tol/--tol-mujoco: must be > 0, got {args.tol}, {args.tol_mujoco}")
     model = model_from_args(args)
     report = crossvalidate(model, samples=args.samples, seed=args.seed, tol=args.tol,
-                           tol_mujoco=args.tol_mujoco, mujoco=not args.no_mujoco,
-                           allow_partially_massless=args.allow_partially_massless)
+                           tol_mujoco=args.tol_mujoco, mujoco=not args.no_mujoco)
     print_to_pipe(report.to_json() if args.json else report.format_table())
     if report.not_comparable:
         print(f"robot-dynamics crossval: not comparable: {report.not_comparable}", file=sys.stderr)

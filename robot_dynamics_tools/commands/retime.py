@@ -26,8 +26,8 @@ The last stdout line is a JSON summary: ``success``, ``status``, ``message``, ``
 |value| / applied limit for velocity, acceleration, effort, jerk; null where no limit applies, jerk also
 where the timing is not jerk-limited), ``jerk_limits`` (joint -> rad/s³ applied; only with jerk limits),
 ``max_path_deviation`` (rad / m, bound on the distance from the CSV's polyline), ``warnings`` (list of one-line
-strings; on a model whose moving links carry no mass, a kinematics-only URDF, one says that the torque limits
-cannot bind: its torques are zeros), ``warmup_ms``
+strings; on a model without any moving mass, a kinematics-only URDF, one says that the torque limits cannot
+bind: its torques are zeros), ``warmup_ms``
 (loading the compiled kernels, before the timed retiming) and ``out``.
 
 Exit status: 0 success. 1: bad input or options. Found before the solve: a one-line error on stderr and no
@@ -274,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
     summary = result.summary()
     summary["warmup_ms"] = warmup_ms
     summary["joint_names"] = list(result.joint_names)
-    massless = model.torque_model_problem()
+    massless = model.torque_model_problem(allow_partial=True)   # no moving mass at all
     if massless is not None and (motor_limits is not None or np.isfinite(model.effort_limit).any()):
         # zero torques always fit: the effort figures say nothing on a model without mass
         summary["warnings"] = [*summary.get("warnings", []), f"torque limits cannot bind: {massless}"]
