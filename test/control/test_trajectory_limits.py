@@ -208,3 +208,22 @@ def test_point_count_is_capped_before_any_per_point_work(ur5):
     big.points[0].positions = type("Huge", (), {"__len__": lambda self: 10**7})()
     with pytest.raises(TrajectoryRejected, match="10000000 values"):
         core.trajectory_from_message(big)
+
+
+def test_an_empty_trajectory_stamped_in_the_past_cancels_now(ur5):
+    model, _ = ur5
+    loop = Loop(model)
+    for _ in range(20):
+        loop.tick()
+    times, pos, vel = _move(model, amplitude=0.5, duration=2.0)
+    loop.exe.submit_topic(_msg(model, times, pos, 0, vel), loop.t)
+    for _ in range(200):
+        loop.tick()
+    moving = loop.desired[-1].copy()
+    cancel = _msg(model, [], [], loop.now_ns - 3 * S)       # no points, stamped 3 s ago
+    spec, _, _ = loop.exe.submit_topic(cancel, loop.t)
+    assert spec.empty
+    for _ in range(100):
+        loop.tick()
+    held = np.array(loop.desired[-100:])
+    assert np.abs(held - held[0]).max() < 1e-12 and np.abs(held[0] - moving).max() < 0.01
