@@ -49,6 +49,7 @@ __all__ = [
     "validate_joint_trajectory",
     "check_trajectory_speed",
     "check_trajectory_acceleration",
+    "check_trajectory_size",
     "duration_to_sec",
     "MAX_TRAJECTORY_POINTS",
 ]
@@ -140,6 +141,20 @@ def _unwrap_short_way(pos: np.ndarray, continuous) -> None:
     pos[1:, c] = pos[0, c] + np.cumsum(d, axis=0)
 
 
+def check_trajectory_size(msg, n: int) -> None:
+    """Refuse a ``JointTrajectory`` (duck-typed) with more than :data:`MAX_TRAJECTORY_POINTS` points or more
+    than ``n`` joint names, by their lengths alone: before any per-point or per-name work.
+
+    Raises:
+        TrajectoryRejected: naming the field, its length and the cap.
+    """
+    if len(msg.points) > MAX_TRAJECTORY_POINTS:
+        raise TrajectoryRejected(f"points: {len(msg.points)} points, more than the {MAX_TRAJECTORY_POINTS} accepted "
+                                 "(MAX_TRAJECTORY_POINTS); send a shorter trajectory or fewer points")
+    if len(msg.joint_names) > n:
+        raise TrajectoryRejected(f"joint_names: {len(msg.joint_names)} names for {n} controlled joints")
+
+
 def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndarray | None = None,
                               upper: np.ndarray | None = None, continuous=None) -> JointTrajectorySpec:
     """Check a ``trajectory_msgs/JointTrajectory`` and reorder it into ``joint_names`` order.
@@ -168,11 +183,7 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
     """
     joint_names = tuple(joint_names)
     n = len(joint_names)
-    if len(msg.points) > MAX_TRAJECTORY_POINTS:
-        raise TrajectoryRejected(f"points: {len(msg.points)} points, more than the {MAX_TRAJECTORY_POINTS} accepted "
-                                 "(MAX_TRAJECTORY_POINTS); send a shorter trajectory or fewer points")
-    if len(msg.joint_names) > n:
-        raise TrajectoryRejected(f"joint_names: {len(msg.joint_names)} names for {n} controlled joints")
+    check_trajectory_size(msg, n)
     msg_names = [str(x) for x in msg.joint_names]
     try:
         duration_to_sec(msg.header.stamp)

@@ -227,3 +227,22 @@ def test_an_empty_trajectory_stamped_in_the_past_cancels_now(ur5):
         loop.tick()
     held = np.array(loop.desired[-100:])
     assert np.abs(held - held[0]).max() < 1e-12 and np.abs(held[0] - moving).max() < 0.01
+
+
+def test_a_goal_is_size_checked_before_partial_joints_are_completed(ur5):
+    model, _ = ur5
+    core = ComputedTorqueController(model, ComputedTorqueSettings())
+    exe = TrajectoryExecution(core, ExecutionSettings(allow_partial_joints_goal=True))
+
+    class Points(list):
+        def __len__(self):
+            return MAX_TRAJECTORY_POINTS + 1
+
+        def __iter__(self):
+            raise AssertionError("per-point work before the size check")
+
+    msg = SimpleNamespace(header=SimpleNamespace(stamp=SimpleNamespace(sec=0, nanosec=0)),
+                          joint_names=list(model.joint_names[:2]), points=Points())
+    with pytest.raises(GoalRejected, match="MAX_TRAJECTORY_POINTS") as info:
+        exe.prepare(msg, 0.0)
+    assert info.value.code == INVALID_GOAL
