@@ -11,8 +11,9 @@ and checked by :mod:`robot_dynamics_ros.urdf_elements` (conventions, units and t
 
 Validation raises :class:`robot_dynamics_ros.errors.URDFError`, one line naming the source and the link or
 joint at fault: negative or non-finite mass, a principal moment clearly below zero on a moving link,
-values beyond the plausibility bounds (:data:`~robot_dynamics_ros.urdf_elements.MAX_LINK_MASS`,
-:data:`~robot_dynamics_ros.urdf_elements.MAX_LINK_INERTIA`, :data:`~robot_dynamics_ros.urdf_elements.MAX_LENGTH`),
+values beyond the plausibility bounds (:data:`~robot_dynamics_ros.urdf_elements.MAX_LINK_MASS` 1e4 kg per link,
+:data:`~robot_dynamics_ros.urdf_elements.MAX_LINK_INERTIA`, :data:`~robot_dynamics_ros.urdf_elements.MAX_LENGTH`,
+on a moving link principal moments above ``mass · MAX_LINK_RADIUS²``),
 zero-length axis, unknown parent or child link, a link with two parents, cycles, more than one root link,
 duplicate names, malformed numbers, ``lower > upper``, ``<mimic>`` cycles.
 Accepted with a warning (:attr:`RobotDescription.warnings`; ``strict=True`` refuses them instead): a
@@ -160,8 +161,9 @@ class RobotDescription:
 
     def _judge_inertias(self, problems: dict[str, tuple[str, str]]) -> None:
         """Non-physical inertias: ignored (zeroed, warning) on the fixed base; a negative principal moment
-        elsewhere is refused (M(q) could be indefinite); a triangle-inequality violation elsewhere is
-        accepted with a warning (M(q) stays positive definite; Pinocchio and MuJoCo compute with it)."""
+        (M(q) could be indefinite) or one beyond the link's size bound (``"size"``, not a robot link)
+        elsewhere is refused; a triangle-inequality violation elsewhere is accepted with a warning (M(q)
+        stays positive definite; Pinocchio and MuJoCo compute with it)."""
         base = set(self.base_links())
         for ln, (kind, text) in problems.items():
             what = f"{self._where}link {quote_name(ln)} <inertial>"
@@ -169,7 +171,7 @@ class RobotDescription:
                 self._warn(f"{what}: {text} (the link is welded to the fixed base)",
                            accepted="ignored: its inertia cannot affect joint torques")
                 self.links[ln] = Link(ln, Inertial())
-            elif kind == "negative":
+            elif kind in ("negative", "size"):
                 raise URDFError(f"{what}: {text}")
             else:
                 self._warn(f"{what}: {text}", accepted="used as given (M(q) stays positive definite)")

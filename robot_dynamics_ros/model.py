@@ -39,7 +39,7 @@ from robot_dynamics_ros.description import RobotDescription
 from robot_dynamics_ros.errors import URDFError, UserError
 from robot_dynamics_ros.friction import JointFriction
 from robot_dynamics_ros.share import read_yaml
-from robot_dynamics_ros.urdf_elements import check_inertia
+from robot_dynamics_ros.urdf_elements import MAX_LINK_MASS, check_inertia
 from robot_dynamics_ros.urdf_reader import is_xml_text, quote_name, quote_names, read_urdf_file
 
 
@@ -48,6 +48,9 @@ _VERSIONS = itertools.count(1)
 
 #: largest memory the engines of one model may need, bytes (checked before any engine is built)
 MAX_ENGINE_BYTES = 1 << 30
+#: a payload heavier than this multiple of the robot's moving mass is refused: manipulators carry a
+#: fraction of their own mass (a 7 kg-payload cobot weighs about 18 kg, a 1 000 kg-payload arm about 4.7 t)
+PAYLOAD_MASS_RATIO = 10.0
 
 
 def estimated_engine_bytes(nv: int) -> int:
@@ -267,6 +270,60 @@ class RobotModel:
                 out.append(jn)
         return tuple(out)
 
+    def _moving_bodies(self) -> list[tuple[str, list[str]]]:
+        """``[(link, rigid_links)]``: for each link moved by a moving joint (actuated or mimic), the links
+        rigidly attached to it (itself and those below it across fixed or held joints), tree order."""
+        d = self.description
+        out = []
+        for mj in self.moving_joint_names:
+            head = d.joints[mj].child
+            body, stack = [], [head]
+            while stack:
+                ln = stack.pop()
+                body.append(ln)
+                stack.extend(d.joints[jn].child for jn in d.child_joints[ln]
+                             if d.joints[jn].type == "fixed" or jn in self._held)
+            out.append((head, body))
+        return out
+
+    def moving_mass(self) -> float:
+        """kg: the mass the joints move (every link below a moving joint, held joints' links included; not
+        the fixed base, not the payload)."""
+        d = self.description
+        base = set(d.base_links())
+        return float(sum(link.inertial.mass for ln, link in d.links.items() if ln not in base))
+
+    def torque_model_problem(self, allow_partial: bool = False) -> str | None:
+        """Why this model cannot be trusted to compute joint torques, as one line, or None when it can.
+
+        A kinematics-only URDF (moving links without ``<inertial>``, as many published descriptions are)
+        gives g(q) = 0 and M(q) singular: a gravity or computed-torque command of zeros drops the arm and an
+        observer sees every load as a collision. A moving link "carries no mass" when it and every link
+        rigidly attached to it (fixed or held joints, the payload included) have mass 0 kg.
+
+        Args:
+            allow_partial: accept massless moving links on a model that has moving mass: the caller
+                asserts that they weigh nothing (virtual frames between the axes of a multi-DoF joint, a tool
+                frame, an unloaded finger), so the torques computed are exact. A model without any moving
+                mass is refused even then.
+
+        Returns:
+            None, or ``"URDF <source>: cannot compute joint torques: ..."`` naming the links.
+        """
+        payload_link = self._payload.link if self._payload is not None and self._payload.mass > 0 else None
+        bodies = self._moving_bodies()
+        massless = [head for head, body in bodies
+                    if sum(self.description.links[ln].inertial.mass for ln in body) <= 0.0
+                    and payload_link not in body]
+        if not massless or (allow_partial and len(massless) < len(bodies)):
+            return None
+        where = f"URDF {self.description.source}: cannot compute joint torques: "
+        if len(massless) == len(bodies):
+            return (where + f"no moving link carries mass (links {quote_names(massless)} have no <inertial> "
+                    "mass): a kinematics-only description; give the links their masses")
+        return (where + f"the moving links {quote_names(massless)} carry no mass (no <inertial> mass); give "
+                "them their masses, or allow a partially massless model if they really weigh nothing")
+
     def _apply_joint_limits(self, joint_limits) -> list[str]:
         """Apply a joint_limits mapping or file; returns ``[where, *names]`` of its entries for joints this
         robot does not have (ignored), or ``[]``."""
@@ -351,14 +408,21 @@ class RobotModel:
         point mass by default).
 
         Raises:
-            UserError: unknown link, negative/non-finite mass, bad com, non-physical inertia (PSD, triangle
-                inequality).
+            UserError: unknown link, negative/non-finite mass, a mass above :data:`PAYLOAD_MASS_RATIO` × the
+                robot's moving mass (:meth:`moving_mass`, when > 0) or above
+                :data:`~robot_dynamics_ros.urdf_elements.MAX_LINK_MASS`, bad com, non-physical inertia (PSD,
+                triangle inequality, principal moments above mass · MAX_LINK_RADIUS²).
         """
         if link not in self.description.links:
             raise UserError(f"payload link {quote_name(link)} is not a link of {quote_name(self.description.name)}")
         m = float(mass)
         if not math.isfinite(m) or m < 0:
             raise UserError(f"payload mass {mass} kg must be finite and ≥ 0")
+        carried = self.moving_mass()
+        if m > MAX_LINK_MASS or (carried > 0.0 and m > PAYLOAD_MASS_RATIO * carried):
+            raise UserError(f"payload mass {m:g} kg on link {quote_name(link)} is implausible: above "
+                            f"{PAYLOAD_MASS_RATIO:g} × the robot's moving mass ({carried:.4g} kg, "
+                            f"PAYLOAD_MASS_RATIO) or {MAX_LINK_MASS:g} kg (MAX_LINK_MASS)")
         c = np.asarray(com, dtype=float)
         if c.shape != (3,) or not np.all(np.isfinite(c)):
             raise UserError(f"payload com: expected 3 finite numbers (m), got {np.asarray(com).tolist()}")

@@ -30,10 +30,17 @@ WELDED_TYPES = ("floating", "planar")
 INERTIA_RTOL = 1e-9
 #: a moment below mass · INERTIA_LENGTH² counts as zero (m): rounding of point masses
 INERTIA_LENGTH = 1e-6
-#: plausibility bounds, enforced by the lenient loader too: orders of magnitude, not rounding. The heaviest
-#: industrial arms weigh a few tonnes in all; a link of 1e6 kg and 10 m has inertias near 1e7 kg·m².
-MAX_LINK_MASS = 1e6  # kg
-MAX_LINK_INERTIA = 1e8  # kg·m², any entry of the tensor
+#: plausibility bounds of one link (or payload), enforced by the lenient loader too: orders of magnitude, not
+#: rounding. The heaviest industrial arms weigh a few tonnes in all (a 1 000 kg-payload arm about 4.7 t), so
+#: no link of a manipulator reaches 10 t; a 1e5 kg link is a typo or an attack, and the drives could not hold
+#: it (the gravity node would only command its effort limits).
+MAX_LINK_MASS = 1e4  # kg
+#: m: the largest distance of a link's (or payload's) mass from its centre of mass. A body within a ball
+#: of radius r about its centre of mass has every principal moment ≤ mass · r² (I_xx = Σ mᵢ(yᵢ² + zᵢ²));
+#: 5 m covers a 17 m thin rod, beyond the reach of any manipulator (example-robot-data's links: ≤ 3.2 m).
+MAX_LINK_RADIUS = 5.0
+#: kg·m², any entry of the tensor: the largest link (MAX_LINK_MASS) at MAX_LINK_RADIUS
+MAX_LINK_INERTIA = MAX_LINK_MASS * MAX_LINK_RADIUS**2
 MAX_LENGTH = 1e3  # m, any coordinate of a joint origin or centre of mass
 
 
@@ -246,11 +253,14 @@ def inertia_problem(I: np.ndarray, mass: float = 0.0) -> tuple[str, str] | None:
     """Physical consistency of an inertia tensor ``I`` (3, 3) about the centre of mass of ``mass`` kg.
 
     Returns None when physical within :func:`inertia_tolerance`, else ``(kind, text)`` with kind
-    ``"negative"`` (a principal moment below 0: not positive semi-definite, M(q) may be indefinite) or
-    ``"triangle"`` (a principal moment above the sum of the other two: no mass distribution has it, but
-    M(q) stays positive definite). Physical: principal moments ≥ 0 and each at most the sum of the other
-    two (equality for point masses and thin rods/plates). Source: Featherstone 2008, §2.13; Traversaro et
-    al. 2016 (physical consistency).
+    ``"negative"`` (a principal moment below 0: not positive semi-definite, M(q) may be indefinite),
+    ``"size"`` (mass > 0 and a principal moment above ``mass · MAX_LINK_RADIUS²``: the mass would lie
+    farther than :data:`MAX_LINK_RADIUS` from its centre, not a robot link) or ``"triangle"`` (a principal
+    moment above the sum of the other two: no mass distribution has it, but M(q) stays positive definite).
+    Physical: principal moments ≥ 0 and each at most the sum of the other two (equality for point masses
+    and thin rods/plates). Source: Featherstone 2008, §2.13; Traversaro et al. 2016 (physical consistency).
+    A massless link's inertia is not bounded by its size (some descriptions give a massless frame a tiny
+    inertia); :data:`MAX_LINK_INERTIA` still applies.
     """
     moments = np.linalg.eigvalsh(0.5 * (I + I.T))
     tol = inertia_tolerance(moments, mass)
@@ -258,6 +268,10 @@ def inertia_problem(I: np.ndarray, mass: float = 0.0) -> tuple[str, str] | None:
     if a < -tol:
         return "negative", (f"inertia is not positive semi-definite (principal moments "
                             f"{', '.join(f'{m:.6g}' for m in moments)} kg·m²)")
+    if mass > 0.0 and c > mass * MAX_LINK_RADIUS**2 + tol:
+        return "size", (f"largest principal moment {c:.6g} kg·m² is above mass · MAX_LINK_RADIUS² = "
+                        f"{mass:.6g} kg · ({MAX_LINK_RADIUS:g} m)²: the mass would lie {math.sqrt(c / mass):.3g} m "
+                        "or more from its centre, not a robot link")
     if c > a + b + tol:
         return "triangle", (f"principal moments {a:.6g}, {b:.6g}, {c:.6g} kg·m² violate the triangle inequality "
                             f"({c:.6g} > {a:.6g} + {b:.6g}, by {(c - a - b) / c:.1%}): no rigid body has this "

@@ -60,8 +60,8 @@ from robot_dynamics_ros.control.core import (
     ERROR, OK, WARN, ControlCore, CoreSettings, StepResult, wrap_angle,
 )
 from robot_dynamics_ros.control.interpolation import (
-    START_TOLERANCE, DesiredState, JointTrajectorySpec, TrajectoryExecutor, check_trajectory_speed,
-    validate_joint_trajectory,
+    START_TOLERANCE, DesiredState, JointTrajectorySpec, TrajectoryExecutor, check_trajectory_acceleration,
+    check_trajectory_speed, validate_joint_trajectory,
 )
 from robot_dynamics_ros.control.speed_scaling import DEFAULT_JERK, DEFAULT_RATE, VirtualClock, scale_derivatives
 from robot_dynamics_ros.errors import UserError
@@ -322,10 +322,13 @@ class ComputedTorqueController(ControlCore):
         return (now_ns - self.epoch_ns) * 1e-9
 
     def trajectory_from_message(self, msg, start_tolerance: float = START_TOLERANCE) -> JointTrajectorySpec:
-        """Validate a ``trajectory_msgs/JointTrajectory`` (duck-typed) against the model: fields, position
-        limits, and the joints' velocity limits from the measured position (once a state is known; the
-        first point may be ``start_tolerance`` rad further) and between the points
-        (:func:`~robot_dynamics_ros.control.interpolation.check_trajectory_speed`).
+        """Validate a ``trajectory_msgs/JointTrajectory`` (duck-typed) against the model: its size
+        (:data:`~robot_dynamics_ros.control.interpolation.MAX_TRAJECTORY_POINTS`, before any per-point work),
+        fields, position limits, the joints' velocity limits from the measured position (once a state is
+        known; the first point may be ``start_tolerance`` rad further) and between the points
+        (:func:`~robot_dynamics_ros.control.interpolation.check_trajectory_speed`), and their accelerations
+        against the acceleration limits or, without one, the effort a joint's own inertia needs
+        (:func:`~robot_dynamics_ros.control.interpolation.check_trajectory_acceleration`).
 
         Raises:
             TrajectoryRejected: the reason names the field, index, joint and value.
@@ -337,6 +340,9 @@ class ComputedTorqueController(ControlCore):
         measured = self.mapper.q if self.mapper.ready else None
         check_trajectory_speed(spec, measured, m.velocity_limit, continuous=self._continuous,
                                start_tolerance=start_tolerance)
+        engine = self.engine
+        check_trajectory_acceleration(spec, m.acceleration_limit, effort_limit=m.effort_limit,
+                                      inertia_diagonal=lambda q: np.diag(engine.mass_matrix(q)))
         return spec
 
     def submit_trajectory(self, spec: JointTrajectorySpec, received_s: float) -> float:

@@ -35,6 +35,7 @@ import numpy as np
 from robot_dynamics_ros.control.joint_mapping import CLOCK_JUMP_TOLERANCE_NS, JointStateMapper, Rejection
 from robot_dynamics_ros.control.laws import clamp_effort_list, wrap_angle
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+from robot_dynamics_ros.errors import UserError
 
 __all__ = ["OK", "WARN", "ERROR", "StepResult", "CoreSettings", "plausibility_bounds", "ControlCore",
            "wrap_angle"]
@@ -77,6 +78,9 @@ class CoreSettings:
             overshoot, and an arm falling before its drives hold it (a simulator starting without
             commands) reaches several times its rated speed; ten times it does not happen on a working
             sensor.
+        allow_partially_massless: accept a model with massless moving links that really weigh nothing (see
+            :meth:`RobotModel.torque_model_problem <robot_dynamics_ros.model.RobotModel.torque_model_problem>`);
+            a kinematics-only model is refused whatever this says.
     """
 
     #: ``{field: allowed values}`` for the string-valued fields of a subclass, checked by :meth:`check`
@@ -87,6 +91,7 @@ class CoreSettings:
     position_margin: float = 0.1
     prismatic_margin: float = 0.01
     velocity_factor: float = 10.0
+    allow_partially_massless: bool = False
 
     def check(self) -> None:
         """Raise ValueError naming the field when a value is out of range."""
@@ -135,7 +140,15 @@ class ControlCore:
     require_velocity = True
 
     def _bind(self, model, engine, command_joints, old_mapper: JointStateMapper | None = None) -> None:
-        """Use ``model``/``engine``; keep ``old_mapper``'s state when the joints are the same."""
+        """Use ``model``/``engine``; keep ``old_mapper``'s state when the joints are the same.
+
+        Raises:
+            UserError: the model cannot compute torques (``model.torque_model_problem``: moving links
+                without mass), the one line naming the links; the core keeps its old model.
+        """
+        problem = model.torque_model_problem(allow_partial=self.settings.allow_partially_massless)
+        if problem is not None:
+            raise UserError(problem)
         if engine is None:
             engine = PinocchioDynamics(model)
         gates = plausibility_bounds(model, self.settings)

@@ -42,7 +42,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from robot_dynamics_ros.control.interpolation import (
-    START_TOLERANCE, JointTrajectorySpec, TrajectoryRejected, check_trajectory_speed, duration_to_sec,
+    START_TOLERANCE, JointTrajectorySpec, TrajectoryRejected, check_trajectory_size, check_trajectory_speed,
+    duration_to_sec,
 )
 from robot_dynamics_ros.control.laws import wrap_angle
 
@@ -258,6 +259,10 @@ class TrajectoryExecution:
         """
         c = self.controller
         names = tuple(c.model.joint_names)
+        try:
+            check_trajectory_size(trajectory, len(names))   # before _complete's per-point work
+        except TrajectoryRejected as exc:
+            raise GoalRejected(INVALID_GOAL, str(exc)) from None
         if goal:
             if not len(trajectory.points):
                 raise GoalRejected(INVALID_GOAL, "trajectory has no points")

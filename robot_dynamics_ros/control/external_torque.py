@@ -21,6 +21,15 @@ rule or :meth:`ExternalTorqueCore.reset_collision`, never by missing data.
 Collision (:class:`~robot_dynamics_ros.control.momentum_observer.CollisionDetector`): per-joint thresholds
 on |τ_ext| with hysteresis and a minimum duration.
 
+Implausible joint torque (``ObserverSettings.effort_factor``, default 5): a sample of τ_m (measured or
+commanded) with ``|τ_m| > effort_factor × effort limit`` on any joint (:data:`MAX_EFFORT` N·m, or N, for a
+joint without a finite URDF effort limit) is a bad sample, not a collision: it is counted
+(:attr:`ExternalTorqueCore.bad_torque`), nothing is published for it, the level is WARN (ERROR while a
+collision flag is held) and the observer's state is not updated (the next good sample continues from the
+last good one, within ``state_timeout``). Drives cannot produce such torques; a sensor glitch or a hostile
+publisher can, and three such samples would otherwise declare a collision. The factor leaves room for what
+a sensor really measures beyond the rated limit (impacts through the gearbox, sensor overshoot).
+
 Friction at rest (``ObserverSettings.coulomb_velocity`` v_c, default
 :data:`~robot_dynamics_ros.control.momentum_observer.DEFAULT_COULOMB_VELOCITY`): at rest the Coulomb
 (static) friction is anywhere in [−F_c, F_c], so the observer cannot attribute it (Haddadin et al. 2017,
@@ -49,6 +58,9 @@ TORQUE_SOURCES = ("auto", "measured", "commanded")
 #: the reason of a normal step, by the torque source in use
 _RUNNING = {src: f"running ({src} torque)" for src in ("measured", "commanded")}
 _STARTING = {src: f"observer starting ({src} torque)" for src in ("measured", "commanded")}
+#: N·m (N): the plausibility bound of a joint torque sample on a joint without a finite effort limit (the
+#: largest industrial arms' joint torques are a few 10⁴ N·m)
+MAX_EFFORT = 1e5
 
 
 @dataclass(frozen=True)
@@ -66,6 +78,8 @@ class ObserverSettings(CoreSettings):
         coulomb_velocity: v_c, rad/s (m/s) ≥ 0 (module docstring, "Friction at rest"): the Coulomb ramp of
             a sign-law friction model and the speed below which a joint's threshold is widened by its
             Coulomb friction; 0: bare sign(q̇), no widening.
+        effort_factor: a joint torque sample above this multiple of a joint's effort limit is a bad sample
+            (module docstring, "Implausible joint torque"), ≥ 1.
     """
 
     gain: float = 50.0
@@ -76,9 +90,12 @@ class ObserverSettings(CoreSettings):
     friction: bool = True
     integration: str = "euler"
     coulomb_velocity: float = DEFAULT_COULOMB_VELOCITY
+    effort_factor: float = 5.0
 
     def check(self) -> None:
         super().check()
+        if not (math.isfinite(self.effort_factor) and self.effort_factor >= 1.0):
+            raise ValueError(f"effort_factor = {self.effort_factor!r}: must be a finite number ≥ 1")
         if not (math.isfinite(self.gain) and self.gain > 0):
             raise ValueError(f"gain = {self.gain!r}: must be a positive number (1/s)")
         if not self.threshold or any(not (t > 0) for t in self.threshold):
@@ -134,6 +151,8 @@ class ExternalTorqueCore(ControlCore):
         self.nonfinite = 0
         #: joint states for which no finite joint torque was available (nothing published for them)
         self.no_torque = 0
+        #: joint torque samples rejected as implausible (module docstring; nothing published for them)
+        self.bad_torque = 0
         self.fault = ""
         self._bind(model, engine, command_joints)
         self._build()
@@ -157,6 +176,8 @@ class ExternalTorqueCore(ControlCore):
         self._no_torque_ns = -1
         offset = np.asarray(self.model.effort_offset, dtype=float)
         self._offset = offset.copy() if np.any(offset) else None  # measured = true torque + offset
+        limit = np.asarray(self.model.effort_limit, dtype=float)
+        self._torque_bound = np.where(np.isfinite(limit) & (limit > 0), s.effort_factor * limit, MAX_EFFORT)
         self._last_sample_ns: int | None = None
         self._last: ObserverResult | None = None
 
@@ -263,6 +284,8 @@ class ExternalTorqueCore(ControlCore):
         tau_m, source = self._torque()
         if tau_m is None:
             return self._hold(WARN, source)
+        if not (np.abs(tau_m) <= self._torque_bound).all():
+            return self._bad_sample(tau_m, source, sample_ns)
         observer = self.observer
         t_s = sample_ns * 1e-9
         try:  # the mapper's own (n,) float arrays: the unchecked entry of the observer
@@ -286,6 +309,20 @@ class ExternalTorqueCore(ControlCore):
             settling = observer.samples < 2  # the first sample only initializes the momentum
             res = ObserverResult(tau_ext, False, False, names, WARN if settling else OK,
                                  (_STARTING if settling else _RUNNING)[source])
+        self._last = res
+        return res
+
+    def _bad_sample(self, tau_m: np.ndarray, source: str, sample_ns: int) -> ObserverResult:
+        """An implausible joint torque: counted, nothing published, the observer state kept as it was."""
+        self.bad_torque += 1
+        i = int(np.argmax(np.abs(tau_m) / self._torque_bound))
+        d = self.detector
+        res = ObserverResult(None, d.collision, False, (), ERROR if d.collision else WARN,
+                             f"implausible {source} torque sample rejected ({self.bad_torque} so far): "
+                             f"{tau_m[i]:.6g} on joint '{self.model.joint_names[i]}' is beyond "
+                             f"{self._torque_bound[i]:.6g} (effort_factor {self.settings.effort_factor:g} × "
+                             "effort limit)" + (" (collision flag held)" if d.collision else ""))
+        self._last_sample_ns = sample_ns   # a repeated step for this sample returns the same result
         self._last = res
         return res
 

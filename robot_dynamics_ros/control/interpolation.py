@@ -48,7 +48,10 @@ __all__ = [
     "TrajectoryExecutor",
     "validate_joint_trajectory",
     "check_trajectory_speed",
+    "check_trajectory_acceleration",
+    "check_trajectory_size",
     "duration_to_sec",
+    "MAX_TRAJECTORY_POINTS",
 ]
 
 #: a trajectory is refused when a segment's implied (average) joint speed exceeds the joint's velocity
@@ -58,6 +61,17 @@ SPEED_FACTOR = 1.05
 #: rad (m for prismatic joints) the first point may be off the measured position on top of the distance
 #: the velocity limit allows in its time_from_start (measurement noise, a small tracking error)
 START_TOLERANCE = 0.05
+
+#: a trajectory is refused when the torque a joint needs to give its own inertia the implied acceleration
+#: (M_jj(q) · |q̈|, no acceleration limit known) exceeds its effort limit times this factor: a plausibility
+#: bound, not the limit (coupling and gravity change the real need, the factor covers them)
+ACCELERATION_TORQUE_FACTOR = 2.0
+#: most points a JointTrajectory may carry, checked before any per-point work (a 1e5-point message cost
+#: 1.5 s of validation in the control loop; 10 000 points cost ~80 ms on a 7-joint arm). 10 000 points are
+#: 10 s at 1 kHz, or 100 s at the 100 Hz a planner typically samples at.
+MAX_TRAJECTORY_POINTS = 10_000
+#: most points at which :func:`check_trajectory_acceleration` evaluates M(q)
+MAX_INERTIA_EVALUATIONS = 500
 
 LINEAR, CUBIC, QUINTIC = 1, 3, 5
 
@@ -127,6 +141,20 @@ def _unwrap_short_way(pos: np.ndarray, continuous) -> None:
     pos[1:, c] = pos[0, c] + np.cumsum(d, axis=0)
 
 
+def check_trajectory_size(msg, n: int) -> None:
+    """Refuse a ``JointTrajectory`` (duck-typed) with more than :data:`MAX_TRAJECTORY_POINTS` points or more
+    than ``n`` joint names, by their lengths alone: before any per-point or per-name work.
+
+    Raises:
+        TrajectoryRejected: naming the field, its length and the cap.
+    """
+    if len(msg.points) > MAX_TRAJECTORY_POINTS:
+        raise TrajectoryRejected(f"points: {len(msg.points)} points, more than the {MAX_TRAJECTORY_POINTS} accepted "
+                                 "(MAX_TRAJECTORY_POINTS); send a shorter trajectory or fewer points")
+    if len(msg.joint_names) > n:
+        raise TrajectoryRejected(f"joint_names: {len(msg.joint_names)} names for {n} controlled joints")
+
+
 def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndarray | None = None,
                               upper: np.ndarray | None = None, continuous=None) -> JointTrajectorySpec:
     """Check a ``trajectory_msgs/JointTrajectory`` and reorder it into ``joint_names`` order.
@@ -144,7 +172,9 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
         The :class:`JointTrajectorySpec` (empty ``times`` when the message has no points).
 
     Raises:
-        TrajectoryRejected: duplicate, unknown or missing joint names; a point whose ``positions`` /
+        TrajectoryRejected: more than :data:`MAX_TRAJECTORY_POINTS` points or more joint names than
+            ``joint_names`` (checked first, before any per-point work); duplicate, unknown or missing joint
+            names; a point whose ``positions`` /
             ``velocities`` / ``accelerations`` length is neither 0 (for the optional fields) nor the number
             of joint names; accelerations without velocities; a non-finite value; ``time_from_start``
             negative or not strictly increasing; a position outside ``[lower, upper]``. The message names
@@ -153,6 +183,7 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
     """
     joint_names = tuple(joint_names)
     n = len(joint_names)
+    check_trajectory_size(msg, n)
     msg_names = [str(x) for x in msg.joint_names]
     try:
         duration_to_sec(msg.header.stamp)
@@ -204,13 +235,16 @@ def validate_joint_trajectory(msg, joint_names: Sequence[str], *, lower: np.ndar
         times[k] = t
         for field, dst, optional in (("positions", pos, False), ("velocities", vel, True),
                                      ("accelerations", acc, True)):
-            values = np.asarray(getattr(p, field), dtype=float)
-            if values.size == 0 and optional:
+            raw = getattr(p, field)
+            if len(raw) == 0 and optional:
                 continue
-            if values.shape != (n,):
+            if len(raw) != n:   # before the conversion: a point of 1e6 values costs no work
                 allowed = f"0 or {n}" if optional else f"{n}"
-                raise TrajectoryRejected(f"points[{k}].{field} has {values.size} values; expected {allowed} "
+                raise TrajectoryRejected(f"points[{k}].{field} has {len(raw)} values; expected {allowed} "
                                          f"(one per joint name)")
+            values = np.asarray(raw, dtype=float)
+            if values.shape != (n,):
+                raise TrajectoryRejected(f"points[{k}].{field}: expected {n} numbers")
             _check_finite(f"points[{k}].{field}", values, msg_names)
             dst[k] = values[order]
             if field == "velocities":
@@ -291,6 +325,83 @@ def check_trajectory_speed(spec: JointTrajectorySpec, measured: np.ndarray | Non
             raise TrajectoryRejected(
                 f"points[{k}].velocities (joint '{spec.joint_names[j]}') = {spec.velocities[k, j]:.4g} "
                 f"rad/s, above {factor:g} × its velocity limit {vmax[j]:g} rad/s")
+
+
+def implied_accelerations(spec: JointTrajectorySpec) -> np.ndarray:
+    """``(K - 2, n)`` lower bounds of the peak |q̈| (rad/s²) around each interior point k = 1 … K-2.
+
+    Segment k's average speed v_k = Δq_k / Δt_k is reached somewhere inside it (mean value theorem), so any
+    C¹ interpolation changes its velocity by |v_k − v_(k−1)| within Δt_(k−1) + Δt_k: its peak acceleration is
+    at least their ratio (a piecewise-linear one jumps: infinite).
+    """
+    if len(spec.times) < 3:
+        return np.zeros((0, len(spec.joint_names)))
+    dt = np.diff(spec.times)
+    v = np.diff(spec.positions, axis=0) / dt[:, None]
+    return np.abs(np.diff(v, axis=0)) / (dt[:-1] + dt[1:])[:, None]
+
+
+def check_trajectory_acceleration(spec: JointTrajectorySpec, acceleration_limit, *, factor: float = SPEED_FACTOR,
+                                  effort_limit=None, inertia_diagonal=None,
+                                  torque_factor: float = ACCELERATION_TORQUE_FACTOR) -> None:
+    """Refuse a trajectory whose accelerations the joints cannot follow, as :func:`check_trajectory_speed`
+    does for speeds.
+
+    Per joint and interior point, the acceleration is the larger of the point's given
+    ``points[k].accelerations`` and the lower bound of :func:`implied_accelerations`. It is refused
+
+    * above ``factor × acceleration_limit`` where that limit is finite (joint_limits.yaml); else
+    * where ``effort_limit`` is finite and ``inertia_diagonal`` given: when ``M_jj(q_k) · |q̈|`` exceeds
+      ``torque_factor × effort_limit`` (:data:`ACCELERATION_TORQUE_FACTOR`), M_jj(q_k) the joint's own
+      inertia at the point, evaluated at the :data:`MAX_INERTIA_EVALUATIONS` points whose accelerations
+      are the largest relative to the effort limits (bounded cost: on a 7-joint arm 500 evaluations take
+      ~5 ms; a whole :data:`MAX_TRAJECTORY_POINTS` message validates in ~80 ms).
+
+    Args:
+        spec: a validated trajectory (model order).
+        acceleration_limit: ``(n,)`` rad/s² (m/s²), inf where unknown.
+        effort_limit: ``(n,)`` N·m (N), or None.
+        inertia_diagonal: callable ``q (n,) -> (n,)`` diagonal of M(q) (kg·m²), or None; called only at the
+            points where a joint without an acceleration limit accelerates.
+
+    Raises:
+        TrajectoryRejected: naming the joint, the point, the acceleration and the bound.
+    """
+    if spec.empty:
+        return
+    n = len(spec.joint_names)
+    acc = np.zeros((len(spec.times), n))
+    acc[1:-1] = implied_accelerations(spec)
+    given = np.where(spec.has_acceleration[:, None], np.abs(spec.accelerations), 0.0)
+    acc = np.maximum(acc, given)
+    amax = np.asarray(acceleration_limit, dtype=float)
+    limited = np.isfinite(amax) & (amax > 0)
+    if limited.any():
+        over = np.where(limited[None, :], acc - factor * np.where(limited, amax, 0.0)[None, :], -np.inf)
+        k, j = np.unravel_index(int(np.argmax(over)), over.shape)
+        if over[k, j] > 1e-9:
+            raise TrajectoryRejected(
+                f"joint '{spec.joint_names[j]}' at points[{k}]: acceleration {acc[k, j]:.4g} rad/s² (given or "
+                f"implied by the neighbouring segments), above {factor:g} × its acceleration limit {amax[j]:g} "
+                "rad/s²")
+    if effort_limit is None or inertia_diagonal is None:
+        return
+    emax = np.asarray(effort_limit, dtype=float)
+    free = ~limited & np.isfinite(emax) & (emax > 0)
+    if not free.any():
+        return
+    # M(q) costs ~10 µs a point: evaluated where the accelerations relative to the effort limits are largest
+    ratio = (acc[:, free] / emax[free]).max(axis=1)
+    rows = np.argsort(-ratio, kind="stable")[:MAX_INERTIA_EVALUATIONS]
+    for k in rows[ratio[rows] > 0]:
+        need = np.asarray(inertia_diagonal(spec.positions[k]), dtype=float) * acc[k]
+        over = np.where(free, need - torque_factor * emax, -np.inf)
+        j = int(np.argmax(over))
+        if over[j] > 0:
+            raise TrajectoryRejected(
+                f"joint '{spec.joint_names[j]}' at points[{k}]: acceleration {acc[k, j]:.4g} rad/s² (given or "
+                f"implied by the neighbouring segments) needs {need[j]:.4g} N·m for the joint's own inertia "
+                f"alone, above {torque_factor:g} × its effort limit {emax[j]:g} N·m")
 
 
 def _segment_coefficients(h, q0, v0, a0, q1, v1, a1, kind):

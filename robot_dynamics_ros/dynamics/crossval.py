@@ -21,6 +21,11 @@ out (MuJoCo adds it in ``qM`` only), so ``armature·qdd`` is added to its torque
 equality constraint that ``mj_rne`` ignores): they are set from the master and their forces folded back,
 ``tau = Gᵀ tau_moving``, as in the other engines. Robots MuJoCo cannot compile (e.g. the point-mass 2R
 arm: MuJoCo wants a non-zero inertia on moving bodies) are reported with the reason and not compared.
+
+A model without any moving mass (:meth:`RobotModel.torque_model_problem` even with ``allow_partial``: a
+kinematics-only description) is **not comparable**: every engine returns zeros (g = 0, M = 0), so agreement
+would prove nothing. Its report has ``not_comparable`` set to that line and ``passed`` False, and no
+comparison is run. Models with some massless moving links (virtual frames of multi-DoF joints) are compared.
 """
 from __future__ import annotations
 
@@ -56,7 +61,8 @@ class Comparison:
 
 @dataclass
 class CrossvalReport:
-    """Result of :func:`crossvalidate`. ``passed`` is True when every comparison is within tolerance."""
+    """Result of :func:`crossvalidate`. ``passed`` is True when the model is comparable (``not_comparable``
+    empty; otherwise it holds the one-line reason) and every comparison is within tolerance."""
 
     robot: str
     joint_names: tuple[str, ...]
@@ -67,10 +73,11 @@ class CrossvalReport:
     comparisons: list[Comparison] = field(default_factory=list)
     mujoco: str = "not requested"  # "compared", or why not
     seconds: float = 0.0
+    not_comparable: str = ""
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.comparisons)
+        return not self.not_comparable and all(c.passed for c in self.comparisons)
 
     def worst(self, engine: str) -> float:
         """Largest absolute error of one engine over all quantities (nan when not compared)."""
@@ -93,6 +100,7 @@ class CrossvalReport:
         lines = [f"robot {self.robot}: {len(self.joint_names)} actuated joints, {self.samples} random states "
                  f"(seed {self.seed}), held {self.held_joints or 'none'}, payload {self.payload or 'none'}",
                  f"reference: pinocchio; mujoco: {self.mujoco}",
+                 *([f"NOT COMPARABLE: {self.not_comparable}"] if self.not_comparable else []),
                  f"{'engine':<14}{'quantity':<10}{'max abs err':>14}{'max rel err':>14}{'tol':>10}  result"]
         for c in self.comparisons:
             lines.append(f"{c.engine:<14}{c.quantity:<10}{c.max_abs:>14.3e}{c.max_rel:>14.3e}{c.tol:>10.0e}  "
@@ -207,6 +215,12 @@ def crossvalidate(model: RobotModel, samples: int = 100, seed: int = 0, tol: flo
         held_joints=dict(model.held_joints),
         payload=None if p is None else {"link": p.link, "mass": p.mass, "com": p.com.tolist(),
                                         "inertia": p.inertia.tolist()})
+    problem = model.torque_model_problem(allow_partial=True)
+    if problem is not None:
+        report.not_comparable = problem
+        report.mujoco = "not compared: the model is not comparable"
+        report.seconds = time.perf_counter() - t0
+        return report
     q, qd, qdd = random_states(model, samples, seed)
     pino = PinocchioDynamics(model)
     ref = {

@@ -10,6 +10,16 @@ and Coulomb friction f_c as MuJoCo's ``dof_damping`` / ``dof_frictionloss``, the
 forces at the URDF position limits; no contacts (geometry is dropped). The applied effort is held
 (zero-order hold) until the next :meth:`MujocoSim.set_effort`, and clamped to the URDF effort limits,
 as a motor driver does.
+
+Implausible input and instability: an effort that is not finite or beyond :data:`MAX_SIM_EFFORT` in
+magnitude (no motor of a robot arm reaches it; with ``clamp_effort`` off or without a URDF effort limit it
+would reach the physics) is refused (ValueError). When a step goes unstable anyway (MuJoCo's
+"Nan, Inf or huge value in QACC/QPOS/QVEL" warnings, after which MuJoCo itself resets the state to the
+model's reference pose, a jump of several rad; a non-finite state; or, earlier, a joint speed beyond
+:data:`MAX_SPEED_FACTOR` × its velocity limit, :data:`MAX_SPEED` without one: a 1e6 N·m effort on a light
+wrist reaches 1e3 rad/s within one step and 1e4 rad of garbage before MuJoCo warns), :meth:`MujocoSim.step` restores the
+last good state (that of the start of the call), sets the applied effort to zero, counts it in
+:attr:`MujocoSim.instabilities` and records the one-line :attr:`MujocoSim.instability`.
 """
 from __future__ import annotations
 
@@ -19,7 +29,16 @@ import numpy as np
 
 from robot_dynamics_ros.sim.mujoco_model import MujocoModel, apply_payload, build_mujoco_model
 
-__all__ = ["MujocoSim"]
+__all__ = ["MujocoSim", "MAX_SIM_EFFORT", "MAX_SPEED_FACTOR", "MAX_SPEED"]
+
+#: N·m (N): efforts beyond this magnitude are refused by :meth:`MujocoSim.set_effort`, whatever the
+#: clamping (the largest industrial arms' joint torques are a few 10⁴ N·m)
+MAX_SIM_EFFORT = 1e6
+#: a joint faster than this multiple of its URDF velocity limit means the physics went unstable (the
+#: controllers' plausibility gate uses the same factor: a falling arm reaches a few times its rated speed)
+MAX_SPEED_FACTOR = 10.0
+#: rad/s (m/s): the same for a joint without a finite velocity limit
+MAX_SPEED = 1e3
 
 
 class MujocoSim:
@@ -55,6 +74,14 @@ class MujocoSim:
         self._effort = np.zeros(self.n)
         #: how many effort entries were clamped since construction
         self.clamp_count = 0
+        #: how many times a step went unstable and the last good state was restored (module docstring)
+        self.instabilities = 0
+        #: one line on the last instability ("" when none since construction)
+        self.instability = ""
+        vmax = np.asarray(model.velocity_limit, dtype=float)
+        self._max_speed = np.where(np.isfinite(vmax) & (vmax > 0), MAX_SPEED_FACTOR * vmax, MAX_SPEED)
+        warn = mujoco.mjtWarning
+        self._bad_warnings = (int(warn.mjWARN_BADQACC), int(warn.mjWARN_BADQPOS), int(warn.mjWARN_BADQVEL))
         self._qpos_adr = self.mm.qpos_adr
         self._dof_adr = self.mm.dof_adr
         self.reset()
@@ -142,14 +169,18 @@ class MujocoSim:
     def set_effort(self, tau: np.ndarray) -> int:
         """Apply ``tau`` ((n,), model order, N·m) from now on; returns how many entries were clamped.
 
-        Non-finite entries are not accepted (ValueError): a simulated motor driver faults rather than
-        spinning.
+        Non-finite entries and entries beyond :data:`MAX_SIM_EFFORT` are not accepted (ValueError, the
+        applied effort unchanged): a simulated motor driver faults rather than spinning.
         """
         tau = np.asarray(tau, dtype=float)
         if tau.shape != (self.n,):
             raise ValueError(f"effort: expected {self.n} values, got shape {tau.shape}")
         if not np.isfinite(tau).all():
             raise ValueError(f"effort: non-finite value in {tau.tolist()}")
+        if np.abs(tau).max(initial=0.0) > MAX_SIM_EFFORT:
+            j = int(np.argmax(np.abs(tau)))
+            raise ValueError(f"effort: {tau[j]:g} on joint '{self.joint_names[j]}' is beyond the "
+                             f"{MAX_SIM_EFFORT:g} accepted (MAX_SIM_EFFORT)")
         clamped = 0
         if self.clamp:
             clamped = int(np.count_nonzero(np.abs(tau) > self.effort_limit))
@@ -177,11 +208,44 @@ class MujocoSim:
         self._mujoco.mj_forward(self.mj, self.data)
 
     # ------------------------------------------------------------------ stepping
-    def step(self, n: int = 1) -> None:
-        """Advance ``n`` physics steps (n * timestep seconds) with the current effort."""
+    def _bad_count(self) -> int:
+        warning = self.data.warning
+        return sum(warning[w].number for w in self._bad_warnings)
+
+    def step(self, n: int = 1) -> bool:
+        """Advance ``n`` physics steps (n * timestep seconds) with the current effort.
+
+        Returns:
+            True; False when the physics went unstable: the state at the call (time included) is restored
+            and the effort set to zero (module docstring, :attr:`instability`).
+        """
         mj, data, step = self.mj, self.data, self._mujoco.mj_step
+        good = (data.time, data.qpos.copy(), data.qvel.copy(), data.act.copy(), data.qacc_warmstart.copy())
+        bad_before = self._bad_count()
         for _ in range(int(n)):
             step(mj, data)
+        # (NaN compares False: a non-finite speed fails the bound)
+        if (self._bad_count() == bad_before and (np.abs(data.qvel[self._dof_adr]) <= self._max_speed).all()
+                and np.isfinite(data.qpos).all()):
+            return True
+        self._restore(good)
+        return False
+
+    def _restore(self, good) -> None:
+        """Back to a saved state with zero effort, the instability recorded."""
+        data = self.data
+        data.time, data.qpos[:], data.qvel[:], data.act[:], data.qacc_warmstart[:] = good
+        self.instabilities += 1
+        applied = self._effort.copy()
+        self._effort[:] = 0.0
+        data.qfrc_applied[:] = 0.0
+        self._mujoco.mj_forward(self.mj, data)
+        j = int(np.argmax(np.abs(applied))) if self.n else 0
+        self.instability = (f"physics unstable after t = {good[0]:.4f} s (MuJoCo: non-finite or huge "
+                            f"acceleration, position or velocity, or a joint beyond {MAX_SPEED_FACTOR:g} × its "
+                            f"velocity limit): state of t = {good[0]:.4f} s restored, "
+                            f"efforts set to zero (largest applied: {applied[j]:.4g} on joint "
+                            f"'{self.joint_names[j]}'; {self.instabilities} so far)")
 
     def forward(self) -> None:
         """Recompute derived quantities (``qacc``, ``qfrc_bias``) at the current state, without stepping."""

@@ -15,6 +15,11 @@ Two stepping modes:
 * lockstep: every accepted command advances the physics by one control period (``period_s``, rounded to
   whole physics steps); the state is published again after ``lockstep_resend`` s without a command.
 
+Health (:meth:`SimRunner.status`, for the node's diagnostics): a command beyond
+:data:`~robot_dynamics_ros.sim.mujoco_sim.MAX_SIM_EFFORT` is rejected like a non-finite one; a step that
+goes unstable is undone by the simulation (state restored, efforts zeroed) and the held command dropped;
+the status is ERROR right after it, WARN (with the count) until :meth:`SimRunner.reset`, else OK.
+
 Clock: :meth:`SimRunner.now_ns` is ``clock_base_ns`` + the physics time; :meth:`SimRunner.reset` moves the
 base forward by the elapsed physics time (plus 1 ms with ``publish_clock``), so the published clock never
 goes back.
@@ -26,7 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robot_dynamics_ros.control.core import ERROR, OK, WARN
 from robot_dynamics_ros.control.joint_mapping import index_map
+from robot_dynamics_ros.sim.mujoco_sim import MAX_SIM_EFFORT
 
 #: most physics steps one free-running tick takes (a stalled process does not catch up in one burst)
 MAX_STEPS_PER_TICK = 1000
@@ -47,7 +54,8 @@ def inertia_matrix(inertia6) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CommandRejection:
-    """Why a command was not applied: ``kind`` ("length" or "non_finite") and a one-line ``message``."""
+    """Why a command was not applied: ``kind`` ("length", "non_finite" or "implausible": beyond
+    :data:`~robot_dynamics_ros.sim.mujoco_sim.MAX_SIM_EFFORT`) and a one-line ``message``."""
 
     kind: str
     message: str
@@ -99,6 +107,9 @@ class SimRunner:
         self.done = False
         self.commands = 0
         self.resent = 0
+        #: instabilities since the last reset; whether the last stepping call was undone
+        self.unstable = 0
+        self._just_unstable = False
 
     def set_period(self, period_s: float) -> None:
         """Change the control / publication period (s); the physics time base is kept."""
@@ -108,8 +119,8 @@ class SimRunner:
     def on_command(self, data: Sequence[float], now_s: float) -> CommandRejection | None:
         """Apply an effort command (``command_joints`` order, N·m or N); lockstep: then step one period.
 
-        Returns None when applied, else the rejection (wrong length, a non-finite value); a rejected
-        command changes nothing.
+        Returns None when applied, else the rejection (wrong length, a non-finite value, a value beyond
+        :data:`~robot_dynamics_ros.sim.mujoco_sim.MAX_SIM_EFFORT`); a rejected command changes nothing.
         """
         if len(data) != len(self._cmd_index):
             return CommandRejection("length", f"command rejected: data has {len(data)} entries, expected "
@@ -117,15 +128,37 @@ class SimRunner:
         tau = np.asarray(data, dtype=float)
         if not np.isfinite(tau).all():
             return CommandRejection("non_finite", f"command rejected: non-finite value in data {tau.tolist()}")
+        if np.abs(tau).max(initial=0.0) > MAX_SIM_EFFORT:
+            j = int(np.argmax(np.abs(tau)))
+            return CommandRejection("implausible", f"command rejected: {tau[j]:g} for joint '{self.joints[j]}' is "
+                                                   f"beyond {MAX_SIM_EFFORT:g} (MAX_SIM_EFFORT)")
         self._tau[self._cmd_index] = tau
         self.sim.set_effort(self._tau)
         self.commands += 1
         self._got_command = True
         self._last_cmd = now_s
         if self.lockstep and not self.done:
-            self.sim.step(self.steps_per_command)
+            self._step(self.steps_per_command)
             self._check_stop()
         return None
+
+    def _step(self, n: int) -> None:
+        """Step the physics; an instability (undone by the simulation) also drops the held command."""
+        ok = self.sim.step(n)
+        self._just_unstable = not ok
+        if not ok:
+            self.unstable += 1
+            self._tau[:] = 0.0
+
+    def status(self) -> tuple[int, str]:
+        """``(level, message)`` for the node's diagnostics (module docstring, "Health"): ERROR with the
+        simulation's one-line :attr:`~robot_dynamics_ros.sim.mujoco_sim.MujocoSim.instability` right after
+        an instability, WARN with the count until :meth:`reset`, else ``(OK, "running")``."""
+        if self._just_unstable:
+            return ERROR, self.sim.instability
+        if self.unstable:
+            return WARN, f"{self.unstable} physics instabilities undone since the last reset; last: {self.sim.instability}"
+        return OK, "running"
 
     def resend_due(self, now_s: float) -> bool:
         """Lockstep: True (and the resend counted) when no command came for ``lockstep_resend`` s."""
@@ -150,7 +183,7 @@ class SimRunner:
         target = int((now_s - self._wall0) * self.real_time_factor / self.sim.timestep)
         n = min(target - self._steps_done, MAX_STEPS_PER_TICK)
         if n > 0:
-            self.sim.step(n)
+            self._step(n)
             self._steps_done = target
         self._check_stop()
         return warning
@@ -169,6 +202,8 @@ class SimRunner:
         self._got_command = False
         self._steps_done = 0
         self.done = False
+        self.unstable = 0
+        self._just_unstable = False
 
     def now_ns(self) -> int:
         """The simulated clock, ns: ``clock_base_ns`` + the physics time."""

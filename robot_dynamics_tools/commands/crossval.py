@@ -5,7 +5,8 @@
 
 Prints, per engine and quantity (tau, M, C·qd, g), the maximum absolute and relative error against
 Pinocchio; exits 0 when every comparison is within tolerance, 1 otherwise (or on a bad argument/URDF,
-printed as one line). See :mod:`robot_dynamics_ros.dynamics.crossval`.
+printed as one line). A model without any moving mass (a kinematics-only URDF) is "not comparable" (every
+engine gives zeros): exit 1 with that line on stderr. See :mod:`robot_dynamics_ros.dynamics.crossval`.
 
 The URDF is loaded leniently: what was accepted with a warning (non-physical inertias,
 the fixed base's inertia ignored, links without mass, a broken ``<mimic>``) is printed on stderr, one
@@ -43,6 +44,9 @@ def run(args) -> int:
     report = crossvalidate(model, samples=args.samples, seed=args.seed, tol=args.tol,
                            tol_mujoco=args.tol_mujoco, mujoco=not args.no_mujoco)
     print_to_pipe(report.to_json() if args.json else report.format_table())
+    if report.not_comparable:
+        print(f"robot-dynamics crossval: not comparable: {report.not_comparable}", file=sys.stderr)
+        return 1
     if not report.passed:
         print(f"robot-dynamics crossval: engines disagree beyond tolerance on {report.robot}", file=sys.stderr)
         return 1

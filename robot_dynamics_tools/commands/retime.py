@@ -28,7 +28,9 @@ where the timing is not jerk-limited), ``jerk_limits`` (joint -> rad/s³ applied
 ``max_path_deviation`` (rad / m, bound on the distance from the CSV's polyline), ``tolerance_bound`` (the
 corners where the curvature within ``--path-tolerance``, not a joint limit, sets the speed, and the seconds
 spent there: :func:`robot_dynamics_ros.retiming.binding.tolerance_bound`), ``warnings`` (list of one-line
-strings), ``warmup_ms`` (loading the compiled kernels, before the timed retiming) and ``out``.
+strings; on a model without any moving mass, a kinematics-only URDF, one says that the torque limits cannot
+bind: its torques are zeros), ``warmup_ms`` (loading the compiled kernels, before the timed retiming) and
+``out``.
 
 Exit status: 0 success. 1: bad input or options. Found before the solve: a one-line error on stderr and no
 JSON line (unreadable or malformed files, a CSV column that is not a joint of the model, a model joint
@@ -276,7 +278,11 @@ def run(args: argparse.Namespace) -> int:
     summary = result.summary()
     summary["warmup_ms"] = warmup_ms
     summary["joint_names"] = list(result.joint_names)
-    for line in result.warnings:
+    massless = model.torque_model_problem(allow_partial=True)   # no moving mass at all
+    if massless is not None and (motor_limits is not None or np.isfinite(model.effort_limit).any()):
+        # zero torques always fit: the effort figures say nothing on a model without mass
+        summary["warnings"] = [*summary.get("warnings", []), f"torque limits cannot bind: {massless}"]
+    for line in summary.get("warnings", result.warnings):
         print(f"robot-dynamics retime: warning: {line}", file=sys.stderr)
     if result.success:
         write_trajectory(args.out, result)
