@@ -287,21 +287,6 @@ def test_past_stamp_drops_due_points(ur5):
     assert _rejected(loop, old).code == OLD_HEADER_TIMESTAMP
 
 
-def test_empty_trajectory_stamped_in_the_past_cancels_and_holds(ur5):
-    """The topic's empty message (cancel) carries any stamp: one in the past holds from now (the fuzz test
-    found it raising IndexError, which stopped the node following trajectories)."""
-    model, _ = ur5
-    loop = Loop(model)
-    loop.run(0.2)
-    stamp = T0 + int(round((loop.t - 10.0) * 1e9))
-    spec, _, _ = loop.exe.submit_topic(_msg(model, _polys(), [], stamp_ns=stamp), loop.t)
-    assert spec.empty
-    q_hold = loop.q.copy()
-    loop.run(0.2)
-    np.testing.assert_allclose(loop.core.desired.q, q_hold, atol=1e-12)
-    np.testing.assert_allclose(loop.core.desired.qd, 0.0, atol=1e-12)
-
-
 def test_tolerance_defaults_and_unchecked():
     s = ExecutionSettings(path_tolerance=0.1, goal_tolerance=0.02)
     names = ["a", "b", "c"]
