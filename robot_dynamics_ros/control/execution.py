@@ -280,8 +280,9 @@ class TrajectoryExecution:
             spec = c.trajectory_from_message(trajectory, self.settings.start_tolerance)
         except TrajectoryRejected as exc:
             raise GoalRejected(INVALID_GOAL, str(exc)) from None
-        # an empty trajectory (the topic's cancel) holds from now, whatever its stamp
-        if spec.start_ns and not spec.empty and c.time_s(spec.start_ns) < now_s:
+        if spec.start_ns and c.time_s(spec.start_ns) < now_s and spec.empty:
+            spec = replace(spec, start_ns=0)     # a cancel stamped in the past cancels now
+        elif spec.start_ns and c.time_s(spec.start_ns) < now_s:
             spec = _drop_past(spec, now_s, c.time_s(spec.start_ns))
             measured = c.mapper.q if c.mapper.ready else None
             try:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.control.core import ERROR, OK, WARN
 from robot_dynamics_ros.control.external_torque import ExternalTorqueCore, ObserverSettings
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics

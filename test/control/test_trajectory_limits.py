@@ -15,7 +15,7 @@ import pytest
 from numpy.polynomial import Polynomial
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.control.cdr import JointStateFields
+from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
 from robot_dynamics_ros.control.execution import (INVALID_GOAL, OLD_HEADER_TIMESTAMP, ExecutionSettings,
                                                   GoalRejected, TrajectoryExecution)
