@@ -46,7 +46,8 @@ def core_settings_kwargs(p: Mapping[str, Any]) -> dict[str, Any]:
     (``params/control.yaml``)."""
     return {"state_timeout": float(p["state_timeout"]), "clamp_to_effort_limits": bool(p["clamp_to_effort_limits"]),
             "position_margin": float(p["position_margin"]), "prismatic_margin": float(p["prismatic_margin"]),
-            "velocity_factor": float(p["velocity_factor"])}
+            "velocity_factor": float(p["velocity_factor"]),
+            "allow_partially_massless": bool(p["allow_partially_massless"])}
 
 
 def tick_period(p: Mapping[str, Any]) -> float:

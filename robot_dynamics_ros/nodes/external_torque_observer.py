@@ -55,7 +55,8 @@ def settings_from(p) -> ObserverSettings:
                             coulomb_velocity=float(p["coulomb_velocity"]),
                             state_timeout=float(p["state_timeout"]), position_margin=float(p["position_margin"]),
                             prismatic_margin=float(p["prismatic_margin"]),
-                            velocity_factor=float(p["velocity_factor"]))
+                            velocity_factor=float(p["velocity_factor"]), effort_factor=float(p["effort_factor"]),
+                            allow_partially_massless=bool(p["allow_partially_massless"]))
 
 
 class ExternalTorqueObserverNode(ShellViews, LifecycleNode):
@@ -218,6 +219,7 @@ class ExternalTorqueObserverNode(ShellViews, LifecycleNode):
             self.diag.set("published", self.published)
             self.diag.set("no_torque", core.no_torque)
             self.diag.set("nonfinite_withheld", core.nonfinite)
+            self.diag.set("implausible_torque_samples", core.bad_torque)
             self.diag.set("rejected_by_joint", dict(core.mapper.rejected_joints))
         self.diag.publish_due()
 

@@ -200,6 +200,7 @@ class SimulatorNode(Node):
         self.diag.count("commands")
         if self._lockstep and not was_done:
             self._publish()
+        self._report_health()
 
     def _kick(self) -> None:
         """Lockstep: re-publish the state when no command came for ``lockstep_resend`` s."""
@@ -214,6 +215,17 @@ class SimulatorNode(Node):
         if warning:
             self.log.warning("cmd_timeout", warning)
         self._publish()
+        self._report_health()
+
+    def _report_health(self) -> None:
+        """The physics' health in diagnostics: ERROR right after an instability was undone (the runner
+        restored the last good state and zeroed the efforts), WARN while any happened since the last reset."""
+        level, message = self.runner.status()
+        if level != self.diag.level or message != self.diag.message:
+            self.diag.set_level(level, message)
+            if level == Diagnostics.ERROR:
+                self.log.error("unstable", message)
+        self.diag.set("instabilities_undone", self.runner.unstable)
 
     def clock_subscribers(self) -> int:
         """How many subscriptions match this node's ``/clock`` publisher (0 without ``publish_clock``)."""
