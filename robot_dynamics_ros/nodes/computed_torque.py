@@ -77,7 +77,8 @@ class ComputedTorqueNode(ShellViews, LifecycleNode):
                                                    timer=False)
         self.shell = ControlShell(self, self.diag, self.log, latest_state_wins=self.p["latest_state_wins"],
                                   arrival_clock=self.p["arrival_clock"])
-        self.actions = trajectory_action.TrajectoryActions(self)
+        self.actions = trajectory_action.TrajectoryActions(self, is_active=lambda: self.shell.active,
+                                                         reject=self._reject)
         self._clock = self.get_clock()
         self._epoch_ns = self._clock.now().nanoseconds
         self._on_states = self.p["tick_source"] == "joint_states"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 
 from control_msgs.action import FollowJointTrajectory
 from control_msgs.msg import SpeedScalingFactor
@@ -75,11 +76,16 @@ class TrajectoryActions:
     """The action server, the speed-scaling input and the goal bookkeeping of a computed_torque node.
 
     Args:
-        node: the ``ComputedTorqueNode`` (its ``core``, ``p``, ``diag``, ``_active``, clock and logger).
+        node: the ``ComputedTorqueNode`` (its ``core``, parameters ``p``, clock, logger; the server, the
+            subscription and the timer are created on it).
+        is_active: whether the controller is active (a goal is refused otherwise).
+        reject: ``reject(reason, what)`` records and logs a refused goal (the node's trajectory counters).
     """
 
-    def __init__(self, node):
+    def __init__(self, node, *, is_active: Callable[[], bool], reject: Callable[[str, str], None]):
         self.node = node
+        self._is_active = is_active
+        self._record_rejection = reject
         self.lock = threading.RLock()
         self.server = self.sub = self.timer = None
         self._exe: TrajectoryExecution | None = None
@@ -169,12 +175,12 @@ class TrajectoryActions:
 
     # ------------------------------------------------------------------ action callbacks
     def _reject(self, reason: str) -> GoalResponse:
-        self.node._reject(reason, what="goal")
+        self._record_rejection(reason, "goal")
         return GoalResponse.REJECT
 
     def _prepare(self, goal):
         exe = self.execution
-        if exe is None or not self.node._active:
+        if exe is None or not self._is_active():
             raise GoalRejected(-1, "the controller is not active")
         if len(goal.multi_dof_trajectory.points) or len(goal.multi_dof_trajectory.joint_names):
             raise GoalRejected(-1, "multi_dof_trajectory is not supported (leave it empty)")
@@ -208,7 +214,7 @@ class TrajectoryActions:
             try:
                 exe, spec, tol, now_s = self._prepare(goal_handle.request)
             except GoalRejected as exc:
-                self.node._reject(str(exc), what="goal")
+                self._record_rejection(str(exc), "goal")
                 goal_handle.abort()
                 result.error_code, result.error_string = exc.code, str(exc)
                 return result
