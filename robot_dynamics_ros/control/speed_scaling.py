@@ -108,13 +108,16 @@ class VirtualClock:
 
     def advance(self, t: float) -> float:
         """Move to real time ``t`` (s): update k, k̇ through the limiter and integrate τ (trapezoid, exact
-        for a linear k). Returns τ (s). A ``t`` earlier than the last one advances nothing."""
+        for a linear k). Returns τ (s). A ``t`` earlier than the last one advances nothing and returns
+        :meth:`virtual` at ``t``."""
         if self._last_t is None:
             self._last_t = t
             return t - self._offset
         dt = t - self._last_t
         if dt <= 0.0:
-            return self._last_t - self._offset
+            # an earlier sample (a state stamped before the safety timer's last tick) reads τ back at the
+            # current k without moving the clock: at k = 1 exactly t - offset, whatever ticked in between
+            return self.virtual(t)
         self._last_t = t
         k0 = self.k
         target = 0.0 if self.stopping else self.target

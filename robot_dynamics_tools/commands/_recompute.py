@@ -86,9 +86,14 @@ class CoreRecomputation:
         else:
             from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
 
+            from robot_dynamics_ros.control.execution import TrajectoryExecution
+            from robot_dynamics_ros.nodes.trajectory_action import execution_settings
+
             self.core = ComputedTorqueController(
                 used, _settings_for(ComputedTorqueSettings, params, model.joint_names), joints,
                 epoch_ns=int(epoch_ns))
+            # trajectories take the node's own path (~/joint_trajectory: validation, past stamps, submission)
+            self.execution = TrajectoryExecution(self.core, execution_settings(params))
             self.ticks_on_stamp = True
 
     @property
@@ -101,18 +106,17 @@ class CoreRecomputation:
     def expected(self, records: list) -> list:
         """The command (array, command joint order) or None for each joint state of ``records`` (replay's
         ``Record`` objects, in bag order); trajectory records are submitted to the core at their bag time."""
+        from robot_dynamics_ros.control.execution import GoalRejected
         from robot_dynamics_ros.nodes.cdr import fields_from_message
-        from robot_dynamics_ros.control.interpolation import TrajectoryRejected
 
         core = self.core
         out = []
         for r in records:
             if r.index < 0:
                 try:
-                    spec = core.trajectory_from_message(r.msg)
-                except TrajectoryRejected:
-                    continue
-                core.submit_trajectory(spec, core.time_s(r.t_ns))
+                    self.execution.submit_topic(r.msg, core.time_s(r.t_ns))
+                except GoalRejected:
+                    pass
                 continue
             fields = fields_from_message(r.msg)
             if core.on_joint_state(fields, r.t_ns, r.t_ns) is not None:

@@ -184,6 +184,16 @@ def test_step_in_k_is_rate_and_jerk_limited_and_acceleration_follows_the_chain_r
     assert np.abs(np.diff(qdd, axis=0)).max() < 0.05   # rad/s² per 2 ms tick: no step
 
 
+def test_virtual_clock_reads_an_earlier_time_back_without_moving():
+    """A control node's safety timer samples at "now", then the next state at its (earlier) stamp: τ at the
+    stamp must not depend on whether the timer ticked in between (replay found commands differing run to run)."""
+    clock = VirtualClock()
+    assert clock.advance(10.000) == pytest.approx(10.000)
+    assert clock.advance(10.005) == pytest.approx(10.005)          # the safety timer's tick
+    assert clock.advance(10.002) == pytest.approx(10.002, abs=1e-15)  # the state stamped before it
+    assert clock.advance(10.006) == pytest.approx(10.006)          # and the clock went on from 10.005
+
+
 def test_virtual_clock_refuses_bad_factors():
     c = VirtualClock()
     for bad in (-0.1, 1.5, float("nan")):
