@@ -91,3 +91,22 @@ def test_free_running_ticks_undo_an_instability_too(panda):
     assert runner.status()[0] == ERROR and np.abs(sim.q - Q0).max() < 1e-3 and np.isfinite(sim.qd).all()
     runner.tick(0.010)                                   # the offending command is no longer applied
     assert runner.status()[0] == WARN and np.abs(sim.qd).max() < 1.0
+
+
+@pytest.mark.parametrize("name", ["panda", "kinova"])
+def test_an_arm_falling_freely_is_physics_not_an_instability(name):
+    """Zero effort from the demo pose for 3 s: the Panda's wrist reaches 11× its URDF velocity limit and the
+    Kinova's 274× (make demo's second stage): nothing is undone (a bound relative to the velocity limit had
+    restored the same state forever and stalled the demo)."""
+    from robot_dynamics_tools.commands.demo import demo_pose
+
+    entry = robots.resolve(name)
+    model = RobotModel.from_urdf(str(entry.path), held_joints=entry.held_joints)
+    sim = MujocoSim(model, timestep=0.001)
+    sim.reset(demo_pose(entry, model))
+    fastest = 0.0
+    for _ in range(3000):
+        sim.set_effort([0.0] * model.n)
+        assert sim.step(1), sim.instability
+        fastest = max(fastest, float(np.max(np.abs(sim.qd) / model.velocity_limit)))
+    assert sim.instabilities == 0 and fastest > 5.0   # it did fall fast
