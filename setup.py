@@ -20,7 +20,7 @@ setup(
         (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
     ],
     # the per-node parameter schemas: read at run time by nodes/parameters.py
-    package_data={PACKAGE: ["py.typed", "nodes/params/*.yaml"]},
+    package_data={PACKAGE: ["py.typed", "nodes/params/*.yaml", "nodes/dds/*.xml"]},
     install_requires=["setuptools"],
     zip_safe=True,
     maintainer="robot_dynamics_ros maintainers",

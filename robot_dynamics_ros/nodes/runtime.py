@@ -2,7 +2,8 @@
 
 * :func:`make_executor` (:data:`EXECUTORS`), :func:`spin_until_shutdown` (use it instead of
   ``executor.spin()``: the EventsExecutor's ``spin()`` does not return on Ctrl-C), :func:`close_ros`.
-* :func:`run_node` — a node's console entry point.
+* :func:`run_node` — a node's console entry point; :func:`udp_only_environment` — the transport set-up of
+  the service nodes (no shared memory).
 * :func:`freeze_gc` — start-up objects out of the cyclic collector's way.
 * :func:`steady_timer` — a timer that keeps firing when sim time stops.
 * :func:`autostart` — configure and activate a lifecycle node at construction.
@@ -10,11 +11,13 @@
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import rclpy
@@ -28,7 +31,7 @@ from rclpy.utilities import get_default_context
 from robot_dynamics_ros.errors import UserError
 
 __all__ = ["EXECUTORS", "make_executor", "close_ros", "freeze_gc", "spin_until_shutdown", "run_node",
-           "steady_timer", "autostart"]
+           "steady_timer", "autostart", "udp_only_environment", "UDP_ONLY_PROFILE"]
 
 #: executor kinds accepted by :func:`make_executor`
 EXECUTORS = ("events", "single", "multi")
@@ -130,9 +133,56 @@ def spin_until_shutdown(executor, context=None, *, until: Callable[[], bool] | N
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
+#: Fast DDS profile: rmw_fastrtps' LOCALHOST discovery set-up with its UDPv4 transport only (no SHM)
+UDP_ONLY_PROFILE = Path(__file__).with_name("dds") / "localhost_udp_only.xml"
+
+#: environment variables by which a user chooses the middleware's transports: when any is set (or a
+#: ``DEFAULT_FASTDDS_PROFILES.xml`` is in the working directory), :func:`udp_only_environment` changes nothing
+_TRANSPORT_ENV = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS",
+                  "RMW_FASTRTPS_USE_QOS_FROM_XML", "ROS_STATIC_PEERS", "ROS_DISCOVERY_SERVER")
+
+
+def udp_only_environment(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, str]:
+    """The environment variables to set before ``rclpy.init`` so that this process's Fast DDS participant
+    has no shared-memory transport, keeping the discovery range asked for: ``{}`` when there is nothing to
+    do (another RMW than rmw_fastrtps_cpp, ``ROS_AUTOMATIC_DISCOVERY_RANGE=OFF``, or the user chose the
+    transports, see :data:`_TRANSPORT_ENV`).
+
+    * ``LOCALHOST`` (the tests', the isolated commands'): rmw_fastrtps adds an SHM transport to the
+      participant whatever the XML profile or ``FASTDDS_BUILTIN_TRANSPORTS`` say
+      (rmw_fastrtps_shared_cpp ``create_participant``); only for ``SYSTEM_DEFAULT`` does it keep the default
+      profile untouched. So: ``ROS_AUTOMATIC_DISCOVERY_RANGE=SYSTEM_DEFAULT`` with
+      ``FASTDDS_DEFAULT_PROFILES_FILE`` = :data:`UDP_ONLY_PROFILE`, which is the LOCALHOST set-up (no
+      multicast, 127.0.0.1 as initial peer, 32 ports probed) with its UDPv4 transport only.
+    * ``SUBNET`` or unset (rmw's default, Fast DDS's built-in SHM + UDPv4): ``FASTDDS_BUILTIN_TRANSPORTS=UDPv4``.
+
+    Why (issue 25): a Fast DDS SHM port is a queue in shared memory guarded by an interprocess mutex that is
+    not robust. A peer process killed while it holds the mutex of its own port leaves it locked; the next
+    push into that port (the answer to that peer's request) blocks the writer thread (``dds.asyn``, in
+    ``SharedMemManager::Port::try_push``) forever, and with it the participant's receive thread: the
+    retiming service answered no one for the rest of the run after a client was SIGKILLed. A UDP send to a
+    dead peer cannot block. What a peer does on its side does not matter: the peers see this process's UDP
+    locators only and send to it over UDP.
+    """
+    env = os.environ if env is None else env
+    if env.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp") != "rmw_fastrtps_cpp":
+        return {}
+    if any(env.get(key) for key in _TRANSPORT_ENV):
+        return {}
+    if ((Path.cwd() if cwd is None else cwd) / "DEFAULT_FASTDDS_PROFILES.xml").exists():
+        return {}
+    scope = env.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "").strip().upper()
+    if scope == "LOCALHOST":
+        return {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SYSTEM_DEFAULT", "FASTDDS_DEFAULT_PROFILES_FILE": str(UDP_ONLY_PROFILE)}
+    if scope in ("", "SUBNET"):
+        return {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+    return {}
+
+
 def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = None, *,
              executor_kind: Callable[[Any], str] = lambda node: "events",
-             executor_threads: Callable[[Any], int | None] = lambda node: None) -> int:
+             executor_threads: Callable[[Any], int | None] = lambda node: None,
+             shared_memory: bool = True) -> int:
     """The body of a node's console entry point (``ros2 run robot_dynamics_ros <name>``).
 
     Initialises rclpy with ``args``, builds the node with ``make_node()``, spins it on
@@ -144,7 +194,13 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
         :class:`~robot_dynamics_ros.errors.UserError`, ``ValueError`` or rclpy's invalid-parameter
         exceptions, typically from the node's constructor), after printing ``<name>: error: <reason>``
         as one line on stderr (no traceback).
+
+    ``shared_memory=False`` (the service nodes that answer requests from processes which may die, see
+    :func:`udp_only_environment`): this process's DDS participant uses UDP only, unless the user chose the
+    transports.
     """
+    if not shared_memory:
+        os.environ.update(udp_only_environment())  # read by rcl / Fast DDS in rclpy.init: before it
     rclpy.init(args=args)
     node = executor = None
     try:
