@@ -61,6 +61,26 @@ def _gravity_within(c, knot_index, tlim):  # pragma: no cover - compiled
     return True
 
 
+def _coulomb_at_samples(model, segments, t: np.ndarray, qd: np.ndarray) -> np.ndarray:
+    """The Coulomb factor of the output efforts, (M, n): ``model.coulomb_law(qd)``, except at a segment's
+    first and last sample, where the arm is at rest (sd = 0) on its way out or in: there the sign law takes the
+    direction of the path tangent q′, as the solver's torque rows do (kinetic friction up to the stop; sign(0)
+    would report the torque without the friction that the timing counted on, above the limit by that
+    friction)."""
+    law = model.coulomb_law(qd)
+    if model.coulomb_velocity > 0.0:
+        return law   # tanh: continuous, 0 at rest in the rows as here
+    for seg in segments:
+        ends = (seg.t_offset, seg.t_offset + float(seg.t_grid[-1]))
+        _, dq_ends, _ = seg.path.evaluate(np.array([seg.s[0], seg.s[-1]]))
+        for t_end, dq in zip(ends, dq_ends):
+            k = np.flatnonzero(np.abs(t - t_end) <= 1e-12)
+            if k.size:
+                rest = qd[k] == 0.0
+                law[k] = np.where(rest, np.sign(dq), law[k])
+    return law
+
+
 class Retimer:
     """Time-optimal retiming for one robot model.
 
@@ -237,7 +257,7 @@ class Retimer:
         else:
             tau = np.atleast_2d(self.dynamics.rnea(q, qd, qdd))
         if options.friction:
-            tau = tau + m.damping * qd + m.friction * m.coulomb_law(qd)
+            tau = tau + m.damping * qd + m.friction * _coulomb_at_samples(m, segments, t, qd)
         timings["sampling"] = (time.perf_counter() - t0) * 1e3
         duration = t_offset
         ngrid = sum(s.s.shape[0] for s in segments)
