@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from numpy.polynomial import Polynomial
 
-from robot_dynamics_ros import robots
 from robot_dynamics_ros.control.joint_mapping import JointStateFields
 from robot_dynamics_ros.control.computed_torque import ComputedTorqueController, ComputedTorqueSettings
 from robot_dynamics_ros.control.execution import (
@@ -21,19 +20,13 @@ from robot_dynamics_ros.control.execution import (
     PATH_TOLERANCE_VIOLATED, SUCCEEDED, ExecutionSettings, GoalRejected, TrajectoryExecution, goal_tolerances,
 )
 from robot_dynamics_ros.control.speed_scaling import VirtualClock
-from robot_dynamics_ros.model import RobotModel
-from robot_dynamics_testing.reference import PinByName
+from robot_dynamics_testing.execution_cases import DT, Q0, S, T0, ur5_with_reference
 
-S = 1_000_000_000
-T0 = 100 * S
-DT = 0.002
-Q0 = np.array([0.3, -1.1, 1.2, -0.4, 0.8, 0.2])
 
 
 @pytest.fixture(scope="module")
 def ur5():
-    model = RobotModel.from_urdf(robots.ROBOTS["ur5"].path)
-    return model, PinByName.from_urdf(robots.ROBOTS["ur5"].path, model.joint_names)
+    return ur5_with_reference()
 
 
 def _fields(model, q, qd, stamp_ns):

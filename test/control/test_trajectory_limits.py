@@ -22,18 +22,13 @@ from robot_dynamics_ros.control.execution import (INVALID_GOAL, OLD_HEADER_TIMES
 from robot_dynamics_ros.control.interpolation import (MAX_TRAJECTORY_POINTS, TrajectoryRejected,
                                                       validate_joint_trajectory)
 from robot_dynamics_ros.model import RobotModel
-from robot_dynamics_testing.reference import PinByName
+from robot_dynamics_testing.execution_cases import DT, Q0, S, T0, ur5_with_reference
 
-S = 1_000_000_000
-T0 = 100 * S
-DT = 0.002
-Q0 = np.array([0.3, -1.1, 1.2, -0.4, 0.8, 0.2])
 
 
 @pytest.fixture(scope="module")
 def ur5():
-    model = RobotModel.from_urdf(robots.ROBOTS["ur5"].path)
-    return model, PinByName.from_urdf(robots.ROBOTS["ur5"].path, model.joint_names)
+    return ur5_with_reference()
 
 
 def _duration(t):

@@ -319,6 +319,14 @@ def _start_retiming(probe, **params):
     return proc, service
 
 
+def _stop_service(proc, probe) -> None:
+    """SIGINT to the service process (if still running), wait for it, close the probe."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(20)
+    probe.close()
+
+
 def _retime(probe, service: str, timeout: float):
     """A 20-waypoint request to ``service``, sent again while it is answered "busy" (warm-up) or not at all
     within 3 s (a request sent before the server's discovery is never answered), until ``timeout`` s."""
@@ -417,10 +425,7 @@ def test_a_client_killed_mid_request_stalls_no_one_else():
         results = _results(others, 60.0)
         assert proc.poll() is None, "the service process ended"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(20)
-        probe.close()
+        _stop_service(proc, probe)
     sent = sum(r["sent"] for r in results)
     answered = sum(r["answered"] for r in results)
     answers = sorted(t for r in results for t in r["answers"])
@@ -448,10 +453,7 @@ def test_a_burst_of_1000_requests_from_20_clients_is_answered_every_one():
         assert proc.poll() is None
         again = _retime(probe, service, 30.0)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(20)
-        probe.close()
+        _stop_service(proc, probe)
     sent = sum(r["sent"] for r in results)
     answered = sum(r["answered"] for r in results)
     success = sum(r["success"] for r in results)
@@ -492,10 +494,7 @@ def test_a_burst_of_1000_calls_to_a_small_service_is_answered_every_one(exe, ser
         results = _results(clients, 60.0)
         assert proc.poll() is None
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            proc.wait(20)
-        probe.close()
+        _stop_service(proc, probe)
     answered = sum(r["answered"] for r in results)
     print(f"{service}: {answered} of 1000 answered, per client {[r['answered'] for r in results]}")
     assert sum(r["sent"] for r in results) == 1000 and answered == 1000
