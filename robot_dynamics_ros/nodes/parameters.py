@@ -6,7 +6,10 @@ name, one entry per parameter (nested maps give dotted names, ``payload: {mass: 
 with ``type`` (``bool``, ``int``, ``double``, ``string``, ``bool_array``, ``double_array``,
 ``string_array``), ``default_value``, ``description`` (with the unit), optional ``read_only`` and
 ``validation``: ``bounds<>: [lo, hi]`` (a number), ``element_bounds<>: [lo, hi]`` (each entry of an
-array), ``fixed_size<>: [n]`` (an array's length), ``one_of<>: [[choices]]`` (a string). Two additions:
+array), ``fixed_size<>: [n]`` (an array's length), ``one_of<>: [[choices]]`` (a string). Three additions:
+every array is capped at :data:`MAX_ARRAY_ENTRIES` entries (checked before any per-entry work);
+``regular_file<>: []`` (a string naming a file: a non-empty value set at run time must name a regular file,
+checked with ``os.stat`` before anything opens it, :func:`robot_dynamics_ros.share.check_regular_file`),
 ``__include__`` names shared fragments (``params/robot_source.yaml``; ``{control: [names]}`` takes only
 those names of a fragment), and a map ``__map_<key>`` holds a template declared once per ``<key>`` entry
 (the computed-torque gains, once per model joint: :meth:`NodeSchema.template`).
@@ -31,9 +34,10 @@ from rclpy.parameter import Parameter
 
 from robot_dynamics_ros import robots
 from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.share import check_regular_file, resolve_config_file
 
-__all__ = ["ParamSpec", "NodeSchema", "node_schema", "SCHEMA_DIR", "declare_parameters", "validate_parameters",
-           "merged_parameters", "robot_source_params", "resolve_robot_source", "source_conflict"]
+__all__ = ["ParamSpec", "NodeSchema", "node_schema", "SCHEMA_DIR", "MAX_ARRAY_ENTRIES", "declare_parameters", "validate_parameters",
+           "merged_parameters", "file_reason", "robot_source_params", "resolve_robot_source", "source_conflict"]
 
 #: folder of the parameter schemas (shipped as package data)
 SCHEMA_DIR = Path(__file__).resolve().parent / "params"
@@ -42,6 +46,19 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "params"
 TYPES = {"bool": Parameter.Type.BOOL, "int": Parameter.Type.INTEGER, "double": Parameter.Type.DOUBLE,
          "string": Parameter.Type.STRING, "bool_array": Parameter.Type.BOOL_ARRAY,
          "double_array": Parameter.Type.DOUBLE_ARRAY, "string_array": Parameter.Type.STRING_ARRAY}
+
+#: most entries of any array parameter (joint lists, thresholds, held positions): a robot has tens of joints; a
+#: longer array is refused from its length alone, before any per-entry work (a refused 10^7-entry array once
+#: cost the gravity node 1.5 s of silence)
+MAX_ARRAY_ENTRIES = 10_000
+
+
+def _array_length(value) -> int | None:
+    """The length of an array value (list, tuple, ``array.array``, numpy array), else None."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        return None
+    return len(value)
+
 
 @dataclass(frozen=True)
 class ParamSpec:
@@ -57,6 +74,7 @@ class ParamSpec:
         length: required length of an array parameter.
         read_only: may not change after start-up.
         kind: the schema ``type`` (a key of :data:`TYPES`); None: inferred from ``default``.
+        file: a string naming a file (``regular_file<>``): a run-time value must name a regular file.
     """
 
     name: str
@@ -67,6 +85,7 @@ class ParamSpec:
     length: int | None = None
     read_only: bool = False
     kind: str | None = None
+    file: bool = False
 
     @classmethod
     def from_schema(cls, name: str, entry: Mapping[str, Any]) -> ParamSpec:
@@ -86,6 +105,7 @@ class ParamSpec:
         bounds = rules.pop("bounds<>", None) or rules.pop("element_bounds<>", None)
         size = rules.pop("fixed_size<>", None)
         one_of = rules.pop("one_of<>", None)
+        is_file = rules.pop("regular_file<>", None) is not None
         if rules:
             raise ValueError(f"parameter schema '{name}': unknown validation {list(rules)}")
         default = entry["default_value"]
@@ -97,7 +117,7 @@ class ParamSpec:
                    range=(float(bounds[0]), float(bounds[1])) if bounds is not None else None,
                    choices=tuple(one_of[0]) if one_of is not None else None,
                    length=int(size[0]) if size is not None else None,
-                   read_only=bool(entry.get("read_only", False)), kind=kind)
+                   read_only=bool(entry.get("read_only", False)), kind=kind, file=is_file)
 
     @property
     def type_name(self) -> str:
@@ -142,7 +162,12 @@ class ParamSpec:
         return desc
 
     def check(self, value) -> str | None:
-        """Return None when ``value`` is acceptable, else a reason naming the parameter and the value."""
+        """Return None when ``value`` is acceptable, else a reason naming the parameter (and the value, when
+        short). An array longer than :data:`MAX_ARRAY_ENTRIES` is refused from its length alone."""
+        n = _array_length(value)
+        if n is not None and n > MAX_ARRAY_ENTRIES:
+            return (f"parameter '{self.name}': {n} entries, more than the {MAX_ARRAY_ENTRIES} accepted "
+                    "(MAX_ARRAY_ENTRIES)")
         if self.choices is not None and value not in self.choices:
             return f"parameter '{self.name}' = {value!r}: must be one of {list(self.choices)}"
         if self.length is not None and len(value) != self.length:
@@ -186,7 +211,7 @@ class NodeSchema:
         ``{key}`` in the descriptions replaced too."""
         mark = "{" + key + "}"
         return [ParamSpec(s.name.replace(mark, value), s.default, s.description.replace(mark, value),
-                          s.range, s.choices, s.length, s.read_only, s.kind)
+                          s.range, s.choices, s.length, s.read_only, s.kind, s.file)
                 for s in self.templates.get(key, ())]
 
 
@@ -292,9 +317,12 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params,
         if spec is None:
             continue
         value = p.value
-        if hasattr(value, "tolist"):
+        n = _array_length(value)
+        if hasattr(value, "tolist") and (n is None or n <= MAX_ARRAY_ENTRIES):
             value = value.tolist()
         reason = spec.check(value)
+        if reason is None and spec.file and value:
+            reason = file_reason(spec.name, value)
         if reason is not None:
             return False, reason
     if current is not None and any(p.name == "payload.mass" and p.value for p in params):
@@ -303,6 +331,18 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params,
             return False, (f"parameter 'payload.mass' = {new['payload.mass']!r} kg with 'payload.link' empty: "
                            "set payload.link first, or both at once (~/set_payload)")
     return True, ""
+
+
+def file_reason(name: str, value: str) -> str | None:
+    """None when ``value`` (a bare name resolved in the package's ``config/``) names a regular file, else the
+    one-line refusal (``"parameter '<name>' '<path>': not a readable regular file"``; the same words whether
+    the path is missing, a directory, a FIFO or a device: a parameter does not tell which files exist). The
+    check is a ``stat``, never an open: a FIFO cannot block the caller."""
+    try:
+        check_regular_file(resolve_config_file(str(value)), f"parameter '{name}'")
+    except UserError as exc:
+        return str(exc)
+    return None
 
 
 def merged_parameters(specs: Mapping[str, ParamSpec], current: Mapping[str, Any], params) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from std_srvs.srv import Trigger
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.nodes.diagnostics import Diagnostics
 from robot_dynamics_ros.nodes.wire import collision_qos, service_qos
+from robot_dynamics_ros.share import read_regular_file
 
 __all__ = ["PAYLOAD_REPLAN_FRACTION", "payload_change_warning", "payload_request_fields", "create_payload_service",
            "create_collision_reaction"]
@@ -58,10 +59,11 @@ def payload_request_fields(path) -> dict[str, Any]:
         UserError: unreadable file, missing field, or values of the wrong count or not finite (naming the
             file and the field).
     """
+    data = read_regular_file(path, "payload JSON")
     try:
-        doc = json.loads(open(path, encoding="utf-8").read())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"payload JSON '{path}': cannot read: {exc}") from None
+        doc = json.loads(data.decode("utf-8-sig"))
+    except ValueError as exc:
+        raise UserError(f"payload JSON '{path}': not valid JSON ({type(exc).__name__})") from None
     if isinstance(doc, dict) and isinstance(doc.get("payload"), dict):  # the <out>.report.json layout
         doc = doc["payload"]
     try:
