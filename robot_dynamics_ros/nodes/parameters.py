@@ -60,6 +60,18 @@ def _array_length(value) -> int | None:
     return len(value)
 
 
+def _shown(value, limit: int = 8) -> str:
+    """``value`` for a refusal: an array by its first ``limit`` entries and its length, a string by at most
+    200 characters (a refused value is echoed in one short line, never whole)."""
+    if isinstance(value, str):
+        return repr(value[:200]) + (f"... ({len(value)} characters)" if len(value) > 200 else "")
+    n = _array_length(value)
+    if n is None:
+        return repr(value)
+    head = [value[i] for i in range(min(n, limit))]
+    return repr(head)[:-1] + (f", ... ({n} entries)]" if n > limit else "]")
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     """One node parameter.
@@ -169,20 +181,20 @@ class ParamSpec:
             return (f"parameter '{self.name}': {n} entries, more than the {MAX_ARRAY_ENTRIES} accepted "
                     "(MAX_ARRAY_ENTRIES)")
         if self.choices is not None and value not in self.choices:
-            return f"parameter '{self.name}' = {value!r}: must be one of {list(self.choices)}"
+            return f"parameter '{self.name}' = {_shown(value)}: must be one of {list(self.choices)}"
         if self.length is not None and len(value) != self.length:
-            return f"parameter '{self.name}' = {list(value)!r}: needs exactly {self.length} entries"
+            return f"parameter '{self.name}' = {_shown(value)}: needs exactly {self.length} entries"
         if self.range is not None:
             lo, hi = self.range
             vals = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value]
             for v in vals:
                 if not (lo <= v <= hi):  # also rejects NaN
-                    return f"parameter '{self.name}' = {value!r}: must be within [{lo}, {hi}]"
+                    return f"parameter '{self.name}' = {_shown(value)}: must be within [{lo}, {hi}]"
         elif isinstance(value, float) and not np.isfinite(value):
-            return f"parameter '{self.name}' = {value!r}: must be finite"
+            return f"parameter '{self.name}' = {_shown(value)}: must be finite"
         elif (isinstance(value, (list, tuple, np.ndarray)) and len(value)
               and isinstance(value[0], float) and not np.isfinite(np.asarray(value, dtype=float)).all()):
-            return f"parameter '{self.name}' = {list(value)!r}: entries must be finite"
+            return f"parameter '{self.name}' = {_shown(value)}: entries must be finite"
         return None
 
 

@@ -89,3 +89,30 @@ def test_readers_never_open_a_fifo(tmp_path):
     with pytest.raises(UserError, match=r"^payload JSON '.*f.yaml': not a readable regular file$"):
         payload_request_fields(fifo)
     assert time.monotonic() - t0 < 0.5
+
+
+@pytest.mark.parametrize("name, value", [
+    ("payload.com", [0.0] * 1_000_000),
+    ("payload.inertia", [0.0] * 1_000_000),
+    ("gravity", [0.0] * 1_000_000),
+])
+def test_a_huge_array_parameter_is_refused_from_its_length(ctx, name, value):
+    """A 10^6-entry array is refused in one line, quickly (< 0.2 s, the rclpy set included), from its length
+    (MAX_ARRAY_ENTRIES), before any per-entry check."""
+    from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
+    from robot_dynamics_ros.nodes.parameters import MAX_ARRAY_ENTRIES
+
+    node = GravityCompensationNode("gravity_huge", context=ctx, parameter_overrides=[
+        Parameter("urdf_path", value="panda"), Parameter("crossval_samples", value=0)])
+    try:
+        param = Parameter(name, Parameter.Type.DOUBLE_ARRAY, value)
+        t0 = time.perf_counter()
+        (res,) = node.set_parameters([param])
+        elapsed = time.perf_counter() - t0
+        assert not res.successful
+        assert res.reason == (f"parameter '{name}': 1000000 entries, more than the {MAX_ARRAY_ENTRIES} accepted "
+                              "(MAX_ARRAY_ENTRIES)")
+        assert elapsed < 0.2, f"refusal took {elapsed:.3f} s"
+        assert len(node.get_parameter(name).value) < 10  # unchanged
+    finally:
+        node.destroy_node()
