@@ -226,14 +226,14 @@ class ComputedTorqueNode(ShellViews, LifecycleNode):
         self.trajectories_accepted += 1
         self.diag.count("trajectories_accepted")
         what = "cancel (hold)" if spec.empty else f"{len(spec.times)} points over {spec.times[-1]:.3f} s"
-        self.get_logger().info(f"trajectory accepted: {what}, starts in {t_start - now_s:+.3f} s")
+        self.log.info("trajectory_accepted", f"trajectory accepted: {what}, starts in {t_start - now_s:+.3f} s")
 
     def _reject(self, reason: str, what: str = "trajectory") -> None:
         self.last_rejection = reason
         self.trajectories_rejected += 1
         self.diag.count("trajectories_rejected")
         self.diag.set("last_rejection", reason)
-        self.get_logger().error(f"{what} rejected: {reason}; keeping the previous trajectory")
+        self.log.error("trajectory_rejected", f"{what} rejected: {reason}; keeping the previous trajectory")
 
     # -------------------------------------------------------------- control tick
     def _on_timer(self) -> None:

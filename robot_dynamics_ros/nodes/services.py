@@ -20,7 +20,7 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from robot_dynamics_ros.errors import UserError
-from robot_dynamics_ros.nodes.diagnostics import Diagnostics
+from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
 from robot_dynamics_ros.nodes.wire import collision_qos, service_qos
 from robot_dynamics_ros.share import read_regular_file
 
@@ -47,6 +47,15 @@ def payload_change_warning(old_link: str, old_mass: float, new_link: str, new_ma
     rel = f"{(m1 - m0) / m0:+.0%}" if m0 > 0 else "from none"
     return (f"payload mass changed {m0:g} kg ('{old_link}') -> {m1:g} kg ('{new_link}'), {rel}: more than "
             f"±{fraction:.0%}, replan trajectories retimed with the old payload")
+
+
+def _log(node) -> RateLimitedLog:
+    """The node's :class:`RateLimitedLog` (its ``log`` attribute, looked up at each call: a node replaces it
+    when ``log_period`` changes), else one kept on the node: a flood of requests logs one line per period."""
+    log = getattr(node, "log", None)
+    if isinstance(log, RateLimitedLog):
+        return log
+    return node.__dict__.setdefault("_services_log", RateLimitedLog(node.get_logger()))
 
 
 def payload_request_fields(path) -> dict[str, Any]:
@@ -111,7 +120,7 @@ def create_payload_service(node, values: Callable[[], Mapping[str, Any]], diag: 
         warning = payload_change_warning(seen["link"], seen["mass"], link, mass)
         seen.update(link=link, mass=mass, warning=warning)
         if warning:
-            node.get_logger().warning(f"payload: {warning}")
+            _log(node).warning("payload_change", f"payload: {warning}")
             if diag is not None:
                 diag.set("payload_change", f"WARN: {warning}")
                 diag.count("payload_replan_warnings")
@@ -128,7 +137,7 @@ def create_payload_service(node, values: Callable[[], Mapping[str, Any]], diag: 
         response.success = bool(result.successful)
         response.message = (f"payload {request.mass:g} kg on '{request.link}'" if request.link else
                             "payload removed") if result.successful else f"refused: {result.reason}"
-        node.get_logger().info(f"set_payload: {response.message}")
+        _log(node).info("set_payload", f"set_payload: {response.message}")
         if result.successful and seen["warning"]:
             response.message += f"; WARNING: {seen['warning']}"
         return response
@@ -158,7 +167,7 @@ def create_collision_reaction(node, topic: str, core: Callable[[], Any]):
         c = core()
         if msg.data and c is not None and not c.collision:
             c.set_collision()
-            node.get_logger().error("collision reported: commanding gravity only until ~/reset_collision")
+            _log(node).error("collision", "collision reported: commanding gravity only until ~/reset_collision")
 
     def on_reset(request, response):
         c = core()
@@ -169,7 +178,7 @@ def create_collision_reaction(node, topic: str, core: Callable[[], Any]):
         else:
             c.reset_collision()
             response.success, response.message = True, "resumed: holding the measured position"
-        node.get_logger().info(f"reset_collision: {response.message}")
+        _log(node).info("reset_collision", f"reset_collision: {response.message}")
         return response
 
     if topic:

@@ -116,3 +116,74 @@ def test_a_huge_array_parameter_is_refused_from_its_length(ctx, name, value):
         assert len(node.get_parameter(name).value) < 10  # unchanged
     finally:
         node.destroy_node()
+
+
+class Lines:
+    """A logger stand-in keeping ``(level, text)`` of every line."""
+
+    def __init__(self):
+        self.lines: list[tuple[str, str]] = []
+
+    def __getattr__(self, level):
+        return lambda text, *a, **k: self.lines.append((level, text))
+
+
+def _malformed_joint_states(good: bytes, count: int, seed: int = 1) -> list[bytes]:
+    """``count`` broken variants of the serialized JointState ``good``: cut short, corrupted at one byte,
+    random bytes after a little-endian or big-endian CDR header, and bytes with no header at all."""
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    for k in range(count):
+        kind = k % 5
+        if kind == 0:
+            raw = good[:rnd.randrange(4, len(good))]
+        elif kind == 1:
+            b = bytearray(good)
+            b[rnd.randrange(12, len(b))] = 0xFF
+            raw = bytes(b)
+        elif kind == 2:
+            raw = good[:4] + bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 80)))
+        elif kind == 3:
+            raw = b"\x00\x00\x00\x00" + bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 80)))
+        else:
+            raw = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 60)))
+        out.append(raw)
+    return out
+
+
+def test_malformed_joint_states_log_a_few_lines_per_log_period(ctx, capfd):
+    """2 000 broken serialized JointStates through the gravity node's read path (what its raw
+    subscription hands over): a few log lines in one log_period (fixed keys), none printed by rclpy's
+    deserializer (which writes a line to stderr for each little-endian buffer it cannot read), every
+    message counted (rejected, or received when a corruption still reads as a JointState), and the node
+    still reads the next good message."""
+    from rclpy.serialization import serialize_message
+    from sensor_msgs.msg import JointState
+
+    from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
+
+    node = GravityCompensationNode("gravity_cdr", context=ctx, parameter_overrides=[
+        Parameter("urdf_path", value="panda"), Parameter("crossval_samples", value=0),
+        Parameter("log_period", value=60.0)])
+    try:
+        node.trigger_configure()
+        node.trigger_activate()
+        names = [f"panda_joint{i}" for i in range(1, 8)]
+        good = serialize_message(JointState(name=names, position=[0.1] * 7, velocity=[0.0] * 7,
+                                            effort=[0.0] * 7))
+        lines = Lines()
+        node.shell.log._logger = lines
+        capfd.readouterr()
+        for raw in _malformed_joint_states(good, 2000):
+            node.shell.handle(raw, lambda *a: None)
+        err = capfd.readouterr().err
+        counters = node.shell.diag.counters
+        assert counters.get("rejected", 0) + counters.get("received", 0) == 2000, counters
+        assert counters.get("rejected", 0) >= 1500, counters
+        assert len(lines.lines) <= 8, lines.lines[:20]
+        assert err.count("\n") <= 2, err[:500]
+        assert node.shell.read(good) is not None
+    finally:
+        node.destroy_node()
