@@ -33,11 +33,12 @@ from rclpy.exceptions import ParameterUninitializedException
 from rclpy.parameter import Parameter
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.errors import URDFError, UserError
 from robot_dynamics_ros.share import check_regular_file, resolve_config_file
+from robot_dynamics_ros.urdf_elements import MAX_LINK_MASS, check_inertia
 
 __all__ = ["ParamSpec", "NodeSchema", "node_schema", "SCHEMA_DIR", "MAX_ARRAY_ENTRIES", "declare_parameters", "validate_parameters",
-           "merged_parameters", "file_reason", "robot_source_params", "resolve_robot_source", "source_conflict"]
+           "merged_parameters", "file_reason", "payload_reason", "robot_source_params", "resolve_robot_source", "source_conflict"]
 
 #: folder of the parameter schemas (shipped as package data)
 SCHEMA_DIR = Path(__file__).resolve().parent / "params"
@@ -322,7 +323,9 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params,
 
     Parameters without a spec pass (other code may own them). With ``current`` (the node's values), the
     combination is checked too: setting a non-zero ``payload.mass`` needs a ``payload.link`` (without one
-    the mass would be accepted and have no effect). Clearing ``payload.link`` alone removes the payload.
+    the mass would be accepted and have no effect), and the ``payload.*`` values as a whole
+    (:func:`payload_reason`, also while ``payload.link`` is empty). Clearing ``payload.link`` alone removes
+    the payload.
     """
     for p in params:
         spec = specs.get(p.name)
@@ -342,7 +345,34 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params,
         if not new.get("payload.link"):
             return False, (f"parameter 'payload.mass' = {new['payload.mass']!r} kg with 'payload.link' empty: "
                            "set payload.link first, or both at once (~/set_payload)")
+    if current is not None and "payload.inertia" in specs and any(p.name.startswith("payload.") for p in params):
+        reason = payload_reason(merged_parameters(specs, current, params))
+        if reason is not None:
+            return False, reason
     return True, ""
+
+
+def payload_reason(values: Mapping[str, Any]) -> str | None:
+    """None when the ``payload.*`` values are physical as a whole, else the one-line refusal. Checked
+    whether or not ``payload.link`` is set (a value stored now is used when a link is set later): the mass
+    at most :data:`~robot_dynamics_ros.urdf_elements.MAX_LINK_MASS` kg, the inertia (6 values, kg·m²,
+    about the centre of mass) symmetric positive semi-definite with the triangle inequality and no
+    principal moment above mass · MAX_LINK_RADIUS² (:func:`~robot_dynamics_ros.urdf_elements.check_inertia`).
+    What needs the robot (the link exists, the mass within ``PAYLOAD_MASS_RATIO`` × its moving mass) is
+    checked when a model is there (:func:`~robot_dynamics_ros.nodes.model_source.model_with_params`)."""
+    mass = float(values.get("payload.mass", 0.0))
+    if not (0.0 <= mass <= MAX_LINK_MASS):
+        return f"parameter 'payload.mass' = {mass!r} kg: must be within [0, {MAX_LINK_MASS:g}] (MAX_LINK_MASS)"
+    a = np.asarray(values.get("payload.inertia", [0.0] * 6), dtype=float)
+    if a.shape != (6,):
+        return f"parameter 'payload.inertia': needs 6 values (ixx ixy ixz iyy iyz izz), got {a.size}"
+    inertia = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
+    try:
+        check_inertia(inertia, f"parameter 'payload.inertia' = {a.tolist()} with payload.mass = {mass:g} kg",
+                      mass=mass)
+    except URDFError as exc:
+        return str(exc)
+    return None
 
 
 def file_reason(name: str, value: str) -> str | None:

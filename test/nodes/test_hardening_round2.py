@@ -187,3 +187,51 @@ def test_malformed_joint_states_log_a_few_lines_per_log_period(ctx, capfd):
         assert node.shell.read(good) is not None
     finally:
         node.destroy_node()
+
+
+@pytest.mark.parametrize("inertia, words", [
+    ([1.0, 0.0, 0.0, 0.1, 0.0, 0.1], "triangle inequality"),      # moments 1 > 0.1 + 0.1: no rigid body
+    ([0.1, 0.0, 0.0, 0.1, 0.0, -0.1], "not positive semi-definite"),
+    ([0.1, 0.2, 0.0, 0.1, 0.0, 0.1], "not positive semi-definite"),  # eigenvalues 0.3, 0.1, -0.1
+])
+def test_an_impossible_payload_inertia_is_refused_while_the_link_is_empty(ctx, inertia, words):
+    from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
+
+    node = GravityCompensationNode("gravity_payload", context=ctx, parameter_overrides=[
+        Parameter("urdf_path", value="panda"), Parameter("crossval_samples", value=0)])
+    try:
+        assert node.get_parameter("payload.link").value == ""
+        (res,) = node.set_parameters([Parameter("payload.inertia", value=inertia)])
+        assert not res.successful and words in res.reason and "\n" not in res.reason, res.reason
+        assert res.reason.startswith("parameter 'payload.inertia'")
+        assert list(node.get_parameter("payload.inertia").value) == [0.0] * 6
+        # a physical one (a 2 kg solid cube of 0.1 m: I = m a²/6 on the diagonal) is still accepted
+        cube = 2.0 * 0.1**2 / 6
+        assert node.set_parameters([Parameter("payload.inertia", value=[cube, 0.0, 0.0, cube, 0.0, cube])])[0].successful
+    finally:
+        node.destroy_node()
+
+
+def test_an_unknown_payload_link_set_while_unconfigured_is_reported_by_configure_in_one_line(ctx):
+    from lifecycle_msgs.msg import State
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    from robot_dynamics_ros.nodes.gravity_compensation import GravityCompensationNode
+
+    node = GravityCompensationNode("gravity_unconfigured", context=ctx, parameter_overrides=[
+        Parameter("urdf_path", value="panda"), Parameter("crossval_samples", value=0),
+        Parameter("autostart", value=False)])
+    try:
+        # no model yet: the link cannot be checked, so it is accepted ...
+        assert node.set_parameters([Parameter("payload.link", value="gripper_link")])[0].successful
+        # ... and configure refuses it, naming the parameter, the link and the robot
+        assert node.trigger_configure() == TransitionCallbackReturn.FAILURE
+        text = str(node.shell.config_error)
+        assert text == ("parameter 'payload.link' = 'gripper_link' is not a link of 'panda' (set one of its "
+                        "links, or '' for no payload)")
+        assert node._state_machine.current_state[0] == State.PRIMARY_STATE_UNCONFIGURED
+        # fixed: configure succeeds
+        assert node.set_parameters([Parameter("payload.link", value="panda_link8")])[0].successful
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+    finally:
+        node.destroy_node()
