@@ -9,13 +9,12 @@ are never opened; DOCTYPE/ENTITY declarations are refused (entity expansion). Me
 """
 from __future__ import annotations
 
-import os
-import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from xml.parsers import expat
 
 from robot_dynamics_ros.errors import URDFError
+from robot_dynamics_ros.share import read_regular_file
 
 __all__ = ["MAX_URDF_BYTES", "MAX_URDF_ELEMENTS", "MAX_URDF_DEPTH", "MAX_ATTRIBUTE_CHARS", "EXCERPT_CHARS",
            "excerpt", "quote_name", "quote_names", "is_xml_text", "read_urdf_file", "parse_urdf_xml"]
@@ -63,47 +62,17 @@ def is_xml_text(source) -> bool:
 def read_urdf_file(path: str | Path) -> tuple[str, str]:
     """``(text, label)`` of a URDF file; label is the path as given (``~`` expanded).
 
-    Only regular files are read (a FIFO, device, socket or directory is refused without blocking: the file
-    is opened non-blocking and checked with ``fstat``), at most :data:`MAX_URDF_BYTES` bytes, UTF-8.
+    Read by :func:`robot_dynamics_ros.share.read_regular_file`: regular files only (a FIFO, device, socket or
+    directory is refused without being opened), at most :data:`MAX_URDF_BYTES` bytes, UTF-8.
 
     Raises:
-        URDFError: ``"URDF <path>: <reason>"`` on one line.
+        URDFError: ``"URDF '<path>': not a readable regular file"`` (the same words for a missing file), or
+        too large, or not UTF-8, on one line.
     """
-    raw = str(path)
-    if len(raw) > 4096 or "\x00" in raw:  # PATH_MAX; and no echo of a long or binary "path"
-        raise URDFError(f"URDF path '{excerpt(raw)}': not a file path ({len(raw)} characters)")
-    p = Path(path).expanduser()
-    label = str(p)
+    label = str(Path(str(path)).expanduser()) if len(str(path)) <= 4096 else str(path)
+    data = read_regular_file(path, "URDF", MAX_URDF_BYTES, error=URDFError)
     try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise URDFError(f"URDF {label}: no such file") from None
-    except OSError as exc:
-        raise URDFError(f"URDF {label}: cannot open: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
-                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "not a file")
-            raise URDFError(f"URDF {label}: {kind}, not a regular file")
-        if st.st_size > MAX_URDF_BYTES:
-            raise URDFError(f"URDF {label}: {st.st_size} bytes, more than the {MAX_URDF_BYTES} bytes accepted "
-                            "(MAX_URDF_BYTES)")
-        chunks, size = [], 0
-        while size <= MAX_URDF_BYTES:  # the file may grow after fstat: read at most the cap + 1 byte
-            chunk = os.read(fd, min(1 << 20, MAX_URDF_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise URDFError(f"URDF {label}: cannot read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if size > MAX_URDF_BYTES:
-        raise URDFError(f"URDF {label}: more than the {MAX_URDF_BYTES} bytes accepted (MAX_URDF_BYTES)")
-    try:
-        return b"".join(chunks).decode("utf-8-sig"), label
+        return data.decode("utf-8-sig"), label
     except UnicodeDecodeError as exc:
         raise URDFError(f"URDF {label}: not UTF-8 text (byte {exc.start})") from None
 

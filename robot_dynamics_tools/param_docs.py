@@ -43,6 +43,8 @@ def _rules(spec: ParamSpec) -> str:
         parts.append(f"{spec.length} entries")
     if spec.choices is not None:
         parts.append(", ".join(f"`{c}`" for c in spec.choices))
+    if spec.file:
+        parts.append("a regular file")
     return "; ".join(parts)
 
 

@@ -16,7 +16,9 @@ sequence is a ``uint32`` count, then the elements. Padding bytes are not defined
 was in the buffer), so nothing here compares them.
 
 Anything else (big-endian or XCDR2 encapsulation, a buffer that ends early) is not parsed here:
-:func:`read_joint_state` returns ``None`` and the caller deserializes with rclpy. The result is tested
+:func:`read_joint_state` returns ``None``; :class:`JointStateReader` hands another encapsulation to rclpy
+(``None``) and refuses a little-endian buffer it cannot parse (:class:`MalformedCDR`): rclpy's deserializer
+would print an unthrottled line to stderr for each. The result is tested
 against ``rclpy.serialization`` on hypothesis-generated messages (``test/nodes/test_cdr.py``). The fields
 read (:class:`~robot_dynamics_ros.control.joint_mapping.JointStateFields`) are the ROS-free cores' input.
 """
@@ -88,6 +90,10 @@ def read_joint_state(buf: bytes) -> JointStateFields | None:
     return _read_arrays(buf, off, sec * 1_000_000_000 + nanosec, tuple(names))
 
 
+class MalformedCDR(ValueError):
+    """A little-endian CDR buffer that is not a ``sensor_msgs/JointState`` (:meth:`JointStateReader.read`)."""
+
+
 #: name orderings longer than this are always parsed in full (no compiled pattern: a real robot has far
 #: fewer joints, and compiling a pattern for 10 000 names costs ~0.1 s)
 MAX_PATTERN_NAMES = 256
@@ -109,9 +115,23 @@ class JointStateReader:
         self._match = None
 
     def read(self, buf: bytes) -> JointStateFields | None:
-        """The fields of the serialized JointState ``buf``, or ``None`` (see :func:`read_joint_state`)."""
+        """The fields of the serialized JointState ``buf``; ``None`` for another encapsulation than plain
+        little-endian CDR (the caller deserializes it with rclpy).
+
+        Raises:
+            MalformedCDR: ``buf`` is little-endian CDR but not a JointState (it ends early, a count or
+                length does not fit). Not handed to rclpy: its deserializer prints a line to stderr for every
+                such buffer, which no rate limit can hold back; the caller logs this error rate-limited.
+        """
         if buf[:_HEADER_LEN] != CDR_LE_HEADER:
             return None
+        fields = self._read_le(buf)
+        if fields is None:
+            raise MalformedCDR(f"{len(buf)} bytes of little-endian CDR that are not a sensor_msgs/JointState "
+                               "(a count or length runs past the end)")
+        return fields
+
+    def _read_le(self, buf: bytes) -> JointStateFields | None:
         match = self._match
         if match is not None:
             try:

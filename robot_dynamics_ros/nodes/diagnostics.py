@@ -118,6 +118,37 @@ class LatencyStats:
         return {"p50_us": p50 * 1e6, "p99_us": p99 * 1e6, "max_us": float(a.max()) * 1e6}
 
 
+class RateMeter:
+    """The achieved rate of a periodic callback: its tick count sampled on the clock it runs on, one rate per
+    window of at least ``window`` s (a clock that stops or goes back restarts the window).
+
+    Args:
+        window: seconds of that clock per measurement (the diagnostics period).
+    """
+
+    def __init__(self, window: float):
+        self.window = float(window)
+        self._t0: float | None = None
+        self._n0 = 0
+
+    def reset(self) -> None:
+        """Start a new window at the next :meth:`sample` (the callback was stopped or its rate changed)."""
+        self._t0 = None
+
+    def sample(self, ticks: int, now_s: float) -> float | None:
+        """Ticks per second over the window ending at ``now_s`` (s) with ``ticks`` counted so far; None until a
+        whole window has passed."""
+        if self._t0 is None or now_s < self._t0:
+            self._t0, self._n0 = now_s, ticks
+            return None
+        dt = now_s - self._t0
+        if dt < self.window:
+            return None
+        rate = (ticks - self._n0) / dt
+        self._t0, self._n0 = now_s, ticks
+        return rate
+
+
 class Diagnostics:
     """Publishes one ``diagnostic_msgs/DiagnosticStatus`` for the node on ``/diagnostics`` every ``period``.
 

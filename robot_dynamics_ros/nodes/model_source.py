@@ -21,9 +21,9 @@ import numpy as np
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
-from robot_dynamics_ros.urdf_reader import MAX_URDF_BYTES
+from robot_dynamics_ros.urdf_reader import MAX_URDF_BYTES, quote_name
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
-from robot_dynamics_ros.errors import URDFError
+from robot_dynamics_ros.errors import URDFError, UserError
 from robot_dynamics_ros.friction import JointFriction
 from robot_dynamics_ros.model import RobotModel
 from robot_dynamics_ros.nodes.diagnostics import RateLimitedLog, reason_key
@@ -259,10 +259,16 @@ def model_with_params(model, p: Mapping[str, Any]):
     model object, or ``model`` itself when these equal its own (``model`` is never changed).
 
     Raises:
-        UserError: unknown payload link, non-physical inertia, bad gravity.
+        UserError: unknown payload link (naming the parameter), non-physical inertia, a mass above
+            ``PAYLOAD_MASS_RATIO`` × the robot's moving mass, bad gravity.
     """
     payload = None
-    if p.get("payload.link"):
+    link = p.get("payload.link")
+    if link and link not in model.description.links:
+        # accepted while no model was loaded (unconfigured): refused here in one line naming the parameter
+        raise UserError(f"parameter 'payload.link' = {quote_name(link)} is not a link of "
+                        f"{quote_name(model.description.name)} (set one of its links, or '' for no payload)")
+    if link:
         payload = (p["payload.link"], float(p["payload.mass"]), list(p["payload.com"]), list(p["payload.inertia"]))
     gravity = p.get("gravity")
     if payload is None and model.payload is None and (

@@ -6,7 +6,10 @@ name, one entry per parameter (nested maps give dotted names, ``payload: {mass: 
 with ``type`` (``bool``, ``int``, ``double``, ``string``, ``bool_array``, ``double_array``,
 ``string_array``), ``default_value``, ``description`` (with the unit), optional ``read_only`` and
 ``validation``: ``bounds<>: [lo, hi]`` (a number), ``element_bounds<>: [lo, hi]`` (each entry of an
-array), ``fixed_size<>: [n]`` (an array's length), ``one_of<>: [[choices]]`` (a string). Two additions:
+array), ``fixed_size<>: [n]`` (an array's length), ``one_of<>: [[choices]]`` (a string). Three additions:
+every array is capped at :data:`MAX_ARRAY_ENTRIES` entries (checked before any per-entry work);
+``regular_file<>: []`` (a string naming a file: a non-empty value set at run time must name a regular file,
+checked with ``os.stat`` before anything opens it, :func:`robot_dynamics_ros.share.check_regular_file`),
 ``__include__`` names shared fragments (``params/robot_source.yaml``; ``{control: [names]}`` takes only
 those names of a fragment), and a map ``__map_<key>`` holds a template declared once per ``<key>`` entry
 (the computed-torque gains, once per model joint: :meth:`NodeSchema.template`).
@@ -30,10 +33,12 @@ from rclpy.exceptions import ParameterUninitializedException
 from rclpy.parameter import Parameter
 
 from robot_dynamics_ros import robots
-from robot_dynamics_ros.errors import UserError
+from robot_dynamics_ros.errors import URDFError, UserError
+from robot_dynamics_ros.share import check_regular_file, resolve_config_file
+from robot_dynamics_ros.urdf_elements import MAX_LINK_MASS, check_inertia
 
-__all__ = ["ParamSpec", "NodeSchema", "node_schema", "SCHEMA_DIR", "declare_parameters", "validate_parameters",
-           "merged_parameters", "robot_source_params", "resolve_robot_source", "source_conflict"]
+__all__ = ["ParamSpec", "NodeSchema", "node_schema", "SCHEMA_DIR", "MAX_ARRAY_ENTRIES", "declare_parameters", "validate_parameters",
+           "merged_parameters", "file_reason", "payload_reason", "robot_source_params", "resolve_robot_source", "source_conflict"]
 
 #: folder of the parameter schemas (shipped as package data)
 SCHEMA_DIR = Path(__file__).resolve().parent / "params"
@@ -42,6 +47,31 @@ SCHEMA_DIR = Path(__file__).resolve().parent / "params"
 TYPES = {"bool": Parameter.Type.BOOL, "int": Parameter.Type.INTEGER, "double": Parameter.Type.DOUBLE,
          "string": Parameter.Type.STRING, "bool_array": Parameter.Type.BOOL_ARRAY,
          "double_array": Parameter.Type.DOUBLE_ARRAY, "string_array": Parameter.Type.STRING_ARRAY}
+
+#: most entries of any array parameter (joint lists, thresholds, held positions): a robot has tens of joints; a
+#: longer array is refused from its length alone, before any per-entry work (a refused 10^7-entry array once
+#: cost the gravity node 1.5 s of silence)
+MAX_ARRAY_ENTRIES = 10_000
+
+
+def _array_length(value) -> int | None:
+    """The length of an array value (list, tuple, ``array.array``, numpy array), else None."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        return None
+    return len(value)
+
+
+def _shown(value, limit: int = 8) -> str:
+    """``value`` for a refusal: an array by its first ``limit`` entries and its length, a string by at most
+    200 characters (a refused value is echoed in one short line, never whole)."""
+    if isinstance(value, str):
+        return repr(value[:200]) + (f"... ({len(value)} characters)" if len(value) > 200 else "")
+    n = _array_length(value)
+    if n is None:
+        return repr(value)
+    head = [value[i] for i in range(min(n, limit))]
+    return repr(head)[:-1] + (f", ... ({n} entries)]" if n > limit else "]")
+
 
 @dataclass(frozen=True)
 class ParamSpec:
@@ -57,6 +87,7 @@ class ParamSpec:
         length: required length of an array parameter.
         read_only: may not change after start-up.
         kind: the schema ``type`` (a key of :data:`TYPES`); None: inferred from ``default``.
+        file: a string naming a file (``regular_file<>``): a run-time value must name a regular file.
     """
 
     name: str
@@ -67,6 +98,7 @@ class ParamSpec:
     length: int | None = None
     read_only: bool = False
     kind: str | None = None
+    file: bool = False
 
     @classmethod
     def from_schema(cls, name: str, entry: Mapping[str, Any]) -> ParamSpec:
@@ -86,6 +118,7 @@ class ParamSpec:
         bounds = rules.pop("bounds<>", None) or rules.pop("element_bounds<>", None)
         size = rules.pop("fixed_size<>", None)
         one_of = rules.pop("one_of<>", None)
+        is_file = rules.pop("regular_file<>", None) is not None
         if rules:
             raise ValueError(f"parameter schema '{name}': unknown validation {list(rules)}")
         default = entry["default_value"]
@@ -97,7 +130,7 @@ class ParamSpec:
                    range=(float(bounds[0]), float(bounds[1])) if bounds is not None else None,
                    choices=tuple(one_of[0]) if one_of is not None else None,
                    length=int(size[0]) if size is not None else None,
-                   read_only=bool(entry.get("read_only", False)), kind=kind)
+                   read_only=bool(entry.get("read_only", False)), kind=kind, file=is_file)
 
     @property
     def type_name(self) -> str:
@@ -142,22 +175,27 @@ class ParamSpec:
         return desc
 
     def check(self, value) -> str | None:
-        """Return None when ``value`` is acceptable, else a reason naming the parameter and the value."""
+        """Return None when ``value`` is acceptable, else a reason naming the parameter (and the value, when
+        short). An array longer than :data:`MAX_ARRAY_ENTRIES` is refused from its length alone."""
+        n = _array_length(value)
+        if n is not None and n > MAX_ARRAY_ENTRIES:
+            return (f"parameter '{self.name}': {n} entries, more than the {MAX_ARRAY_ENTRIES} accepted "
+                    "(MAX_ARRAY_ENTRIES)")
         if self.choices is not None and value not in self.choices:
-            return f"parameter '{self.name}' = {value!r}: must be one of {list(self.choices)}"
+            return f"parameter '{self.name}' = {_shown(value)}: must be one of {list(self.choices)}"
         if self.length is not None and len(value) != self.length:
-            return f"parameter '{self.name}' = {list(value)!r}: needs exactly {self.length} entries"
+            return f"parameter '{self.name}' = {_shown(value)}: needs exactly {self.length} entries"
         if self.range is not None:
             lo, hi = self.range
             vals = list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value]
             for v in vals:
                 if not (lo <= v <= hi):  # also rejects NaN
-                    return f"parameter '{self.name}' = {value!r}: must be within [{lo}, {hi}]"
+                    return f"parameter '{self.name}' = {_shown(value)}: must be within [{lo}, {hi}]"
         elif isinstance(value, float) and not np.isfinite(value):
-            return f"parameter '{self.name}' = {value!r}: must be finite"
+            return f"parameter '{self.name}' = {_shown(value)}: must be finite"
         elif (isinstance(value, (list, tuple, np.ndarray)) and len(value)
               and isinstance(value[0], float) and not np.isfinite(np.asarray(value, dtype=float)).all()):
-            return f"parameter '{self.name}' = {list(value)!r}: entries must be finite"
+            return f"parameter '{self.name}' = {_shown(value)}: entries must be finite"
         return None
 
 
@@ -186,7 +224,7 @@ class NodeSchema:
         ``{key}`` in the descriptions replaced too."""
         mark = "{" + key + "}"
         return [ParamSpec(s.name.replace(mark, value), s.default, s.description.replace(mark, value),
-                          s.range, s.choices, s.length, s.read_only, s.kind)
+                          s.range, s.choices, s.length, s.read_only, s.kind, s.file)
                 for s in self.templates.get(key, ())]
 
 
@@ -285,16 +323,21 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params,
 
     Parameters without a spec pass (other code may own them). With ``current`` (the node's values), the
     combination is checked too: setting a non-zero ``payload.mass`` needs a ``payload.link`` (without one
-    the mass would be accepted and have no effect). Clearing ``payload.link`` alone removes the payload.
+    the mass would be accepted and have no effect), and the ``payload.*`` values as a whole
+    (:func:`payload_reason`, also while ``payload.link`` is empty). Clearing ``payload.link`` alone removes
+    the payload.
     """
     for p in params:
         spec = specs.get(p.name)
         if spec is None:
             continue
         value = p.value
-        if hasattr(value, "tolist"):
+        n = _array_length(value)
+        if hasattr(value, "tolist") and (n is None or n <= MAX_ARRAY_ENTRIES):
             value = value.tolist()
         reason = spec.check(value)
+        if reason is None and spec.file and value:
+            reason = file_reason(spec.name, value)
         if reason is not None:
             return False, reason
     if current is not None and any(p.name == "payload.mass" and p.value for p in params):
@@ -302,7 +345,46 @@ def validate_parameters(specs: Mapping[str, ParamSpec], params,
         if not new.get("payload.link"):
             return False, (f"parameter 'payload.mass' = {new['payload.mass']!r} kg with 'payload.link' empty: "
                            "set payload.link first, or both at once (~/set_payload)")
+    if current is not None and "payload.inertia" in specs and any(p.name.startswith("payload.") for p in params):
+        reason = payload_reason(merged_parameters(specs, current, params))
+        if reason is not None:
+            return False, reason
     return True, ""
+
+
+def payload_reason(values: Mapping[str, Any]) -> str | None:
+    """None when the ``payload.*`` values are physical as a whole, else the one-line refusal. Checked
+    whether or not ``payload.link`` is set (a value stored now is used when a link is set later): the mass
+    at most :data:`~robot_dynamics_ros.urdf_elements.MAX_LINK_MASS` kg, the inertia (6 values, kg·m²,
+    about the centre of mass) symmetric positive semi-definite with the triangle inequality and no
+    principal moment above mass · MAX_LINK_RADIUS² (:func:`~robot_dynamics_ros.urdf_elements.check_inertia`).
+    What needs the robot (the link exists, the mass within ``PAYLOAD_MASS_RATIO`` × its moving mass) is
+    checked when a model is there (:func:`~robot_dynamics_ros.nodes.model_source.model_with_params`)."""
+    mass = float(values.get("payload.mass", 0.0))
+    if not (0.0 <= mass <= MAX_LINK_MASS):
+        return f"parameter 'payload.mass' = {mass!r} kg: must be within [0, {MAX_LINK_MASS:g}] (MAX_LINK_MASS)"
+    a = np.asarray(values.get("payload.inertia", [0.0] * 6), dtype=float)
+    if a.shape != (6,):
+        return f"parameter 'payload.inertia': needs 6 values (ixx ixy ixz iyy iyz izz), got {a.size}"
+    inertia = np.array([[a[0], a[1], a[2]], [a[1], a[3], a[4]], [a[2], a[4], a[5]]])
+    try:
+        check_inertia(inertia, f"parameter 'payload.inertia' = {a.tolist()} with payload.mass = {mass:g} kg",
+                      mass=mass)
+    except URDFError as exc:
+        return str(exc)
+    return None
+
+
+def file_reason(name: str, value: str) -> str | None:
+    """None when ``value`` (a bare name resolved in the package's ``config/``) names a regular file, else the
+    one-line refusal (``"parameter '<name>' '<path>': not a readable regular file"``; the same words whether
+    the path is missing, a directory, a FIFO or a device: a parameter does not tell which files exist). The
+    check is a ``stat``, never an open: a FIFO cannot block the caller."""
+    try:
+        check_regular_file(resolve_config_file(str(value)), f"parameter '{name}'")
+    except UserError as exc:
+        return str(exc)
+    return None
 
 
 def merged_parameters(specs: Mapping[str, ParamSpec], current: Mapping[str, Any], params) -> dict[str, Any]:

@@ -20,8 +20,9 @@ from std_msgs.msg import Bool
 from std_srvs.srv import Trigger
 
 from robot_dynamics_ros.errors import UserError
-from robot_dynamics_ros.nodes.diagnostics import Diagnostics
+from robot_dynamics_ros.nodes.diagnostics import Diagnostics, RateLimitedLog
 from robot_dynamics_ros.nodes.wire import collision_qos, service_qos
+from robot_dynamics_ros.share import read_regular_file
 
 __all__ = ["PAYLOAD_REPLAN_FRACTION", "payload_change_warning", "payload_request_fields", "create_payload_service",
            "create_collision_reaction"]
@@ -48,6 +49,15 @@ def payload_change_warning(old_link: str, old_mass: float, new_link: str, new_ma
             f"±{fraction:.0%}, replan trajectories retimed with the old payload")
 
 
+def _log(node) -> RateLimitedLog:
+    """The node's :class:`RateLimitedLog` (its ``log`` attribute, looked up at each call: a node replaces it
+    when ``log_period`` changes), else one kept on the node: a flood of requests logs one line per period."""
+    log = getattr(node, "log", None)
+    if isinstance(log, RateLimitedLog):
+        return log
+    return node.__dict__.setdefault("_services_log", RateLimitedLog(node.get_logger()))
+
+
 def payload_request_fields(path) -> dict[str, Any]:
     """The ``SetPayload`` request fields from the JSON of ``robot-dynamics identify --payload LINK``:
     ``{"link": str, "mass": kg, "com": [x, y, z] m (link frame), "inertia": [ixx, ixy, ixz, iyy, iyz, izz]
@@ -58,10 +68,11 @@ def payload_request_fields(path) -> dict[str, Any]:
         UserError: unreadable file, missing field, or values of the wrong count or not finite (naming the
             file and the field).
     """
+    data = read_regular_file(path, "payload JSON")
     try:
-        doc = json.loads(open(path, encoding="utf-8").read())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"payload JSON '{path}': cannot read: {exc}") from None
+        doc = json.loads(data.decode("utf-8-sig"))
+    except ValueError as exc:
+        raise UserError(f"payload JSON '{path}': not valid JSON ({type(exc).__name__})") from None
     if isinstance(doc, dict) and isinstance(doc.get("payload"), dict):  # the <out>.report.json layout
         doc = doc["payload"]
     try:
@@ -109,7 +120,7 @@ def create_payload_service(node, values: Callable[[], Mapping[str, Any]], diag: 
         warning = payload_change_warning(seen["link"], seen["mass"], link, mass)
         seen.update(link=link, mass=mass, warning=warning)
         if warning:
-            node.get_logger().warning(f"payload: {warning}")
+            _log(node).warning("payload_change", f"payload: {warning}")
             if diag is not None:
                 diag.set("payload_change", f"WARN: {warning}")
                 diag.count("payload_replan_warnings")
@@ -126,7 +137,7 @@ def create_payload_service(node, values: Callable[[], Mapping[str, Any]], diag: 
         response.success = bool(result.successful)
         response.message = (f"payload {request.mass:g} kg on '{request.link}'" if request.link else
                             "payload removed") if result.successful else f"refused: {result.reason}"
-        node.get_logger().info(f"set_payload: {response.message}")
+        _log(node).info("set_payload", f"set_payload: {response.message}")
         if result.successful and seen["warning"]:
             response.message += f"; WARNING: {seen['warning']}"
         return response
@@ -156,7 +167,7 @@ def create_collision_reaction(node, topic: str, core: Callable[[], Any]):
         c = core()
         if msg.data and c is not None and not c.collision:
             c.set_collision()
-            node.get_logger().error("collision reported: commanding gravity only until ~/reset_collision")
+            _log(node).error("collision", "collision reported: commanding gravity only until ~/reset_collision")
 
     def on_reset(request, response):
         c = core()
@@ -167,7 +178,7 @@ def create_collision_reaction(node, topic: str, core: Callable[[], Any]):
         else:
             c.reset_collision()
             response.success, response.message = True, "resumed: holding the measured position"
-        node.get_logger().info(f"reset_collision: {response.message}")
+        _log(node).info("reset_collision", f"reset_collision: {response.message}")
         return response
 
     if topic:

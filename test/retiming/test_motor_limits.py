@@ -50,5 +50,5 @@ def test_loader_defaults_and_errors(tmp_path):
         f.write_text(text)
         with pytest.raises(UserError, match=match):
             load_motor_limits(model, f)
-    with pytest.raises(UserError, match="no such file"):
+    with pytest.raises(UserError, match="missing.yaml': not a readable regular file"):
         load_motor_limits(model, tmp_path / "missing.yaml")
