@@ -257,7 +257,7 @@ class TrajectoryActions:
         k = float(msg.factor)
         core = self.node.core
         if not (math.isfinite(k) and 0.0 <= k <= 1.0):
-            self.node.get_logger().warning(f"~/speed_scaling_input factor {k!r} refused: must be in [0, 1]")
+            self.node.log.warning("speed_scaling_refused", f"~/speed_scaling_input factor {k!r} refused: must be in [0, 1]")
             return
         with self.lock:
             if core is not None:

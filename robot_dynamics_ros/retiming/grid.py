@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.path import TURN_PER_STAGE, JointPath, spline_eval
+from robot_dynamics_ros.retiming.path import JointPath, spline_eval
 
 __all__ = ["gridpoints_for", "collocation"]
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import array
 import math
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
