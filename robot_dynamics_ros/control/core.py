@@ -32,7 +32,8 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from robot_dynamics_ros.control.joint_mapping import CLOCK_JUMP_TOLERANCE_NS, JointStateMapper, Rejection
+from robot_dynamics_ros.control.joint_mapping import (CLOCK_JUMP_TOLERANCE_NS, JointStateMapper, Rejection,
+                                                     likely_misspellings)
 from robot_dynamics_ros.control.laws import clamp_effort_list, wrap_angle
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.errors import UserError
@@ -215,8 +216,10 @@ class ControlCore:
         mapper = self.mapper
         if mapper.accepted == 0:
             return StepResult(None, False, WARN, WAITING_FOR_STATES)
+        missing = mapper.missing()
+        hint = likely_misspellings(missing, mapper.last_unknown)
         return StepResult(None, False, WARN, "no command: joints missing from joint_states (or without a "
-                          f"finite velocity): {mapper.missing()[:8]}")
+                          f"finite velocity): {missing[:8]}" + (f"; likely misspelt: {hint}" if hint else ""))
 
     def _stale_text(self, age: float, jumped: bool) -> str:
         if jumped:

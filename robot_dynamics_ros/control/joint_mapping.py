@@ -51,6 +51,7 @@ Semantics, following ``sensor_msgs/JointState`` and ros2_control's ``joint_state
 """
 from __future__ import annotations
 
+import difflib
 import enum
 import math
 from collections import OrderedDict
@@ -80,7 +81,8 @@ class JointStateFields(NamedTuple):
     effort: tuple[float, ...]
 
 
-__all__ = ["JointStateFields", "RejectCode", "Rejection", "JointStateMapper", "index_map", "MAX_NAMES", "CLOCK_JUMP_TOLERANCE_NS"]
+__all__ = ["JointStateFields", "RejectCode", "Rejection", "JointStateMapper", "index_map", "likely_misspellings",
+           "MAX_NAMES", "CLOCK_JUMP_TOLERANCE_NS"]
 
 #: most names one JointState may carry (a larger message is rejected before any per-name work)
 MAX_NAMES = 1024
@@ -202,6 +204,17 @@ def _first_outside(xs, lo, hi) -> int:
         if x < a or x > b:
             return i
     return -1
+
+
+def likely_misspellings(missing: Sequence[str], unknown: Sequence[str]) -> str:
+    """``"'panda_jiont4' for 'panda_joint4', ..."``: each name not in the model that is close to a missing
+    joint name (difflib ratio ≥ 0.8, the closest first); empty when none is."""
+    pairs = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, list(missing), n=1, cutoff=0.8)
+        if close:
+            pairs.append(f"'{name}' for '{close[0]}'")
+    return ", ".join(pairs)
 
 
 class JointStateMapper:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from robot_dynamics_ros.control.joint_mapping import likely_misspellings
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_tools import bags
 
@@ -85,16 +86,3 @@ def check_joint_names(records: list[Record], model, js_topic: str) -> list[str]:
                         + (f"; likely misspelt: {hint}" if hint else "")
                         + (f" (names not in the model, ignored: {ignored})" if ignored else ""))
     return ignored
-
-
-def likely_misspellings(missing: list[str], unknown: list[str]) -> str:
-    """``"'panda_jiont4' for 'panda_joint4', ..."``: each unknown name that is close to a missing joint name
-    (difflib ratio ≥ 0.8, the closest first); empty when none is."""
-    import difflib
-
-    pairs = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, missing, n=1, cutoff=0.8)
-        if close:
-            pairs.append(f"'{name}' for '{close[0]}'")
-    return ", ".join(pairs)

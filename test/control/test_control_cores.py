@@ -70,6 +70,19 @@ def test_gravity_waits_then_commands_g_in_command_order(ur5):
     np.testing.assert_allclose(r.command, ref.gravity(Q)[::-1], atol=1e-10)
 
 
+def test_a_misspelt_joint_name_is_named_as_the_likely_cause(ur5):
+    """issue 24: a misspelt name in JointState was reported only as the right joint "missing"."""
+    model, _ = ur5
+    core = GravityCompensator(model, GravitySettings())
+    wrong = model.joint_names[2][:-2] + model.joint_names[2][-1] + model.joint_names[2][-2]   # last two swapped
+    names = [wrong if i == 2 else n for i, n in enumerate(model.joint_names)]
+    msg = JointStateFields(T0, tuple(n.encode() for n in names), tuple(float(x) for x in Q), (), ())
+    assert core.on_joint_state(msg, 0, T0) is None
+    r = core.step(T0, 0)
+    assert r.command is None and r.level == WARN
+    assert f"likely misspelt: '{wrong}' for '{model.joint_names[2]}'" in r.reason, r.reason
+
+
 def test_gravity_friction_and_hardware_gravity(ur5):
     model, ref = ur5
     m = _model()
