@@ -168,10 +168,15 @@ class Identification:
         n = self.regressor.n
         return self.x[self.n_inertial + 3 * n:] if self.armature else np.zeros(n)
 
+    def regressor_matrix(self, q, qd, qdd) -> np.ndarray:
+        """W (N, n, P): the identified model's torque is ``W @ x`` (its Coulomb law, fc·tanh(qd / v_s))."""
+        return _stack(self.regressor, q, qd, qdd, self.armature, self.coulomb_velocity)
+
     def predict(self, q, qd, qdd, prior: bool = False) -> np.ndarray:
         """Predicted motor torque (N, n), N·m, of the identified model (or of the prior with ``prior``)."""
-        W = _stack(self.regressor, q, qd, qdd, self.armature, 0.0 if prior else self.coulomb_velocity)
-        return W @ (self.x_prior if prior else self.x)
+        if not prior:
+            return self.regressor_matrix(q, qd, qdd) @ self.x
+        return _stack(self.regressor, q, qd, qdd, self.armature, 0.0) @ self.x_prior
 
     def predict_rigid(self, q, qd, qdd) -> np.ndarray:
         """The URDF's rigid-body torque (N, n), N·m: the prior's inertial parameters, without the URDF's

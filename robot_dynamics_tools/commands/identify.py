@@ -50,9 +50,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--holdout", type=float, default=0.25,
                         help="fraction of the recording (its end) kept out of the fit for validation (0.25)")
     parser.add_argument("--armature", action="store_true", help="also fit a rotor inertia per joint")
-    parser.add_argument("--prior-weight", default="1", metavar="W|auto",
-                        help="weight of the URDF prior (larger stays closer to the URDF; default 1); 'auto' "
-                             "chooses it by validation on the last quarter of the fit block (4 more fits)")
+    parser.add_argument("--prior-weight", default=None, metavar="W|auto",
+                        help="weight of the URDF prior (larger stays closer to the URDF); 'auto' (default; "
+                             "with --payload the default is 1) chooses it by validation on the last quarter "
+                             "of the fit block (one more fit per candidate)")
     parser.add_argument("--window", type=int, help="Savitzky-Golay window, samples (odd; default ~0.1 s)")
     parser.add_argument("--static", action="store_true",
                         help="the samples are poses at rest (static-pose log): qd = qdd = 0, no filtering")
@@ -102,6 +103,9 @@ def _summary(report: dict) -> str:
             lines.append(f"  {jn:<24} {v['urdf_rms']:9.4g} {v['urdf_max']:9.4g} "
                          f"{v.get('urdf_damped_rms', float('nan')):9.4g} {v['identified_rms']:9.4g} "
                          f"{v['identified_max']:9.4g} {100 * v['identified_rms_over_peak']:7.2f}%")
+    for group, v in report.get("kept_urdf", {}).items():
+        lines.append(f"kept at the rigid-body URDF's values: {group} (worse on the held-out block before: " + ", ".join(
+            f"{j} {w['identified_rms']:.4g} > URDF {w['urdf_rms']:.4g} N·m" for j, w in v["worse_joints"].items()) + ")")
     if "payload" in report:
         p = report["payload"]
         lines.append(f"payload on {p['link']}: mass {p['mass']:.4g} kg, com {p['com']} m")
@@ -136,7 +140,8 @@ def run(args) -> int:
     from robot_dynamics_ros.friction import friction_yaml
     from robot_dynamics_ros.identification import outputs, pipeline
 
-    prior_weight = _auto_number(args.prior_weight, lambda v: 0 < v < float("inf"),
+    given_weight = args.prior_weight if args.prior_weight is not None else ("1" if args.payload else "auto")
+    prior_weight = _auto_number(given_weight, lambda v: 0 < v < float("inf"),
                                 f"--prior-weight: {args.prior_weight} must be > 0 or 'auto'")
     if prior_weight is None and args.payload:
         raise UserError("--prior-weight auto: not with --payload (give a number)")
