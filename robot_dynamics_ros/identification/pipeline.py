@@ -32,7 +32,7 @@ from robot_dynamics_ros.identification.guard import keep_urdf_where_not_better
 from robot_dynamics_ros.identification.validate import Split, errors, split, validation_report
 
 __all__ = ["Outcome", "run", "plot", "MOVED_RATIO", "PRIOR_WEIGHTS", "choose_prior_weight",
-           "zero_unidentified_friction"]
+           "zero_unidentified_friction", "describe_kept"]
 
 #: a parameter the data did not excite counts as "moved without being excited" when its written value is
 #: more than this many prior standard deviations from the URDF's (else it is reported as near the URDF)
@@ -156,7 +156,7 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
         report["prior_weight_selection"] = {str(w): v for w, v in selection.items()}
         report["notes"].append(f"prior weight {prior_weight:g} chosen by validation on the last quarter of the fit "
                                f"block (tried {', '.join(f'{w:g}' for w in selection)})")
-    _report_kept(report, kept, res)
+    describe_kept(report, kept, res)
     if sp.validation.stop > sp.validation.start:
         # the baseline is the URDF's rigid-body model; the URDF with its <dynamics> is reported beside it
         pu = res.predict_rigid(qv, qdv, qddv)
@@ -199,8 +199,10 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
     return Outcome(res, report, t_val, tau_raw, pu, pi)
 
 
-def _report_kept(report: dict, kept, res: Identification) -> None:
-    """``kept_urdf`` (group -> its parameters and the joints it made worse) and a note."""
+def describe_kept(report: dict, kept, res: Identification) -> None:
+    """Add to ``report`` ``kept_urdf`` (group -> its parameters and the joints it found worse, identified and
+    URDF RMS, N·m) for the :class:`~robot_dynamics_ros.identification.guard.KeptGroup` list ``kept``, and a
+    note: which groups, or that the data does not beat the URDF when every group of ``res`` is kept."""
     report["kept_urdf"] = {g.group: {"parameters": g.parameters, "worse_joints": {
         j: {"identified_rms": r, "urdf_rms": u} for j, (r, u) in g.worse_joints.items()}} for g in kept}
     if not kept:

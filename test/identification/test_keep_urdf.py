@@ -107,3 +107,35 @@ def test_data_that_cannot_beat_the_urdf_keeps_its_values(tmp_path, seed):
         assert any("the data does not beat the URDF" in n for n in rep["notes"])
     else:
         assert any(n.startswith("kept at the rigid-body URDF's values") for n in rep["notes"])
+
+
+def test_nothing_beats_the_urdf_the_urdf_is_returned():
+    """A check block whose torque is exactly the URDF's rigid-body torque (Pinocchio's RNEA), and an
+    identified model changed in every group (each body's 10 parameters ×1.3, a consistent body; every
+    joint's offset 1 N·m): every group goes back, the model is the rigid-body URDF (its inertials,
+    friction 0) and its RMS there is the URDF's (0), and the report says the data does not beat it."""
+    from robot_dynamics_ros.identification.estimate import identify
+    from robot_dynamics_ros.identification.guard import keep_urdf_where_not_better
+    from robot_dynamics_ros.identification.pipeline import describe_kept
+    from robot_dynamics_ros.model import RobotModel
+
+    model = RobotModel.from_urdf(ENTRY.path, held_joints=ENTRY.held_joints)
+    t, q, qd, qdd = _motion(0.3, seed=9)
+    red, rd = _reduced(ENTRY.path.read_text())
+    tau = np.array([pin.rnea(red, rd, q[k], qd[k], qdd[k]) for k in range(t.size)])
+    fit, check = slice(0, 2000), slice(2100, 3000)
+    res = identify(model, q[fit], qd[fit], qdd[fit], tau[fit] + np.random.default_rng(0).normal(0, 0.5, tau[fit].shape),
+                   coulomb_velocity=0.0)
+    nin = res.n_inertial
+    res.x[:nin] = 1.3 * res.x_prior[:nin]
+    res.x[nin + 2:nin + 3 * model.n:3] = 1.0
+    kept = keep_urdf_where_not_better(res, q[check], qd[check], qdd[check], tau[check])
+    assert len(kept) == res.regressor.nb + model.n
+    np.testing.assert_array_equal(res.x[:nin], res.x_prior[:nin])
+    assert not np.any(res.x[nin:])
+    e = res.predict(q[check], qd[check], qdd[check]) - tau[check]
+    assert np.sqrt(np.mean(e ** 2, axis=0)).max() < 1e-9 * np.abs(tau[check]).max()
+    report = {"notes": []}
+    describe_kept(report, kept, res)
+    assert len(report["kept_urdf"]) == len(kept)
+    assert any("the data does not beat the URDF" in n for n in report["notes"])
