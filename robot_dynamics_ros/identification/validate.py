@@ -64,7 +64,8 @@ def block_split(p: Prepared, start: int, stop: int) -> Split:
         raise ValueError(f"validation block [{start}, {stop}) is not inside the {N} samples")
     fit = np.r_[0:max(start - w, 0), min(stop + w, N):N]
     if stop - start < 3 * w or fit.size < 3 * w:
-        raise ValueError(f"{N} samples: too few for a validation block [{start}, {stop}) (each block needs ≥ {3 * w})")
+        raise ValueError(f"{N} samples: too few for a validation block [{start}, {stop}) "
+                         f"(each block needs ≥ {3 * w})")
     return Split(fit, slice(start, stop))
 
 

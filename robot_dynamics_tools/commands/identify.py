@@ -14,9 +14,12 @@ and :mod:`robot_dynamics_tools.recordings`), at most ``--max-data-mb`` (default 
 reading). Every output (``--out`` and the side files) is a regular file or a new name in an existing
 directory (:mod:`robot_dynamics_tools.paths`); a FIFO, device, directory or a link to one is refused. The URDF
 is the prior; the last ``--holdout`` fraction of the recording (default 0.25) is not fitted and serves to
-compare the URDF and the identified model. Writes ``--out`` (the URDF with identified inertials and
-``<dynamics>``), ``--friction-yaml`` (default ``<out>.friction.yaml``), ``--report`` (JSON, default
-``<out>.json``, ``<out>.report.json`` when --out is a .json) and ``--plot`` (PNG, default ``<out>.png``);
+compare the URDF and the identified model; the prior weight is chosen by validation inside the fit block
+(``--prior-weight auto``, the default), and parameter groups that make a joint worse than the rigid-body
+URDF on the held-out block are written with the URDF's values (report: ``kept_urdf``). Writes ``--out``
+(the URDF with identified inertials and ``<dynamics>``), ``--friction-yaml`` (default
+``<out>.friction.yaml``), ``--report`` (JSON, default ``<out>.json``, ``<out>.report.json`` when --out is a
+.json) and ``--plot`` (PNG, default ``<out>.png``);
 nothing is written when identification fails.
 
 ``--payload LINK``: the arm's parameters are taken from ``--urdf`` as they are (e.g. an identified URDF)
@@ -104,8 +107,9 @@ def _summary(report: dict) -> str:
                          f"{v.get('urdf_damped_rms', float('nan')):9.4g} {v['identified_rms']:9.4g} "
                          f"{v['identified_max']:9.4g} {100 * v['identified_rms_over_peak']:7.2f}%")
     for group, v in report.get("kept_urdf", {}).items():
-        lines.append(f"kept at the rigid-body URDF's values: {group} (worse on the held-out block before: " + ", ".join(
-            f"{j} {w['identified_rms']:.4g} > URDF {w['urdf_rms']:.4g} N·m" for j, w in v["worse_joints"].items()) + ")")
+        worse = ", ".join(f"{j} {w['identified_rms']:.4g} > URDF {w['urdf_rms']:.4g} N·m"
+                          for j, w in v["worse_joints"].items())
+        lines.append(f"kept at the rigid-body URDF's values: {group} (worse on the held-out block before: {worse})")
     if "payload" in report:
         p = report["payload"]
         lines.append(f"payload on {p['link']}: mass {p['mass']:.4g} kg, com {p['com']} m")
