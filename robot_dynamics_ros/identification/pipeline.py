@@ -132,14 +132,25 @@ def run(model, data: Prepared, *, holdout: float = 0.25, armature: bool = False,
     if prior_weight is None:
         prior_weight, selection = choose_prior_weight(model, data, sp.fit, armature=armature, min_velocity=min_velocity,
                                                       coulomb_velocity=coulomb_velocity, effort_shift=effort_shift)
-    res = identify(model, q, qd, qdd, tau, armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
-                   sample_correlation=data.correlation, coulomb_velocity=coulomb_velocity,
-                   tau_rate=None if data.tau_rate is None else data.tau_rate[sp.fit], effort_shift=effort_shift)
+    opts = dict(armature=armature, prior_weight=prior_weight, min_velocity=min_velocity,
+                sample_correlation=data.correlation,
+                tau_rate=None if data.tau_rate is None else data.tau_rate[sp.fit])
+    res = identify(model, q, qd, qdd, tau, coulomb_velocity=coulomb_velocity, effort_shift=effort_shift, **opts)
     unmoved, friction_zeroed = zero_unidentified_friction(res)
-    kept = []
+    kept: list = []
     if sp.validation.stop > sp.validation.start:
         qv, qdv, qddv, _, tau_raw = sp.take(data, "validation")
-        kept = keep_urdf_where_not_better(res, qv, qdv, qddv, tau_raw)
+        # groups kept at the URDF are held there and the rest refitted (the other bodies had compensated
+        # for them), until the held-out block finds no joint worse; with every group kept, the URDF itself
+        fixed = np.zeros(res.x.size, bool)
+        while new := keep_urdf_where_not_better(res, qv, qdv, qddv, tau_raw):
+            kept += new
+            fixed[[res.names.index(p) for g in new for p in g.parameters]] = True
+            if fixed.all():
+                break
+            res = identify(model, q, qd, qdd, tau, coulomb_velocity=res.coulomb_velocity,
+                           effort_shift=res.effort_shift, fixed=fixed.copy(), **opts)
+            unmoved, friction_zeroed = zero_unidentified_friction(res)
     names = model.joint_names
     report: dict = {
         "robot": model.description.name, "joints": list(names),
