@@ -13,6 +13,10 @@ that start. Where it does, parameter groups go back to the start's values, greed
 * with every group back, the model is the rigid-body URDF itself, equal on every joint: the loop ends
   at the latest there, so the returned model is never worse on the check block, per joint.
 
+The pipeline (:func:`~robot_dynamics_ros.identification.pipeline.run`) then holds the kept groups at
+those values and refits the others (they had compensated for the kept ones), and checks again, until
+no joint is worse.
+
 Predictions are linear in the parameters (the regressor of the check block is built once), so each
 trial costs one matrix product.
 """

@@ -17,7 +17,7 @@ The identified model is never worse than its start on the held-out block: the pr
 validation inside the fit block (:func:`choose_prior_weight`, the default), and on the held-out block
 :func:`~robot_dynamics_ros.identification.guard.keep_urdf_where_not_better` sets back to the rigid-body
 URDF's values the link/joint parameter groups that make a joint worse there (``kept_urdf`` in the
-report). The held-out block thereby also decides which groups are kept: its identified RMS is the
+report), which are then held there while the rest is refitted, until no joint is worse. The held-out block thereby also decides which groups are kept: its identified RMS is the
 written model's, and is not an unbiased estimate of how the identified parts generalize.
 """
 from __future__ import annotations
