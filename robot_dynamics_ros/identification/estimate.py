@@ -168,10 +168,15 @@ class Identification:
         n = self.regressor.n
         return self.x[self.n_inertial + 3 * n:] if self.armature else np.zeros(n)
 
+    def regressor_matrix(self, q, qd, qdd) -> np.ndarray:
+        """W (N, n, P): the identified model's torque is ``W @ x`` (its Coulomb law, fc·tanh(qd / v_s))."""
+        return _stack(self.regressor, q, qd, qdd, self.armature, self.coulomb_velocity)
+
     def predict(self, q, qd, qdd, prior: bool = False) -> np.ndarray:
         """Predicted motor torque (N, n), N·m, of the identified model (or of the prior with ``prior``)."""
-        W = _stack(self.regressor, q, qd, qdd, self.armature, 0.0 if prior else self.coulomb_velocity)
-        return W @ (self.x_prior if prior else self.x)
+        if not prior:
+            return self.regressor_matrix(q, qd, qdd) @ self.x
+        return _stack(self.regressor, q, qd, qdd, self.armature, 0.0) @ self.x_prior
 
     def predict_rigid(self, q, qd, qdd) -> np.ndarray:
         """The URDF's rigid-body torque (N, n), N·m: the prior's inertial parameters, without the URDF's
@@ -188,7 +193,7 @@ class Identification:
 def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: float = 1.0,
              min_velocity: float = MIN_VELOCITY, sample_correlation: float = 1.0,
              max_nfev: int = 100, coulomb_velocity: float | None = None, tau_rate=None,
-             effort_shift: float | None = None) -> Identification:
+             effort_shift: float | None = None, fixed: np.ndarray | None = None) -> Identification:
     """Identify the inertial parameters of every body of ``model`` and the friction of every joint.
 
     Args:
@@ -214,6 +219,9 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
         effort_shift: S (s): the effort sample stamped t was measured at t + S (a commanded effort held
             over the next control period T has S = T/2); the fit uses tau − S · tau_rate ≈ tau(t − S).
             None with ``tau_rate``: estimated by :func:`estimate_effort_shift`.
+        fixed: (P,) bool, parameters held at the rigid-body URDF's values (inertials as in the URDF;
+            friction and armature 0), e.g. groups the data did not beat
+            (:mod:`~robot_dynamics_ros.identification.guard`); they are not counted as identified.
 
     Raises:
         ValueError: bad shapes or non-finite values (naming the array and joint); fewer samples than
@@ -244,9 +252,20 @@ def identify(model, q, qd, qdd, tau, *, armature: bool = False, prior_weight: fl
     f0, s_f = _friction_prior(model)
     x0 = np.concatenate([pi0, f0] + ([np.zeros(n)] if armature else []))
     s0 = np.concatenate([s_in, s_f] + ([np.full(n, 0.1)] if armature else []))
-    fit = _map_solve(model, W, tau, qd, names, x0, s0 / float(prior_weight), reg.nb, armature, min_velocity,
-                     max_nfev, sample_correlation)
-    return Identification(reg, names, fit.x, x0, fit.s0, fit.post, fit.post < IDENTIFIED_RATIO * fit.s0,
+    s0 = s0 / float(prior_weight)
+    x_fit, s_fit = x0, s0
+    if fixed is not None:
+        # a prior this tight holds them (to ~1e-4 of their spread); they are then set exactly
+        x_fit, s_fit = x0.copy(), s0.copy()
+        x_fit[fixed] = np.where(np.arange(x0.size) < reg.n_params, x0, 0.0)[fixed]
+        s_fit[fixed] *= 1e-4
+    fit = _map_solve(model, W, tau, qd, names, x_fit, s_fit, reg.nb, armature, min_velocity, max_nfev,
+                     sample_correlation)
+    identified = fit.post < IDENTIFIED_RATIO * s0
+    if fixed is not None:
+        fit.x[fixed] = x_fit[fixed]
+        identified &= ~fixed
+    return Identification(reg, names, fit.x, x0, s0, fit.post, identified,
                           fit.noise, fit.rank, structural_base(reg, armature=armature), fit.condition, armature,
                           fit.status, notes + fit.warnings, float(coulomb_velocity), shift)
 

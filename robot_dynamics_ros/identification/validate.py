@@ -16,15 +16,20 @@ import numpy as np
 
 from robot_dynamics_ros.identification.data import Prepared
 
-__all__ = ["split", "errors", "Split", "validation_report"]
+__all__ = ["split", "block_split", "errors", "Split", "validation_report"]
 
 
 @dataclass
 class Split:
-    """Index ranges (slices) of the fit and validation blocks of a :class:`Prepared` recording."""
+    """Samples of the fit and validation blocks of a :class:`Prepared` recording: slices, or for the fit
+    of :func:`block_split` an index array (ascending)."""
 
-    fit: slice
+    fit: slice | np.ndarray
     validation: slice
+
+    def fit_indices(self, n_samples: int) -> np.ndarray:
+        """The fit block's sample indices (ascending)."""
+        return np.arange(n_samples)[self.fit]
 
     def take(self, p: Prepared, which: str):
         s = self.fit if which == "fit" else self.validation
@@ -46,6 +51,22 @@ def split(p: Prepared, holdout: float) -> Split:
     if nv < 3 * p.window or nf < 3 * p.window:
         raise ValueError(f"{N} samples: too few to hold out {holdout:.0%} (each block needs ≥ {3 * p.window})")
     return Split(slice(0, nf), slice(N - nv, N))
+
+
+def block_split(p: Prepared, start: int, stop: int) -> Split:
+    """Validation = samples [start, stop) anywhere in the recording; fit = every sample at least one filter
+    window away from it (before and after).
+
+    Raises ValueError when the block is outside the recording or a block would be shorter than 3 windows.
+    """
+    N, w = p.t.size, p.window
+    if not 0 <= start < stop <= N:
+        raise ValueError(f"validation block [{start}, {stop}) is not inside the {N} samples")
+    fit = np.r_[0:max(start - w, 0), min(stop + w, N):N]
+    if stop - start < 3 * w or fit.size < 3 * w:
+        raise ValueError(f"{N} samples: too few for a validation block [{start}, {stop}) "
+                         f"(each block needs ≥ {3 * w})")
+    return Split(fit, slice(start, stop))
 
 
 def errors(tau_pred: np.ndarray, tau_meas: np.ndarray, moving: np.ndarray | None = None) -> dict:

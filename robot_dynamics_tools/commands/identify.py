@@ -14,9 +14,12 @@ and :mod:`robot_dynamics_tools.recordings`), at most ``--max-data-mb`` (default 
 reading). Every output (``--out`` and the side files) is a regular file or a new name in an existing
 directory (:mod:`robot_dynamics_tools.paths`); a FIFO, device, directory or a link to one is refused. The URDF
 is the prior; the last ``--holdout`` fraction of the recording (default 0.25) is not fitted and serves to
-compare the URDF and the identified model. Writes ``--out`` (the URDF with identified inertials and
-``<dynamics>``), ``--friction-yaml`` (default ``<out>.friction.yaml``), ``--report`` (JSON, default
-``<out>.json``, ``<out>.report.json`` when --out is a .json) and ``--plot`` (PNG, default ``<out>.png``);
+compare the URDF and the identified model; the prior weight is chosen by validation inside the fit block
+(``--prior-weight auto``, the default), and parameter groups that make a joint worse than the rigid-body
+URDF on the held-out block are written with the URDF's values (report: ``kept_urdf``). Writes ``--out``
+(the URDF with identified inertials and ``<dynamics>``), ``--friction-yaml`` (default
+``<out>.friction.yaml``), ``--report`` (JSON, default ``<out>.json``, ``<out>.report.json`` when --out is a
+.json) and ``--plot`` (PNG, default ``<out>.png``);
 nothing is written when identification fails.
 
 ``--payload LINK``: the arm's parameters are taken from ``--urdf`` as they are (e.g. an identified URDF)
@@ -50,9 +53,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--holdout", type=float, default=0.25,
                         help="fraction of the recording (its end) kept out of the fit for validation (0.25)")
     parser.add_argument("--armature", action="store_true", help="also fit a rotor inertia per joint")
-    parser.add_argument("--prior-weight", default="1", metavar="W|auto",
-                        help="weight of the URDF prior (larger stays closer to the URDF; default 1); 'auto' "
-                             "chooses it by validation on the last quarter of the fit block (4 more fits)")
+    parser.add_argument("--prior-weight", default=None, metavar="W|auto",
+                        help="weight of the URDF prior (larger stays closer to the URDF); 'auto' (default; "
+                             "with --payload the default is 1) chooses it by validation on the last quarter "
+                             "of the fit block (one more fit per candidate)")
     parser.add_argument("--window", type=int, help="Savitzky-Golay window, samples (odd; default ~0.1 s)")
     parser.add_argument("--static", action="store_true",
                         help="the samples are poses at rest (static-pose log): qd = qdd = 0, no filtering")
@@ -102,6 +106,10 @@ def _summary(report: dict) -> str:
             lines.append(f"  {jn:<24} {v['urdf_rms']:9.4g} {v['urdf_max']:9.4g} "
                          f"{v.get('urdf_damped_rms', float('nan')):9.4g} {v['identified_rms']:9.4g} "
                          f"{v['identified_max']:9.4g} {100 * v['identified_rms_over_peak']:7.2f}%")
+    for group, v in report.get("kept_urdf", {}).items():
+        worse = ", ".join(f"{j} {w['identified_rms']:.4g} > URDF {w['urdf_rms']:.4g} N·m"
+                          for j, w in v["worse_joints"].items())
+        lines.append(f"kept at the rigid-body URDF's values: {group} (worse on the held-out block before: {worse})")
     if "payload" in report:
         p = report["payload"]
         lines.append(f"payload on {p['link']}: mass {p['mass']:.4g} kg, com {p['com']} m")
@@ -136,7 +144,8 @@ def run(args) -> int:
     from robot_dynamics_ros.friction import friction_yaml
     from robot_dynamics_ros.identification import outputs, pipeline
 
-    prior_weight = _auto_number(args.prior_weight, lambda v: 0 < v < float("inf"),
+    given_weight = args.prior_weight if args.prior_weight is not None else ("1" if args.payload else "auto")
+    prior_weight = _auto_number(given_weight, lambda v: 0 < v < float("inf"),
                                 f"--prior-weight: {args.prior_weight} must be > 0 or 'auto'")
     if prior_weight is None and args.payload:
         raise UserError("--prior-weight auto: not with --payload (give a number)")
