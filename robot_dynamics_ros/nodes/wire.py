@@ -65,8 +65,11 @@ SERVICE_QOS_DEPTH = 1000
 
 
 def service_qos():
-    """The QoS of every service of the package's nodes: reliable, keep-last :data:`SERVICE_QOS_DEPTH`."""
-    return QoSProfile(depth=SERVICE_QOS_DEPTH, reliability=ReliabilityPolicy.RELIABLE)
+    """The QoS of every service of the package's nodes: reliable, keep-all (a response is never replaced in
+    the writer's history before its client acknowledged it: with keep-last, a burst of answers to many clients
+    could overwrite one that a slow client had not read yet; :data:`SERVICE_QOS_DEPTH` is the depth rclpy
+    records)."""
+    return QoSProfile(depth=SERVICE_QOS_DEPTH, history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
 
 
 def qos_overrides():
