@@ -84,12 +84,17 @@ class Loop:
         self.q, self.qd = d.q.copy(), d.qd.copy()     # ideal tracking
 
 
-def test_a_2_rad_move_stamped_10_s_ago_gives_no_command_step(ur5):
-    model, _ = ur5
+def _settled(model):
+    """A controller holding Q0 for 50 ticks, and the 2 rad move of :func:`_move`."""
     loop = Loop(model)
     for _ in range(50):
         loop.tick()
-    times, pos, vel = _move(model)
+    return loop, _move(model)
+
+
+def test_a_2_rad_move_stamped_10_s_ago_gives_no_command_step(ur5):
+    model, _ = ur5
+    loop, (times, pos, vel) = _settled(model)
     with pytest.raises(GoalRejected) as info:   # every point already due: refused, nothing moves
         loop.exe.submit_topic(_msg(model, times, pos, loop.now_ns - 10 * S, vel), loop.t)
     assert info.value.code == OLD_HEADER_TIMESTAMP
@@ -106,10 +111,7 @@ def test_a_2_rad_move_stamped_10_s_ago_gives_no_command_step(ur5):
 
 def test_a_move_stamped_just_in_the_past_starts_from_the_measured_state(ur5):
     model, _ = ur5
-    loop = Loop(model)
-    for _ in range(50):
-        loop.tick()
-    times, pos, vel = _move(model)
+    loop, (times, pos, vel) = _settled(model)
     loop.exe.submit_topic(_msg(model, times, pos, loop.now_ns - 5_000_000, vel), loop.t)   # 5 ms ago
     for _ in range(1100):
         loop.tick()
