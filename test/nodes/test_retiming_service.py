@@ -15,6 +15,7 @@ import pytest
 import rclpy
 from rclpy.parameter import Parameter
 
+from robot_dynamics_testing.polyline import polyline_distance_inf
 from robot_dynamics_testing.retiming_cases import pinocchio_reference, smooth_waypoints
 
 pytestmark = pytest.mark.ros
@@ -348,17 +349,6 @@ def test_acceleration_limits_from_the_shipped_joint_limits_or_a_warning_in_every
         rclpy.try_shutdown(context=ctx)
 
 
-def _polyline_distance(q, waypoints, spacing=1e-4):
-    """max over samples q (M, n) of the infinity-norm distance to the polyline through ``waypoints``,
-    from the polyline sampled every ``spacing`` (rad, infinity norm): exact to within spacing / 2."""
-    pts = []
-    for a, b in zip(waypoints[:-1], waypoints[1:]):
-        k = max(2, int(np.ceil(np.abs(b - a).max() / spacing)) + 1)
-        pts.append(a + np.linspace(0.0, 1.0, k)[:, None] * (b - a))
-    line = np.concatenate(pts)
-    return max(float(np.abs(line - x).max(axis=1).min()) for x in q)
-
-
 def test_path_tolerance_field_bounds_the_measured_deviation_from_the_polyline(ros):
     model = ros["node"].model
     names = list(model.joint_names)
@@ -370,7 +360,7 @@ def test_path_tolerance_field_bounds_the_measured_deviation_from_the_polyline(ro
         assert resp.success, resp.message
         limit = tol or ros["node"].p["default_path_tolerance"]
         _, q, _, _, _ = _arrays(resp.trajectory)
-        measured = _polyline_distance(q, wp)
+        measured = float(polyline_distance_inf(q, wp).max())
         assert 0.0 <= resp.max_path_deviation <= limit * (1 + 1e-9)
         assert measured <= limit + 5e-5, (measured, limit)
         assert measured <= resp.max_path_deviation + 5e-5  # the reported figure is not an underestimate
