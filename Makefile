@@ -11,8 +11,14 @@ setup:
 demo: setup
 	$(VENV)/bin/robot-dynamics demo
 
+# The suite in two parts: every test not marked `serial` spread over TEST_WORKERS processes (pytest-xdist;
+# --dist loadfile keeps a file on one worker, so its module fixtures are built once, and each worker's DDS
+# domains are its own, see test/conftest.py), then the `serial` tests alone: those judged on timing against a
+# machine nobody else loads. TEST_WORKERS=0 runs the first part in this process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider test
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not serial" test
+	$(PY) -m pytest -q -p no:cacheprovider -m serial test
 
 # Longer fuzz profile (more hypothesis examples), not run by CI.
 test-long: setup

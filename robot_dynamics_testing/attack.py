@@ -30,6 +30,7 @@ import math
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -155,6 +156,28 @@ def hostile_fields(kind: str, k: int) -> dict:
     else:
         raise ValueError(f"unknown kind {kind!r}")
     return {"names": names, "position": q, "velocity": qd, "effort": effort, "stamp_offset_s": off}
+
+
+def joint_state_cdr(names, position, velocity, stamp_ns: int) -> bytes:
+    """``sensor_msgs/JointState`` (empty ``frame_id`` and ``effort``) as the little-endian CDR bytes rclpy
+    would serialize, built with ``struct``: the flood's 100 000 messages are then limited by the nodes that
+    receive them, not by this publisher's Python (a ``JointState`` object costs ~65 µs, these bytes ~10 µs)."""
+    out = [b"\x00\x01\x00\x00", struct.pack("<iII", *divmod(int(stamp_ns), 1_000_000_000), 1), b"\x00\x00\x00\x00"]
+    size = 20   # bytes so far: encapsulation 4, stamp 8, frame_id "" (length 4, NUL 1, padding 3)
+    out.append(struct.pack("<I", len(names)))
+    size += 4
+    for name in names:
+        text = name.encode()
+        pad = -(len(text) + 1) % 4
+        out.append(struct.pack("<I", len(text) + 1) + text + b"\x00" * (1 + pad))
+        size += 4 + len(text) + 1 + pad
+    for values in (position, velocity):
+        n = len(values)
+        pad = -(size - 4 + 4) % 8 if n else 0
+        out.append(struct.pack(f"<I{pad}x{n}d", n, *values))
+        size += 4 + pad + 8 * n
+    out.append(struct.pack("<I", 0))
+    return b"".join(out)
 
 
 # --------------------------------------------------------------------------- target process
@@ -585,7 +608,7 @@ def publish_main(plan_path: str) -> int:
                     duration = info["t_signal"] - t0 + float(ph["after_signal"])
             if pattern == "flood":
                 h = hostile_fields(kind, k)
-                pub.publish(make(h["names"], h["position"], h["velocity"], h["effort"]))
+                pub.publish(joint_state_cdr(h["names"], h["position"], h["velocity"], stamp_now()))
                 info["sent_hostile"] += 1
                 k += 1
                 if now >= next_t:

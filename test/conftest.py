@@ -3,7 +3,9 @@
 DDS isolation: every test session gets a private ROS_DOMAIN_ID chosen here (never the caller's, whatever
 the caller's environment says) and localhost-only discovery, so tests never hear each other, and never
 reach a robot on the caller's domain. Subprocesses started with ``os.environ`` inherit both; the caller's
-original domain is kept in ``ROBOT_DYNAMICS_CALLER_DOMAIN_ID`` so that children avoid it too.
+original domain is kept in ``ROBOT_DYNAMICS_CALLER_DOMAIN_ID`` so that children avoid it too. Under
+pytest-xdist (``make test`` runs two workers) each worker and its children draw from a disjoint share of
+the private domains, so two workers' nodes never hear each other.
 """
 from __future__ import annotations
 
@@ -11,6 +13,9 @@ import os
 
 from robot_dynamics_tools.commands import isolation
 
+if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
+    os.environ[isolation.SHARE_ENV] = isolation.share_of_private_domains(
+        int(os.environ["PYTEST_XDIST_WORKER"][2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 os.environ.update(isolation.private_environment())
 os.environ.setdefault("MPLBACKEND", "Agg")
 

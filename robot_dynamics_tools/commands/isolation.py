@@ -33,6 +33,10 @@ RANGE_ENV = "ROS_AUTOMATIC_DISCOVERY_RANGE"
 #: the caller's domain as it was before a process switched its environment to a private one (set by
 #: :func:`private_environment`), so a child or a re-executed process still avoids the original
 ORIGINAL_DOMAIN_ENV = "ROBOT_DYNAMICS_CALLER_DOMAIN_ID"
+#: ``"lo-hi"``: a sub-range of :data:`PRIVATE_DOMAINS` this process and its children draw from, so that
+#: concurrent runs on one host given disjoint sub-ranges (the test workers, see test/conftest.py) never share
+#: a domain; ignored unless it lies inside :data:`PRIVATE_DOMAINS`
+SHARE_ENV = "ROBOT_DYNAMICS_PRIVATE_DOMAINS"
 
 
 def caller_domain_id(env=None) -> int:
@@ -42,12 +46,35 @@ def caller_domain_id(env=None) -> int:
     return int(text) if text.isdigit() else 0
 
 
+def private_range(env=None) -> tuple[int, int]:
+    """The domains a private run of this process may use: ``$ROBOT_DYNAMICS_PRIVATE_DOMAINS`` (``"lo-hi"``)
+    when it is a sub-range of :data:`PRIVATE_DOMAINS`, else :data:`PRIVATE_DOMAINS`."""
+    text = (os.environ if env is None else env).get(SHARE_ENV, "")
+    lo_text, _, hi_text = text.partition("-")
+    if lo_text.strip().isdigit() and hi_text.strip().isdigit():
+        lo, hi = int(lo_text), int(hi_text)
+        if PRIVATE_DOMAINS[0] <= lo <= hi <= PRIVATE_DOMAINS[1]:
+            return lo, hi
+    return PRIVATE_DOMAINS
+
+
+def share_of_private_domains(index: int, count: int) -> str:
+    """The ``index``-th of ``count`` disjoint sub-ranges of :data:`PRIVATE_DOMAINS`, as ``"lo-hi"`` for
+    :data:`SHARE_ENV` (concurrent private runs on one host, e.g. test workers)."""
+    lo, hi = PRIVATE_DOMAINS
+    size = (hi - lo + 1) // max(1, count)
+    if not 0 <= index < count or size < 2:
+        raise ValueError(f"share {index} of {count}: {PRIVATE_DOMAINS} cannot be split so")
+    return f"{lo + index * size}-{lo + (index + 1) * size - 1}"
+
+
 def private_domain_id(*, avoid=(), seed: int | None = None) -> int:
-    """A domain id in :data:`PRIVATE_DOMAINS` that is neither the caller's nor in ``avoid``.
+    """A domain id in :func:`private_range` (default :data:`PRIVATE_DOMAINS`) that is neither the caller's
+    nor in ``avoid``.
 
     Derived from ``seed`` (default: the process id), so concurrent runs on one host usually differ too.
     """
-    lo, hi = PRIVATE_DOMAINS
+    lo, hi = private_range()
     size = hi - lo + 1
     taken = {caller_domain_id(), *(int(a) for a in avoid)}
     original = os.environ.get(ORIGINAL_DOMAIN_ENV, "")
@@ -58,7 +85,7 @@ def private_domain_id(*, avoid=(), seed: int | None = None) -> int:
         d = lo + (start + k) % size
         if d not in taken:
             return d
-    raise RuntimeError(f"no free private DDS domain in {PRIVATE_DOMAINS}")  # only with a huge ``avoid``
+    raise RuntimeError(f"no free private DDS domain in {(lo, hi)}")  # only with a huge ``avoid``
 
 
 def check_domain_id(domain_id: int, option: str = "--domain-id") -> int:

@@ -30,7 +30,7 @@ LOG_LINE_TARGET = 500
 #: queued retiming requests stretch with the machine's load (70 s seen at the end of a full suite on 2 cores)
 WALL_LIMIT_S = 120.0
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.serial]
 
 
 @pytest.fixture(scope="module")

@@ -44,6 +44,25 @@ def test_private_domain_is_never_the_callers(monkeypatch):
     assert isolation.caller_domain_id() == 0
 
 
+def test_concurrent_runs_given_shares_never_draw_the_same_domain(monkeypatch):
+    """Two test workers (make test runs pytest-xdist) take disjoint shares of the private domains: every
+    domain either draws, for any seed (a child's process id), lies in its own share only."""
+    lo, hi = isolation.PRIVATE_DOMAINS
+    monkeypatch.setenv("ROS_DOMAIN_ID", "0")
+    monkeypatch.delenv(isolation.ORIGINAL_DOMAIN_ENV, raising=False)
+    drawn = []
+    for index in range(2):
+        monkeypatch.setenv(isolation.SHARE_ENV, isolation.share_of_private_domains(index, 2))
+        drawn.append({isolation.private_domain_id(seed=seed) for seed in range(1000)})
+    assert not drawn[0] & drawn[1]
+    assert min(drawn[0]) == lo and max(drawn[1]) <= hi and len(drawn[0]) == len(drawn[1]) == (hi - lo + 1) // 2
+    # a share outside the private range is not one: the whole range is used
+    monkeypatch.setenv(isolation.SHARE_ENV, "0-50")
+    assert isolation.private_range() == isolation.PRIVATE_DOMAINS
+    with pytest.raises(ValueError):
+        isolation.share_of_private_domains(2, 2)
+
+
 def test_the_test_session_does_not_run_on_the_callers_domain():
     original = os.environ[isolation.ORIGINAL_DOMAIN_ENV]
     assert os.environ["ROS_DOMAIN_ID"] != (original if original.isdigit() else "0")

@@ -123,3 +123,18 @@ def test_fifo_probe_sees_a_reader_only_while_one_is_open(tmp_path):
     t.join(2)
     assert opened.is_set() and got == [b""]
     assert not attack.fifo_has_reader(str(fifo))
+
+
+@pytest.mark.parametrize("kind", ["rss_flood", "names_10000", "good_only", "duplicate_names"])
+def test_flood_bytes_are_the_joint_state_rclpy_reads(kind):
+    """The flood publishes hand-built CDR bytes: rclpy's own deserializer reads back every field."""
+    from rclpy.serialization import deserialize_message
+    from sensor_msgs.msg import JointState
+
+    for k in (0, 1, 7):
+        h = attack.hostile_fields(kind, k)
+        msg = deserialize_message(attack.joint_state_cdr(h["names"], h["position"], h["velocity"],
+                                                         1_700_000_001_000_012_345), JointState)
+        assert list(msg.name) == h["names"] and msg.header.frame_id == "" and len(msg.effort) == 0
+        assert msg.position.tolist() == list(h["position"]) and msg.velocity.tolist() == list(h["velocity"])
+        assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (1_700_000_001, 12_345)
