@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import sys
 import threading
 import time
@@ -211,8 +210,15 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
     except KeyboardInterrupt:
         pass
     except (UserError, ValueError, InvalidParameterTypeException, InvalidParameterValueException) as exc:
+        if not rclpy.ok():
+            return 0   # stopped during start-up (see below), not a configuration error
         print(f"{name}: error: {exc}", file=sys.stderr, flush=True)
         return 1
+    except Exception:
+        # SIGINT / SIGTERM during start-up: rclpy's handler shuts the context down under the node being
+        # built, whose configure then fails ("configure failed", "context is invalid"): a stop, not a crash
+        if rclpy.ok():
+            raise
     finally:
         if executor is not None:
             executor.shutdown()

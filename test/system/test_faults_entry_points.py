@@ -108,3 +108,22 @@ def test_retiming_entry_point_serves_and_stops_on_sigint(probe):
     finally:
         status = _stop(proc)
     assert status == 0, proc.stderr.read()[-2000:]
+
+
+def test_a_stop_during_configure_is_a_clean_exit_not_a_crash():
+    """rclpy's signal handler shuts the context down under a node being configured; configure then fails:
+    run_node reports a stop (status 0, no traceback), while the same failure with the context up is raised."""
+    script = (
+        "import rclpy, sys\n"
+        "from robot_dynamics_ros.nodes.runtime import run_node\n"
+        "def stopped():\n"
+        "    rclpy.shutdown()\n"
+        "    raise RuntimeError('gravity_compensation: configure failed')\n"
+        "def broken():\n"
+        "    raise RuntimeError('a real defect')\n"
+        "code = run_node('n', stopped, [])\n"
+        "print('stopped', code, flush=True)\n"
+        "run_node('n', broken, [])\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert "stopped 0" in proc.stdout, proc.stderr[-2000:]
+    assert proc.returncode != 0 and "RuntimeError: a real defect" in proc.stderr
