@@ -203,6 +203,7 @@ def _state(obs):
     return list(obs._p_hat), list(obs._beta_prev), obs.residual.tolist(), obs.samples
 
 
+@pytest.mark.filterwarnings("ignore:(overflow|invalid value) encountered:RuntimeWarning")  # the 1e200 case
 def test_observer_refuses_non_finite_input_and_overflow_and_keeps_its_state():
     from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 
