@@ -35,14 +35,14 @@ import numpy as np
 from robot_dynamics_ros.control.joint_mapping import (CLOCK_JUMP_TOLERANCE_NS, JointStateMapper, Rejection,
                                                      likely_misspellings)
 from robot_dynamics_ros.control.laws import clamp_effort_list, wrap_angle
+# levels of a StepResult (the diagnostic_msgs/DiagnosticStatus levels)
+from robot_dynamics_ros.control.levels import ERROR, OK, WARN
 from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.errors import UserError
 
 __all__ = ["OK", "WARN", "ERROR", "StepResult", "CoreSettings", "plausibility_bounds", "ControlCore",
            "wrap_angle"]
 
-#: levels of a :class:`StepResult` (the ``diagnostic_msgs/DiagnosticStatus`` levels)
-OK, WARN, ERROR = 0, 1, 2
 #: the reason of a step before any joint state was accepted
 WAITING_FOR_STATES = "waiting for joint_states"
 

@@ -22,10 +22,14 @@ r_k = K_O (p_k − p̂_k), β = τ_m − τ_f + Cᵀ q̇ − g and b_k = β_{k�
 which is stable for any gain and sample time (the explicit form diverges for K_O Δt > 2) and keeps the
 integrated quantity bounded (p − p̂ instead of an integral that grows with time).
 
-Per sample the model terms (``momentum_terms.momentum_terms_one``: g, p and Cᵀ q̇ in one O(n) sweep), the
-friction, this update and the collision pre-check (:meth:`MomentumObserver.watch`) are one compiled call
-that allocates nothing, so the observer costs what a gravity-compensation step costs
-(``benchmarks/bench_observer.py``).
+Per sample the model terms come from the engine (``momentum_terms``: for the production engine,
+:meth:`~robot_dynamics_ros.dynamics.pinocchio_engine.PinocchioDynamics.momentum_terms` — Pinocchio's RNEA for
+p, ``computeCoriolisMatrix`` for Cᵀ q̇ and ``computeGeneralizedGravity``), then the friction and this update
+on (n,) arrays. Nothing here compiles code: the observer node imports no JIT compiler (numba's LLVM alone
+is ~100 MB of resident memory, ``benchmarks/bench_memory.py``). The in-package one-sweep kernel
+(:func:`~robot_dynamics_ros.dynamics.momentum_terms.momentum_terms_one`, through
+``NewtonEulerDynamics.momentum_terms``) is an engine like any other here, and cross-validates Pinocchio's
+terms in the tests.
 
 Arrays are (n,) in ``RobotModel.joint_names`` order: q rad (m), q̇ rad/s (m/s), τ N·m (N), time s.
 """
@@ -36,10 +40,7 @@ import operator
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
-from robot_dynamics_ros.dynamics.momentum_terms import (MOMENTUM_WORK_ROWS, momentum_terms_buffers,
-                                                       momentum_terms_one)
 from robot_dynamics_ros.model import RobotModel
 
 __all__ = ["INTEGRATIONS", "DEFAULT_COULOMB_VELOCITY", "MomentumObserver", "CollisionDetector", "CollisionState"]
@@ -55,125 +56,30 @@ DEFAULT_COULOMB_VELOCITY = 0.02
 INTEGRATIONS = ("euler", "trapezoid")
 
 
-# rows of the observer's state array (rows, n): the model terms of this sample (g, p = M q̇, Cᵀ q̇, written
-# by the kernel), β, the integrated momentum model p̂, β of the previous sample, the residual r, the gain
-# K_O, the friction model (viscous, Coulomb), the rotor inertia and the watched level (:meth:`watch`)
-_G, _P, _CTQD, _BETA, _P_HAT, _BETA_PREV, _R, _GAIN, _VISCOUS, _COULOMB, _ARMATURE, _WATCH = range(12)
-_ROWS = 12
-_FLOAT = np.dtype(float)
-#: return codes of the compiled steps: accepted with every |r| at or below the watched level, accepted with
-#: some |r| above it, refused (non-finite q / q̇ / τ_m, non-finite model term), non-finite residual
-_OK_QUIET, _OK_ABOVE, _BAD_Q, _BAD_QD, _BAD_TAU, _BAD_TERM, _BAD_R = range(7)
-assert (_OK_QUIET, _OK_ABOVE) == (0, 1)  # MomentumObserver._update_arrays compares with the literals
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _advance(st, dt, restart, trapezoid):
-    """The observer law on ``st`` (rows above) given this sample's p and β (module docstring): restart
-    (p̂ = p, r = 0) or r_k = K_O (p_k − p̂_{k−1} − Δt b_k)/(1 + K_O Δt), p̂_k = p̂_{k−1} + Δt (b_k + r_k)."""
-    n = st.shape[1]
-    for j in range(n):
-        p, beta = st[_P, j], st[_BETA, j]
-        if restart:
-            st[_P_HAT, j] = p
-            st[_R, j] = 0.0
-        else:
-            b = 0.5 * (st[_BETA_PREV, j] + beta) if trapezoid else st[_BETA_PREV, j]
-            k = st[_GAIN, j]
-            p_hat = st[_P_HAT, j] + dt * b
-            r = k * (p - p_hat) / (1.0 + k * dt)
-            st[_P_HAT, j] = p_hat + dt * r
-            st[_R, j] = r
-        st[_BETA_PREV, j] = beta
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _outcome(st):
-    """``_BAD_R`` for a non-finite residual, else ``_OK_ABOVE`` when some |r_j| exceeds its watched level."""
-    total = 0.0
-    above = False
-    for j in range(st.shape[1]):
-        r = st[_R, j]
-        total += r
-        if abs(r) > st[_WATCH, j]:
-            above = True
-    if total - total != 0.0:
-        return _BAD_R
-    return _OK_ABOVE if above else _OK_QUIET
-
-
-@njit(cache=True, nogil=True)
-def _step_from_terms(st, dt, restart, trapezoid):
-    """:func:`_advance` for p and β written into ``st`` by the caller (engines without the fused kernel);
-    returns :func:`_outcome`."""
-    _advance(st, dt, restart, trapezoid)
-    return _outcome(st)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _coulomb(v, v_s, v_c):
-    """The observer's Coulomb law for one velocity: the identified tanh(v / v_s) when v_s > 0; else the
-    ramp clip(v / v_c, −1, 1) when v_c > 0 (zero at rest, sign(v) from |v| ≥ v_c); else sign(v)."""
+def coulomb_law(v: float, v_s: float, v_c: float) -> float:
+    """The observer's Coulomb law for one velocity ``v`` (rad/s, m/s), in [−1, 1]: the identified
+    tanh(v / v_s) when v_s > 0; else the ramp clip(v / v_c, −1, 1) when v_c > 0 (zero at rest, sign(v) from
+    |v| ≥ v_c); else sign(v)."""
     if v_s > 0.0:
-        return np.tanh(v / v_s)
+        return math.tanh(v / v_s)
     if v_c > 0.0:
         x = v / v_c
         return 1.0 if x > 1.0 else (-1.0 if x < -1.0 else x)
     return 1.0 if v > 0.0 else (-1.0 if v < 0.0 else 0.0)
 
 
-@njit(cache=True, nogil=True)
-def _fused_step(tab, itab, work, st, q, qd, tau, dt, restart, trapezoid, friction, v_s, v_c):
-    """One observer sample in one compiled call: the model terms (``momentum_terms.momentum_terms_one``:
-    g, p = M q̇, Cᵀ q̇ into rows 0–2 of ``st``), β = τ_m − τ_f + Cᵀ q̇ − g with
-    τ_f = viscous · q̇ + Coulomb · law(q̇) (the model's URDF ``<dynamics>`` or identified friction, ``law``
-    :func:`_coulomb`: the identified tanh(q̇ / v_s), or the ramp of ``coulomb_velocity`` v_c), then
-    :func:`_advance`.
-
-    Returns a code: ``_OK_QUIET`` / ``_OK_ABOVE`` (accepted, :func:`_outcome`), ``_BAD_R`` (accepted but the
-    residual is not finite), or a refusal (``_BAD_Q`` …), for which the observer rows (β onwards) are
-    unchanged.
-    """
-    n = q.shape[0]
-    sq = 0.0
-    sqd = 0.0
-    stau = 0.0
-    for j in range(n):
-        sq += q[j]
-        sqd += qd[j]
-        stau += tau[j]
-    # a NaN or inf anywhere makes its sum non-finite, and x − x is 0 only for finite x
-    if sq - sq != 0.0:
-        return _BAD_Q
-    if sqd - sqd != 0.0:
-        return _BAD_QD
-    if stau - stau != 0.0:
-        return _BAD_TAU
-    momentum_terms_one(tab, itab, q, qd, st[_ARMATURE], work, st)
-    total = 0.0
-    for j in range(n):
-        total += st[_G, j] + st[_P, j] + st[_CTQD, j]
-    if total - total != 0.0:
-        return _BAD_TERM
-    for j in range(n):
-        beta = tau[j] + st[_CTQD, j] - st[_G, j]
-        if friction:
-            beta -= st[_VISCOUS, j] * qd[j] + st[_COULOMB, j] * _coulomb(qd[j], v_s, v_c)
-        st[_BETA, j] = beta
-    _advance(st, dt, restart, trapezoid)
-    return _outcome(st)
-
-
 class MomentumObserver:
     """Residual r ≈ τ_ext of a fixed-base robot, one :meth:`update` per joint-state sample.
 
-    Model terms: when ``engine`` carries a :class:`~robot_dynamics_ros.model.RobotModel` (``engine.model``,
-    as both package engines do), each sample is one compiled call — g(q), p = M(q) q̇ and Cᵀ(q, q̇) q̇ from
-    the one-sweep kernel :func:`~robot_dynamics_ros.dynamics.momentum_terms.momentum_terms_one` of that model
-    (checked against Pinocchio's crba, computeCoriolisMatrix and computeGeneralizedGravity), the model's
-    friction (``damping`` · q̇ + ``friction`` · law(q̇)) and the update — with nothing allocated. Other
-    engines give ``momentum_terms`` (or ``mass_matrix``, ``coriolis_matrix`` and ``gravity``) and
-    ``friction_torque``.
+    Model terms: ``engine.momentum_terms(q, qd)`` — ``(p, Cᵀ q̇ − g)`` as
+    :meth:`~robot_dynamics_ros.dynamics.pinocchio_engine.PinocchioDynamics.momentum_terms` gives them (Pinocchio:
+    RNEA for p = M q̇, ``computeCoriolisMatrix``, ``computeGeneralizedGravity``), or ``(g, p, Cᵀ q̇)`` as
+    :meth:`~robot_dynamics_ros.dynamics.newton_euler.NewtonEulerDynamics.momentum_terms` (the in-package
+    one-sweep kernel) gives them — or, for an engine without it, ``mass_matrix``, ``coriolis_matrix`` and
+    ``gravity``. Friction: for an engine that carries a :class:`~robot_dynamics_ros.model.RobotModel`
+    (``engine.model``, as both package engines do), the model's ``damping`` · q̇ + ``friction`` ·
+    :func:`coulomb_law` (q̇); for other engines their ``friction_torque``. The update itself runs over
+    Python floats (n is small: a 7-joint sample costs less than one NumPy call per quantity).
 
     Args:
         engine: a dynamics engine of the robot (arrays in model joint order), see above.
@@ -203,6 +109,7 @@ class MomentumObserver:
         if not np.all(np.isfinite(k)) or np.any(k <= 0):
             raise ValueError(f"observer gain: expected positive finite values (1/s), got {k.tolist()}")
         self.gain = k
+        self._gain = k.tolist()
         self.friction = bool(friction)
         v_c = float(coulomb_velocity)
         if not (math.isfinite(v_c) and v_c >= 0.0):
@@ -214,26 +121,20 @@ class MomentumObserver:
         self.integration = integration
         self._trapezoid = integration == "trapezoid"
         model = getattr(engine, "model", None)
-        self._st = np.zeros((_ROWS, self.n))
-        self._residual = self._st[_R]
+        self._v_s = float(getattr(model, "coulomb_velocity", 0.0))
+        # the model's friction (viscous, Coulomb per joint) when the engine carries a RobotModel, else the
+        # engine's friction_torque
+        self._model_friction = (list(zip(np.asarray(model.damping, dtype=float).tolist(),
+                                         np.asarray(model.friction, dtype=float).tolist()))
+                                if isinstance(model, RobotModel) else None)
+        self._residual = np.zeros(self.n)
         self._shape = (self.n,)
-        self._st[_GAIN] = k
-        self._st[_WATCH] = np.inf
+        # the observer's state: the integrated momentum model p̂ and β of the previous sample (lists of n floats)
+        self._p_hat = [0.0] * self.n
+        self._beta_prev = [0.0] * self.n
+        self._watch = [math.inf] * self.n
         #: after each update: some |r_j| is above the level set by :meth:`watch`
         self.above = False
-        self._v_s = float(getattr(model, "coulomb_velocity", 0.0))
-        if isinstance(model, RobotModel):
-            self._tab, self._itab, armature = momentum_terms_buffers(model)
-            self._work = np.zeros((MOMENTUM_WORK_ROWS, self._itab.shape[0]))
-            st = self._st
-            st[_VISCOUS], st[_COULOMB], st[_ARMATURE] = model.damping, model.friction, armature
-            # load (or compile) the kernel now, on a scratch copy: not at the first sample, where loading
-            # it from numba's cache (~0.5 s) would make the next joint states stale
-            z = np.zeros(self.n)
-            _fused_step(self._tab, self._itab, self._work, st.copy(), z, z, z, 0.0, True, self._trapezoid,
-                        self.friction, self._v_s, self.coulomb_velocity)
-        else:
-            self._tab = None
         self._t: float | None = None
         #: samples since the last (re)start; the residual is only meaningful after a few time constants
         self.samples = 0
@@ -251,25 +152,39 @@ class MomentumObserver:
     def reset(self) -> None:
         """Forget the history: the next :meth:`update` restarts the observer (r = 0)."""
         self._t = None
-        self._st[_R] = 0.0
+        self._residual[:] = 0.0
         self.samples = 0
         self.above = False
 
-    def _terms(self, q, qd, tau_m) -> None:
-        """p = M q̇ and β = τ_m − τ_f + Cᵀ q̇ − g into the state rows, from the engine's methods."""
+    def terms(self, q: np.ndarray, qd: np.ndarray, tau_m: np.ndarray) -> tuple[list[float], list[float]]:
+        """``(p, β)`` of one sample, n floats each: p = M(q) q̇ kg·m²/s and β = τ_m − τ_f + Cᵀ(q, q̇) q̇ − g(q)
+        N·m from the engine and the friction model (class docstring).
+
+        Raises:
+            ValueError: a non-finite model term (an overflow for finite inputs), or the engine's own errors.
+        """
         eng = self.engine
         if hasattr(eng, "momentum_terms"):
-            p, beta = eng.momentum_terms(q, qd)
+            out = eng.momentum_terms(q, qd)
+            if len(out) == 3:   # NewtonEulerDynamics: (g, p, Cᵀ q̇)
+                p, beta = out[1], out[2] - out[0]
+            else:
+                p, beta = out
         else:
             p = eng.mass_matrix(q) @ qd
             beta = eng.coriolis_matrix(q, qd).T @ qd - eng.gravity(q)
-        beta = beta + tau_m
+        p, beta = p.tolist(), (beta + tau_m).tolist()
         if self.friction:
-            beta = beta - eng.friction_torque(qd)
-        if not math.isfinite(float(np.sum(p) + np.sum(beta))):
+            mf = self._model_friction
+            if mf is None:
+                beta = [b - f for b, f in zip(beta, eng.friction_torque(qd).tolist())]
+            else:
+                v_s, v_c = self._v_s, self.coulomb_velocity
+                beta = [b - (fv * v + fc * coulomb_law(v, v_s, v_c))
+                        for b, v, (fv, fc) in zip(beta, qd.tolist(), mf)]
+        if not math.isfinite(sum(p) + sum(beta)):
             raise ValueError("non-finite model term (overflow) for finite inputs")
-        self._st[_P] = p
-        self._st[_BETA] = beta
+        return p, beta
 
     def update(self, t: float, q, qd, tau_m) -> np.ndarray:
         """Advance to sample time ``t`` (s) with the measured state and joint torque; return r (n,) N·m
@@ -283,42 +198,47 @@ class MomentumObserver:
                 state is unchanged).
         """
         arrays = type(q) is np.ndarray and type(qd) is np.ndarray and type(tau_m) is np.ndarray
-        if not (arrays and q.dtype == qd.dtype == tau_m.dtype == _FLOAT):
-            q = np.ascontiguousarray(q, dtype=float)
-            qd = np.ascontiguousarray(qd, dtype=float)
-            tau_m = np.ascontiguousarray(tau_m, dtype=float)
-        if not q.shape == qd.shape == tau_m.shape == self._shape or not (
-                q.flags.c_contiguous and qd.flags.c_contiguous and tau_m.flags.c_contiguous):
+        if not (arrays and q.dtype == qd.dtype == tau_m.dtype == np.float64):
+            q = np.asarray(q, dtype=float)
+            qd = np.asarray(qd, dtype=float)
+            tau_m = np.asarray(tau_m, dtype=float)
+        if not q.shape == qd.shape == tau_m.shape == self._shape:
             for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
                 if v.shape != (self.n,):
                     raise ValueError(f"{name}: expected shape ({self.n},), got {v.shape}")
-            q, qd, tau_m = (np.ascontiguousarray(v) for v in (q, qd, tau_m))
-        if self._tab is None:
-            for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
-                if not np.all(np.isfinite(v)):
-                    raise ValueError(f"{name}: non-finite value at index {int(np.argmin(np.isfinite(v)))}")
         return self._update_arrays(t, q, qd, tau_m)
 
     def _update_arrays(self, t: float, q: np.ndarray, qd: np.ndarray, tau_m: np.ndarray) -> np.ndarray:
-        """:meth:`update` for arrays already known to be C-contiguous float64 (n,) — a wrong shape would be
-        read out of bounds — such as the joint-state mapper's own arrays (the per-sample path of
-        ``ExternalTorqueCore``). Same results and errors otherwise."""
+        """:meth:`update` for float64 (n,) arrays, such as the joint-state mapper's own arrays (the
+        per-sample path of ``ExternalTorqueCore``). Same results and errors otherwise.
+
+        The law (module docstring): restart (p̂ = p, r = 0) or r_k = K_O (p_k − p̂_{k−1} − Δt b_k)/(1 + K_O Δt),
+        p̂_k = p̂_{k−1} + Δt (b_k + r_k)."""
+        if not math.isfinite(sum(q.tolist()) + sum(qd.tolist()) + sum(tau_m.tolist())):
+            for name, v in (("q", q), ("qd", qd), ("tau", tau_m)):
+                bad = ~np.isfinite(v)
+                if bad.any():
+                    raise ValueError(f"{name}: non-finite value at index {int(np.argmax(bad))}")
+        p, beta = self.terms(q, qd, tau_m)
         t_prev = self._t
         dt = 0.0 if t_prev is None else t - t_prev
         restart = t_prev is None or not 0.0 < dt <= self.max_dt
-        tab = self._tab
-        if tab is not None:
-            code = _fused_step(tab, self._itab, self._work, self._st, q, qd, tau_m, dt, restart, self._trapezoid,
-                               self.friction, self._v_s, self.coulomb_velocity)
+        if restart:
+            p_hat, r = p, [0.0] * self.n
         else:
-            self._terms(q, qd, tau_m)
-            code = _step_from_terms(self._st, dt, restart, self._trapezoid)
-        if code > 1:  # _OK_QUIET = 0, _OK_ABOVE = 1, then the refusals
-            if code == _BAD_R:  # the state is spoilt: start again at the next sample
+            trapezoid = self._trapezoid
+            p_hat, r = [], []
+            for p_j, b_prev, b_now, ph_prev, k in zip(p, self._beta_prev, beta, self._p_hat, self._gain):
+                ph = ph_prev + dt * (0.5 * (b_prev + b_now) if trapezoid else b_prev)
+                r_j = k * (p_j - ph) / (1.0 + k * dt)
+                p_hat.append(ph + dt * r_j)
+                r.append(r_j)
+            if not math.isfinite(sum(r)):  # the state is spoilt: start again at the next sample
                 self.reset()
                 raise ValueError("non-finite residual (overflow): observer restarted")
-            raise ValueError(self._reason(code, q, qd, tau_m))
-        self.above = code == 1
+        self._p_hat, self._beta_prev = p_hat, beta
+        self._residual[:] = r
+        self.above = any(map(operator.gt, map(abs, r), self._watch))
         self._t = t
         self.samples = 1 if restart else self.samples + 1
         return self._residual
@@ -326,14 +246,7 @@ class MomentumObserver:
     def watch(self, level) -> None:
         """After each update, set :attr:`above` when some |r_j| exceeds ``level`` (N·m, scalar or (n,);
         inf: never) — the per-sample pre-check of a :class:`CollisionDetector` with these thresholds."""
-        self._st[_WATCH] = np.broadcast_to(np.asarray(level, dtype=float), (self.n,))
-
-    @staticmethod
-    def _reason(code: int, q, qd, tau_m) -> str:
-        if code == _BAD_TERM:
-            return "non-finite model term (overflow) for finite inputs"
-        name, v = {_BAD_Q: ("q", q), _BAD_QD: ("qd", qd), _BAD_TAU: ("tau", tau_m)}[code]
-        return f"{name}: non-finite value at index {int(np.argmin(np.isfinite(v)))}"
+        self._watch = np.broadcast_to(np.asarray(level, dtype=float), (self.n,)).tolist()
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@
 pass over a per-body table (:func:`momentum_terms_buffers`, built from the
 :class:`~robot_dynamics_ros.dynamics.kinematic_tree.JointTable`), from the composite momentum of each subtree
 and Ṡ = v × S (its docstring has the derivation); no matrix is built. The engine's
-:meth:`~robot_dynamics_ros.dynamics.newton_euler.NewtonEulerDynamics.momentum_terms` and the observer's fused
-step (:mod:`robot_dynamics_ros.control.momentum_observer`) call it.
+:meth:`~robot_dynamics_ros.dynamics.newton_euler.NewtonEulerDynamics.momentum_terms` calls it; the observer
+(:mod:`robot_dynamics_ros.control.momentum_observer`) takes Pinocchio's terms in the node and this kernel as
+the independent check in the tests.
 """
 from __future__ import annotations
 

@@ -22,7 +22,6 @@ from rclpy.serialization import deserialize_message
 from std_msgs.msg import String
 
 from robot_dynamics_ros.urdf_reader import MAX_URDF_BYTES, quote_name
-from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 from robot_dynamics_ros.errors import URDFError, UserError
 from robot_dynamics_ros.friction import JointFriction
 from robot_dynamics_ros.model import RobotModel
@@ -115,6 +114,10 @@ def shared_engine(model):
     Not thread-safe: the engine keeps one Pinocchio ``Data`` and scratch buffers. Two nodes that may run
     concurrently (``MultiThreadedExecutor``) should each build their own engine over the shared model.
     """
+    # pinocchio is heavy (~48 MB resident) and optional here: the simulator node loads models through this
+    # module and builds no engine, so it is imported with the first engine (issue 23, lean nodes)
+    from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
+
     with _SHARED_LOCK:
         eng = _SHARED_ENGINES.get(id(model))
         if eng is None or eng[0] is not model:

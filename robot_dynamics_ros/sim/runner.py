@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robot_dynamics_ros.control.core import ERROR, OK, WARN
+from robot_dynamics_ros.control.levels import ERROR, OK, WARN
 from robot_dynamics_ros.control.joint_mapping import index_map
 from robot_dynamics_ros.sim.mujoco_sim import MAX_SIM_EFFORT
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robot_dynamics_ros.control.momentum_observer import CollisionDetector, MomentumObserver
+from robot_dynamics_ros.control.momentum_observer import DEFAULT_COULOMB_VELOCITY, CollisionDetector, MomentumObserver
 
 
 class _PointMass:
@@ -156,8 +156,7 @@ def _panda_with_friction():
 
 class _TermsOnly:
     """PinocchioDynamics seen through its momentum_terms and friction_torque only (no ``model``): the
-    observer then takes its terms from Pinocchio (RNEA for p, computeCoriolisMatrix for Cᵀq̇) instead of the
-    fused Newton–Euler kernel."""
+    observer then subtracts the engine's friction_torque instead of its own friction law."""
 
     def __init__(self, engine):
         self._e, self.n = engine, engine.n
@@ -169,9 +168,12 @@ class _TermsOnly:
         return self._e.friction_torque(qd)
 
 
-def test_fused_kernel_observer_equals_the_observer_on_pinocchio_terms():
-    """Same samples, two sources of p, β (the one-sweep kernel with its friction and armature, and
-    Pinocchio + PinocchioDynamics.friction_torque): the same residuals, both integrations."""
+def test_observer_on_pinocchio_equals_the_observer_on_the_in_package_kernel():
+    """Same samples, three sources of p, β: Pinocchio's terms with the observer's friction law (the node's
+    engine), the in-package one-sweep Newton–Euler kernel (NewtonEulerDynamics.momentum_terms, independent
+    of Pinocchio) with the same law, and Pinocchio's terms with PinocchioDynamics.friction_torque: the same
+    residuals, both integrations."""
+    from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
     from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 
     model, q0 = _panda_with_friction()
@@ -181,20 +183,28 @@ def test_fused_kernel_observer_equals_the_observer_on_pinocchio_terms():
     w = rng.uniform(1.0, 4.0, model.n)
     q = q0 + 0.3 * np.sin(np.outer(t, w))
     qd = 0.3 * w * np.cos(np.outer(t, w))
+    assert np.abs(qd).min() > DEFAULT_COULOMB_VELOCITY  # where the ramp and friction_torque's sign agree
     tau = rng.normal(0.0, 5.0, (len(t), model.n))
     for integration in ("euler", "trapezoid"):
-        fused = MomentumObserver(engine, 80.0, integration=integration)
+        pin_obs = MomentumObserver(engine, 80.0, integration=integration)
+        kernel = MomentumObserver(NewtonEulerDynamics(model), 80.0, integration=integration)
         ref = MomentumObserver(_TermsOnly(engine), 80.0, integration=integration)
-        assert fused._tab is not None and ref._tab is None
         worst = 0.0
         for k in range(len(t)):
-            a = fused.update(t[k], q[k], qd[k], tau[k]).copy()
-            b = ref.update(t[k], q[k], qd[k], tau[k]).copy()
-            worst = max(worst, np.abs(a - b).max())
+            a = pin_obs.update(t[k], q[k], qd[k], tau[k]).copy()
+            b = kernel.update(t[k], q[k], qd[k], tau[k]).copy()
+            c = ref.update(t[k], q[k], qd[k], tau[k]).copy()
+            worst = max(worst, np.abs(a - b).max(), np.abs(a - c).max())
         assert np.abs(b).max() > 1.0 and worst < 1e-9, worst
 
 
-def test_fused_observer_refuses_non_finite_input_and_overflow_and_keeps_its_state():
+def _state(obs):
+    """The observer's own state (p̂, β of the previous sample, r, samples)."""
+    return list(obs._p_hat), list(obs._beta_prev), obs.residual.tolist(), obs.samples
+
+
+@pytest.mark.filterwarnings("ignore:(overflow|invalid value) encountered:RuntimeWarning")  # the 1e200 case
+def test_observer_refuses_non_finite_input_and_overflow_and_keeps_its_state():
     from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 
     model, q0 = _panda_with_friction()
@@ -204,16 +214,16 @@ def test_fused_observer_refuses_non_finite_input_and_overflow_and_keeps_its_stat
     for o in (obs, twin):
         o.update(0.0, q0, qd, tau)
         o.update(0.001, q0 + 2e-4, qd, tau + 1.0)
-    kept = obs._st[3:].copy()  # β onwards: the observer's own state (rows 0-2 are the kernel's output)
+    kept = _state(obs)
     nan = np.where(np.arange(model.n) == 3, np.nan, 0.0)
     cases = (("q", (q0 + nan, qd, tau)), ("qd", (q0, qd + nan, tau)), ("tau", (q0, qd, np.where(nan != nan, np.inf, tau))))
     for name, args in cases:
         with pytest.raises(ValueError, match=rf"^{name}: non-finite value at index 3"):
             obs.update(0.002, *args)
-        assert np.array_equal(obs._st[3:], kept) and obs.samples == 2
+        assert _state(obs) == kept and obs.samples == 2
     with pytest.raises(ValueError, match="non-finite model term"):
         obs.update(0.002, q0, np.full(model.n, 1e200), tau)  # finite, but Cᵀq̇ ~ q̇² overflows
-    assert np.array_equal(obs._st[3:], kept) and obs.samples == 2
+    assert _state(obs) == kept and obs.samples == 2
     with pytest.raises(ValueError, match="qd: expected shape"):
         obs.update(0.002, q0, qd[:-1], tau)
     # the next good sample continues from the kept state, as if the refused ones never came
@@ -222,7 +232,7 @@ def test_fused_observer_refuses_non_finite_input_and_overflow_and_keeps_its_stat
 
 def test_watch_flags_a_residual_above_the_level():
     """``above`` after each update equals |r| > level computed here from the returned residual (closed-form
-    unit mass: r_k = τ_ext (1 − (1 + KΔt)^−k)), both with the fused kernel's engine and without."""
+    unit mass: r_k = τ_ext (1 − (1 + KΔt)^−k)), and on the Panda with Pinocchio's terms."""
     from robot_dynamics_ros.dynamics.pinocchio_engine import PinocchioDynamics
 
     K, dt, tau_ext = 40.0, 0.001, 2.0
