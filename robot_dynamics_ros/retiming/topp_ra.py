@@ -490,9 +490,48 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _top_step(H, m, b):  # pragma: no cover - compiled
+    """Newton step towards the largest x at which the stage's rows leave some u, from an x = b where they
+    leave none: the x where the two rows that bound u at b (the largest lower and the smallest upper bound)
+    meet, capped by the u-free rows (|α| ≤ 1e-12, β x ≤ γ + tol, as :func:`_u_range` judges them) that b
+    violates. The width of the u interval, hi(x) − lo(x), is concave in x (a minimum minus a maximum of
+    linear functions), so its linearization at b lies above it and the step lands at or above the top:
+    repeated steps decrease to the top, exactly after finitely many in exact arithmetic. Returns b when no
+    step is possible."""
+    lo = -_BIG_U
+    hi = _BIG_U
+    bl = bh = 0.0
+    gl = -_BIG_U
+    gh = _BIG_U
+    cap = b
+    for k in range(m):
+        a = H[k, 0]
+        r = H[k, 2] - H[k, 1] * b
+        if abs(a) <= 1e-12:
+            if r < -_TOL and H[k, 1] > 0.0:
+                cap = min(cap, (H[k, 2] + _TOL) / H[k, 1])
+            continue
+        t = r / a
+        if a > 0:
+            if t < hi:
+                hi = t
+                bh = H[k, 1] / a
+                gh = H[k, 2] / a
+        elif t > lo:
+            lo = t
+            bl = H[k, 1] / a
+            gl = H[k, 2] / a
+    if lo > hi and bh - bl > 0.0:
+        cap = min(cap, (gh - gl) / (bh - bl))
+    return cap
+
+
+@njit(cache=True, nogil=True)
 def _exact_top(H, m, xlo, xhi):  # pragma: no cover - compiled
     """The largest x in [xlo, xhi] at which the stage's rows leave some u (:func:`_u_range` non-empty):
-    xhi itself when they do, else by bisection (≤ 60 steps of O(m)).
+    xhi itself when they do, else by Newton steps from above (:func:`_top_step`, usually one or two) to
+    within round-off of the top, then the nearest x below it that the rows accept (bisection only if that
+    fails, ≤ 60 steps of O(m)).
 
     The 2-variable LP's optimum satisfies its rows within the absolute :data:`_TOL`, not exactly. Where x
     and the stage are small (a corner at a tight path tolerance with small acceleration limits: x ~ 1e-5,
@@ -508,6 +547,24 @@ def _exact_top(H, m, xlo, xhi):  # pragma: no cover - compiled
         return xhi  # (round-off all over K_i: leave it to the forward pass's least-violating control)
     a = xlo
     b = xhi
+    for _ in range(16):
+        x = _top_step(H, m, b)
+        if not (a < x < b):
+            break
+        lo, hi = _u_range(H, m, x)
+        if lo <= hi:
+            return x
+        b = x
+    # b is within round-off of the top but rejected: the nearest accepted x below it
+    step = 4.0 * np.finfo(np.float64).eps * abs(b) + 1e-300
+    for _ in range(24):
+        x = b - step
+        if not (a < x < b):
+            break
+        lo, hi = _u_range(H, m, x)
+        if lo <= hi:
+            return x
+        step *= 4.0
     for _ in range(60):
         mid = 0.5 * (a + b)
         if not (a < mid < b):
