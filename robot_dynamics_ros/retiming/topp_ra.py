@@ -338,13 +338,11 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
                     feasible = False
                     break
                 continue
-            t = num / den
-            if den > 0:
-                if t < thi:
-                    thi = t
-            else:
-                if t > tlo:
-                    tlo = t
+            if den > 0:  # (t = num / den < thi ⇔ num < thi den: divide only when the interval shrinks)
+                if num < thi * den:
+                    thi = num / den
+            elif num < tlo * den:
+                tlo = num / den
         dn = np.sqrt(nn)
         if not feasible:
             return False
@@ -393,13 +391,12 @@ def _u_range(H, m, x):  # pragma: no cover - compiled
             if r < -_TOL:
                 return np.inf, -np.inf
             continue
-        t = r / a
+        # (r / a < hi  ⇔  r < hi a for a > 0; the division only when the bound moves)
         if a > 0:
-            if t < hi:
-                hi = t
-        else:
-            if t > lo:
-                lo = t
+            if r < hi * a:
+                hi = r / a
+        elif r < lo * a:
+            lo = r / a
     return lo, hi
 
 
@@ -582,9 +579,12 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     n_grid = s.shape[0]
     nrow = G.shape[1]
     mmax = 5 * nrow + 8
-    # the half-planes of every stage are kept (in the reused buffer `work`) for the forward pass
-    Hs = work[:(n_grid - 1 if store else 1) * mmax * 3].reshape((n_grid - 1 if store else 1, mmax, 3))
+    # the half-planes of every stage are kept for the forward pass, packed one stage after the other in the
+    # reused buffer `work` (stage i's m_i rows from offset off[i]: a few rows per stage, not the mmax it may
+    # need, so the passes stream through little memory)
     ms = np.zeros(n_grid - 1, dtype=np.int64)
+    off = np.zeros(n_grid - 1, dtype=np.int64)
+    top = 0
     out = np.empty(4)
     Hc = np.empty((mmax + 1, 3))
     # --- backward pass: controllable sets
@@ -593,11 +593,14 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     a1 = -1
     a2 = -1
     for i in range(n_grid - 2, -1, -1):
-        H = Hs[i if store else 0]
+        H = work[top:top + mmax * 3].reshape((mmax, 3))
         m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
         if m < 0:
             return 1, i
         ms[i] = m
+        off[i] = top
+        if store:
+            top += 3 * m
         if not _lp2d_x(H, m, 1.0, a1, a2, out) and (a1 < 0 or not _lp2d_x(H, m, 1.0, -1, -1, out)):
             # warm-started from the previous stage's active rows, the incremental LP may first walk to a
             # far corner of its box (|u| ~ _BIG_U) where the round-off in the nearly parallel rows of a
@@ -635,10 +638,10 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     x[0] = min(max(x_start, K[0, 0]), K[0, 1])
     for i in range(n_grid - 1):
         if store:
-            H = Hs[i]
+            H = work[off[i]:off[i] + mmax * 3].reshape((mmax, 3))
             m = ms[i]
         else:
-            H = Hs[0]
+            H = work[:mmax * 3].reshape((mmax, 3))
             m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
         lo, hi = _u_range(H, m, x[i])
         ds = s[i + 1] - s[i]
