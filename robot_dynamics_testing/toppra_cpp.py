@@ -78,7 +78,8 @@ def build(git_dir: str | None = None) -> tuple[Path | None, str]:
 def solve(exe: Path, s, xmax, dq, ddq, alim, abc, tlim, repeat: int = 5):
     """Time toppra's C++ TOPPRA on the rows at the gridpoints s (N,): xmax (N,) velocity bound on sd²,
     q' and q'' (N, n) for the acceleration rows, alim (n,), (a, b, c) (N, n) torque coefficients, tlim (n,).
-    Returns (status (0 = OK), median ms, min ms, x (N,) = sd² at the gridpoints) over ``repeat`` in-process solves."""
+    Returns (status (0 = OK), median ms, min ms (thread CPU time), x (N,) = sd² at the gridpoints) over ``repeat``
+    in-process solves."""
     n_grid, n = dq.shape
     parts = [np.array([n_grid, n, repeat], dtype=np.int64).tobytes()]
     for arr in (s, np.minimum(xmax, 1e12), dq, ddq, alim, *abc, tlim):
