@@ -1,6 +1,7 @@
 """FROZEN reference: robot_dynamics_ros/retiming/topp_ra.py as of main 1897830 (before the solve step was
-brought to the floor). Tests compare the package's solver against it (durations and sd profiles to ~1e-9); it is
-not used by the package. Remove once the new solver has stood on its own for a while.
+brought to the floor), with one later correction applied to both: velocity rows use the stage's own midpoint
+(see ``_stage_halfplanes``). Tests compare the package's solver against it (durations and sd profiles to ~1e-9);
+it is not used by the package. Remove once the new solver has stood on its own for a while.
 
 TOPP-RA: time-optimal path parameterization by reachability analysis (Pham & Pham 2018).
 
