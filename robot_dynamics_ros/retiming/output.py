@@ -41,12 +41,13 @@ class Segment:
 def _peak_fractions(qd, qdd, tau, vlim, alim, tlim):  # pragma: no cover - compiled
     """max_k,j |value| / limit for (qd, qdd, tau); -1 where every limit is infinite. A zero limit (URDF
     ``velocity="0" effort="0"`` on a joint the path does not move, e.g. romeo's hands) counts 0 when the
-    value stays 0, inf otherwise."""
+    value stays 0, inf otherwise. NaN where a limited joint's value is NaN somewhere."""
     out = np.full(3, -1.0)
     n = qd.shape[1]
     for r in range(3):
         arr = qd if r == 0 else (qdd if r == 1 else tau)
         lim = vlim if r == 0 else (alim if r == 1 else tlim)
+        nan = False
         for j in range(n):
             if lim[j] < np.inf:
                 peak = 0.0
@@ -54,9 +55,13 @@ def _peak_fractions(qd, qdd, tau, vlim, alim, tlim):  # pragma: no cover - compi
                     v = abs(arr[k, j])
                     if v > peak:
                         peak = v
+                    elif v != v:
+                        nan = True
                 frac = peak / lim[j] if lim[j] > 0.0 else (np.inf if peak > 0.0 else 0.0)
                 if frac > out[r]:
                     out[r] = frac
+        if nan:
+            out[r] = np.nan
     return out
 
 
@@ -126,7 +131,7 @@ def peak_fractions(res: RetimeResult, limits, jerk_limit=None) -> dict:
         return {"velocity": None, "acceleration": None, "effort": None, "jerk": None}
     peaks = _peak_fractions(res.qd, res.qdd, res.tau, vlim, alim, tlim)
     # max over samples of |value| / limit; None where no joint has a finite limit
-    out = {key: (float(peaks[k]) if peaks[k] >= 0.0 else None)
+    out = {key: (None if peaks[k] < 0.0 else float(peaks[k]))  # (NaN stays NaN)
            for k, key in enumerate(("velocity", "acceleration", "effort"))}
     out["jerk"] = None
     limited = np.isfinite(jerk_limit) if jerk_limit is not None else np.zeros(len(vlim), dtype=bool)
@@ -149,7 +154,12 @@ def exceeded_limit(res: RetimeResult, limits, tolerance: float):
     """The first limit the result's own samples exceed by more than ``tolerance`` (relative), as
     (kind "velocity" / "acceleration" / "effort" / "jerk", joint index or -1 for jerk, fraction of the
     limit, time of the sample s or nan), or None. ``limits`` as in :func:`peak_fractions`; the jerk is
-    judged from ``res.peak_fraction["jerk"]``."""
+    judged from ``res.peak_fraction["jerk"]``; with ``res.peak_fraction`` set (:func:`peak_fractions` of the
+    same limits) a result within them is passed without another look at its samples."""
+    jerk = res.peak_fraction.get("jerk") if res.peak_fraction else None
+    if res.peak_fraction and all(res.peak_fraction[k] is None or res.peak_fraction[k] <= 1.0 + tolerance
+                                 for k in ("velocity", "acceleration", "effort")):
+        return None if jerk is None or jerk <= 1.0 + tolerance else ("jerk", -1, float(jerk), float("nan"))
     for kind, values, lim in (("velocity", res.qd, limits[0]), ("acceleration", res.qdd, limits[1]),
                               ("effort", res.tau, limits[2])):
         lim = np.asarray(lim, dtype=float)
@@ -162,7 +172,6 @@ def exceeded_limit(res: RetimeResult, limits, tolerance: float):
         k, j = np.unravel_index(int(np.argmax(frac)), frac.shape)
         if not frac[k, j] <= 1.0 + tolerance:  # (NaN counts as exceeded)
             return kind, int(j), float(frac[k, j]), float(res.t[k])
-    jerk = res.peak_fraction.get("jerk") if res.peak_fraction else None
     if jerk is not None and not jerk <= 1.0 + tolerance:
         return "jerk", -1, float(jerk), float("nan")
     return None

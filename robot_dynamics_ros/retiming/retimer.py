@@ -61,6 +61,13 @@ def _gravity_within(c, knot_index, tlim):  # pragma: no cover - compiled
     return True
 
 
+def _add_time(timings: dict, key: str, t0: float, c0: float) -> None:
+    """Add the wall ms since perf_counter t0 to timings[key] and the thread-CPU ms since thread_time c0 to
+    timings[key + "_cpu"] (insensitive to other processes on a shared machine)."""
+    timings[key] = timings.get(key, 0.0) + (time.perf_counter() - t0) * 1e3
+    timings[key + "_cpu"] = timings.get(key + "_cpu", 0.0) + (time.thread_time() - c0) * 1e3
+
+
 def _coulomb_at_samples(model, segments, t: np.ndarray, qd: np.ndarray) -> np.ndarray:
     """The Coulomb factor of the output efforts, (M, n): ``model.coulomb_law(qd)``, except at a segment's
     first and last sample, where the arm is at rest (sd = 0) on its way out or in: there the sign law takes the
@@ -242,7 +249,7 @@ class Retimer:
                            f"sample_period={options.sample_period:g} s gives {t_offset / options.sample_period:.4g} "
                            f"samples over the {t_offset:.6g} s trajectory: above MAX_OUTPUT_SAMPLES = "
                            f"{MAX_OUTPUT_SAMPLES}")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         t, q, qd, qdd = sample_segments(segments, options.sample_period)
         seg = segments[0]
         if not options.sample_period and len(segments) == 1 and seg.abc_grid is not None:
@@ -258,7 +265,7 @@ class Retimer:
             tau = np.atleast_2d(self.dynamics.rnea(q, qd, qdd))
         if options.friction:
             tau = tau + m.damping * qd + m.friction * _coulomb_at_samples(m, segments, t, qd)
-        timings["sampling"] = (time.perf_counter() - t0) * 1e3
+        _add_time(timings, "sampling", t0, c0)
         duration = t_offset
         ngrid = sum(s.s.shape[0] for s in segments)
         msg = (f"retimed {wp.shape[0]} waypoints in {len(segments)} segment(s): duration {duration:.6g} s, "
@@ -342,7 +349,7 @@ class Retimer:
                            f"the spline between waypoints {w} and {w + 1} leaves the position limits of joint "
                            f"'{names[j]}' ([{m.lower[j]:.6g}, {m.upper[j]:.6g}], reaches {q[p, j]:.6g}); "
                            "add waypoints or move them away from the limit")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         use_torque = self.checks.use_torque(tlim)
         plan, scheme, exact = plan_and_schemes(s, knot_index, options.dynamics_spacing)
         abc = torque_coefficients_planned(self.dynamics, q, dq, ddq, plan) if use_torque else None
@@ -362,8 +369,8 @@ class Retimer:
             G, h, xmin = build_constraints(dq, ddq, velocity_limit=vlim, acceleration_limit=alim,
                                            torque_limit=tlim if use_torque else None, torque_abc=abc,
                                            coulomb=coulomb)
-        timings["constraints"] = timings.get("constraints", 0.0) + (time.perf_counter() - t0) * 1e3
-        t0 = time.perf_counter()
+        _add_time(timings, "constraints", t0, c0)
+        t0, c0 = time.perf_counter(), time.thread_time()
         status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme, m.n, xmin)
         if status == SolveStatus.OK and friction and np.any(m.damping):
             # viscous friction: linearize around the frictionless profile and solve again (conservative)
@@ -379,7 +386,7 @@ class Retimer:
                 status, idx, x, u, K = solve_topp_ra(s, G, h, x_start, x_end, scheme, m.n, xmin)
                 if status == SolveStatus.OK:
                     break
-        timings["solve"] = timings.get("solve", 0.0) + (time.perf_counter() - t0) * 1e3
+        _add_time(timings, "solve", t0, c0)
         if status != SolveStatus.OK:
             kinematic_ok = False
             if abc is not None and status != SolveStatus.START_NOT_CONTROLLABLE:

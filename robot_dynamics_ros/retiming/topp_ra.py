@@ -24,11 +24,9 @@ Algorithm (paper §III–IV):
    result is time-optimal for the discretized problem.
 
 Rows arrive roughly normalized (|(G0, G1)| ≈ 1, :func:`~.constraints.build_constraints`), so one absolute
-feasibility tolerance fits all of them. The 2-variable LPs are solved by our own compiled Seidel-style incremental solver (R. Seidel, "Small-
-dimensional linear programming and convex hulls made easy", Discrete Comput. Geom. 6, 1991): add the
-half-planes one by one; if the current optimum violates a new one the new optimum lies on its boundary
-line, found by a 1-D LP over the half-planes added before. The two half-planes that were active at the
-previous stage are added first (warm start), which makes most later checks a single dot product.
+feasibility tolerance fits all of them. The 2-variable LPs are solved by our own compiled Seidel-style
+incremental solver (:mod:`.stage_lp`), warm-started with the next controllable set's upper bound (active at
+almost every stage) and the half-plane at the position active at the previous stage's optimum.
 """
 from __future__ import annotations
 
@@ -37,6 +35,8 @@ import threading
 
 import numpy as np
 from numba import njit
+
+from robot_dynamics_ros.retiming.stage_lp import _BIG_U, _TOL, _least_violating_u, _lp2d_x, _u_range
 
 
 class SolveStatus(enum.IntEnum):
@@ -51,9 +51,6 @@ class SolveStatus(enum.IntEnum):
     STALLED = 3
 
 
-_BIG_U = 1e9  # bounding box of the LPs in u = sdd
-_BIG_X = 1e9  # and in x = sd²
-_TOL = 1e-9   # feasibility tolerance of the (roughly normalized) half-planes
 #: relative loss of x_{i+1} below its best that :func:`_best_entry` accepts to keep x_i at the top of K_i
 _ENTRY_RTOL = 1e-3
 
@@ -69,20 +66,6 @@ def _push(H, m, a, b, g):  # pragma: no cover - compiled
     H[m, 1] = b
     H[m, 2] = g
     return m + 1
-
-
-@njit(cache=True, inline="always")
-def _visit_row(c, nfirst, first, second, m):  # pragma: no cover - compiled
-    """The row visited c-th by the 2-variable LP: ``second``, then ``first`` (the ``nfirst`` of them that
-    are rows), then 0 .. m-1 without those two; -1 for a position that repeats one of them (skip it)."""
-    if c < nfirst:
-        if nfirst == 2:
-            return second if c == 0 else first
-        return second if 0 <= second < m else first
-    k = c - nfirst
-    if k == first or k == second:
-        return -1
-    return k
 
 
 @njit(cache=True, inline="always")
@@ -153,7 +136,16 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
                 keep_lo = r
         ulo -= 1e-3 * abs(ulo) + 1e-6
         uhi += 1e-3 * abs(uhi) + 1e-6
+    sc_stage = sc
+    pa_stage, pb_stage, pc_stage, ta_stage, tb_stage, tc_stage = pa, pb, pc, ta, tb, tc
     for r in range(nrow):
+        # velocity rows q'_j(s)² x(s) are quintic in s inside a knot interval (not quadratic like the
+        # acceleration rows): the quadratic through a neighbouring gridpoint misses their peak inside the
+        # stage by up to ~2e-4 (fuzzing, Panda); they use the stage's own midpoint (q' is known there)
+        if 1 <= r <= vel_rows:
+            sc, pa, pb, pc, ta, tb, tc = 0, 2 * i, 2 * i + 1, 2 * i + 2, 0.0, ds, 2.0 * ds
+        else:
+            sc, pa, pb, pc, ta, tb, tc = sc_stage, pa_stage, pb_stage, pc_stage, ta_stage, tb_stage, tc_stage
         h0 = h[pa, r]
         h1 = h[pb, r]
         h2 = h[pc, r]
@@ -233,211 +225,6 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
     return m
 
 
-@njit(cache=True, nogil=True)
-def _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, ta, tb):  # pragma: no cover - compiled
-    """(t, v): the t in [ta, tb] minimizing v(t) = max(0, max_k H[k,0] u(t) + H[k,1] x(t) − H[k,2]) over
-    the rows (of the m in H) visited before position c of :func:`_lp2d_x`, with (u, x)(t) = (p0u, p0x) +
-    t (du, dx); bisection on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(c))."""
-    lo = ta
-    hi = tb
-    best_t = 0.5 * (ta + tb)
-    best_v = np.inf
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        u = p0u + mid * du
-        x = p0x + mid * dx
-        v = 0.0
-        slope = 0.0
-        for c2 in range(c):
-            j = _visit_row(c2, nfirst, first, second, m)
-            if j < 0:
-                continue
-            w = H[j, 0] * u + H[j, 1] * x - H[j, 2]
-            if w > v:
-                v = w
-                slope = H[j, 0] * du + H[j, 1] * dx
-        if v < best_v:
-            best_v = v
-            best_t = mid
-        if v <= 0.0 or not (lo < mid < hi):
-            break
-        if slope > 0.0:
-            hi = mid
-        else:
-            lo = mid
-    return best_t, best_v
-
-
-@njit(cache=True, nogil=True)
-def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
-    """Maximize direction·x (direction = ±1) over {(u, x) : H[k,0] u + H[k,1] x ≤ H[k,2], k < m} ∩ box.
-
-    Seidel's incremental algorithm; half-planes ``first`` and ``second`` (if ≥ 0) are added first (warm
-    start). Writes (u, x) into out[0:2] and the two half-planes that last moved the optimum into out[2:4].
-    Returns True when feasible.
-    """
-    u = 0.0
-    x = _BIG_X if direction > 0 else 0.0
-    act1 = -1
-    act2 = -1
-    nfirst = 0
-    if 0 <= second < m:
-        nfirst = 1
-    if 0 <= first < m and first != second:
-        nfirst += 1
-    for c in range(m + nfirst):
-        # order: second, first (so that `first` ends up as the newest), then 0 .. m-1 skipping those
-        k = _visit_row(c, nfirst, first, second, m)
-        if k < 0:
-            continue
-        a = H[k, 0]
-        b = H[k, 1]
-        g = H[k, 2]
-        if a * u + b * x <= g + _TOL:
-            continue
-        # optimum moves onto the line a u + b x = g: p(t) = p0 + t d, d = (-b, a)
-        nn = a * a + b * b
-        p0u = g * a / nn
-        p0x = g * b / nn
-        du = -b
-        dx = a
-        tlo = -np.inf
-        thi = np.inf
-        # box: -BIG_U <= u <= BIG_U, 0 <= x <= BIG_X
-        if du != 0.0:
-            t1 = (_BIG_U - p0u) / du
-            t2 = (-_BIG_U - p0u) / du
-            if du > 0:
-                thi = min(thi, t1)
-                tlo = max(tlo, t2)
-            else:
-                thi = min(thi, t2)
-                tlo = max(tlo, t1)
-        if dx != 0.0:
-            t1 = (_BIG_X - p0x) / dx
-            t2 = (0.0 - p0x) / dx
-            if dx > 0:
-                thi = min(thi, t1)
-                tlo = max(tlo, t2)
-            else:
-                thi = min(thi, t2)
-                tlo = max(tlo, t1)
-        elif p0x < -_TOL or p0x > _BIG_X + _TOL:
-            return False
-        feasible = True
-        for c2 in range(c):
-            j = _visit_row(c2, nfirst, first, second, m)
-            if j < 0:
-                continue
-            aj = H[j, 0]
-            bj = H[j, 1]
-            den = aj * du + bj * dx
-            num = H[j, 2] - (aj * p0u + bj * p0x)
-            if abs(den) < 1e-12 * (abs(aj) + abs(bj)) * (abs(du) + abs(dx)):
-                if num < -_TOL:
-                    feasible = False
-                    break
-                continue
-            t = num / den
-            if den > 0:
-                if t < thi:
-                    thi = t
-            else:
-                if t > tlo:
-                    tlo = t
-        dn = np.sqrt(nn)
-        if not feasible:
-            return False
-        t_mid = 0.5 * (tlo + thi)
-        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
-        if (tlo - thi) * dn > _TOL * (1.0 + min(abs(tlo), abs(thi)) * dn * 1e-6):
-            # an empty interval on the line, but measured along the line: a row nearly parallel to it
-            # (a velocity row's end half-plane beside the next controllable set's bound, |den| ~ 1e-11)
-            # cuts far from where it is violated by more than _TOL. The point the previous rows were
-            # accepted at (within _TOL) may then have no exact counterpart on the line; judge the
-            # line by the rows' own violation, as every other check here does
-            t_mid, viol = _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, thi, tlo)
-            if viol > _TOL:
-                return False
-        slope = direction * dx / dn
-        if tlo > thi:
-            t = t_mid
-        elif slope > 1e-10:
-            t = thi
-        elif slope < -1e-10:
-            t = tlo
-        else:
-            # a (nearly) level line: every point is (nearly) optimal; take the one nearest the origin
-            # rather than a far corner of the box, where round-off would dominate
-            t = min(max(0.0, tlo), thi)
-        u = p0u + t * du
-        x = p0x + t * dx
-        act2 = act1
-        act1 = k
-    out[0] = u
-    out[1] = x
-    out[2] = act1
-    out[3] = act2
-    return True
-
-
-@njit(cache=True, nogil=True)
-def _u_range(H, m, x):  # pragma: no cover - compiled
-    """Interval (lo, hi) of u with H[k,0] u ≤ H[k,2] − H[k,1] x for all k < m (lo > hi: empty)."""
-    lo = -_BIG_U
-    hi = _BIG_U
-    for k in range(m):
-        a = H[k, 0]
-        r = H[k, 2] - H[k, 1] * x
-        if abs(a) <= 1e-12:  # (rows are scaled to norm ≤ 1: a round-off a is a row without u)
-            if r < -_TOL:
-                return np.inf, -np.inf
-            continue
-        t = r / a
-        if a > 0:
-            if t < hi:
-                hi = t
-        else:
-            if t > lo:
-                lo = t
-    return lo, hi
-
-
-@njit(cache=True, nogil=True)
-def _least_violating_u(H, m, x, ua, ub):  # pragma: no cover - compiled
-    """(u, v): the u in [ua, ub] minimizing v(u) = max(0, max_k H[k,0] u − (H[k,2] − H[k,1] x)), by
-    bisection on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(m)).
-
-    Used when round-off empties the interval of :func:`_u_range` (then ua = its hi < ub = its lo): the
-    rows bounding u from above (α > 0) are violated right of their bound and those bounding it from below
-    (α < 0) left of theirs, so the minimum lies in [ua, ub]. Weighted by α, a nearly u-free row costs
-    almost nothing when u moves past its bound, unlike the well-conditioned row it meets.
-    """
-    lo = ua
-    hi = ub
-    best_u = ua
-    best_v = np.inf
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        v = 0.0
-        slope = 0.0
-        for k in range(m):
-            w = H[k, 0] * mid - (H[k, 2] - H[k, 1] * x)
-            if w > v:
-                v = w
-                slope = H[k, 0]
-        if v < best_v:
-            best_v = v
-            best_u = mid
-        if v <= 0.0 or not (lo < mid < hi):
-            break
-        if slope > 0.0:
-            hi = mid
-        else:
-            lo = mid
-    return best_u, best_v
-
-
 @njit(cache=True, inline="always")
 def _next_best(H, m, ds, x):  # pragma: no cover - compiled
     """y(x) = x + 2Δ u_max(x) over the stage's rows; −inf where no u is feasible beyond round-off (at the
@@ -490,9 +277,48 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _top_step(H, m, b):  # pragma: no cover - compiled
+    """Newton step towards the largest x at which the stage's rows leave some u, from an x = b where they
+    leave none: the x where the two rows that bound u at b (the largest lower and the smallest upper bound)
+    meet, capped by the u-free rows (|α| ≤ 1e-12, β x ≤ γ + tol, as :func:`_u_range` judges them) that b
+    violates. The width of the u interval, hi(x) − lo(x), is concave in x (a minimum minus a maximum of
+    linear functions), so its linearization at b lies above it and the step lands at or above the top:
+    repeated steps decrease to the top, exactly after finitely many in exact arithmetic. Returns b when no
+    step is possible."""
+    lo = -_BIG_U
+    hi = _BIG_U
+    bl = bh = 0.0
+    gl = -_BIG_U
+    gh = _BIG_U
+    cap = b
+    for k in range(m):
+        a = H[k, 0]
+        r = H[k, 2] - H[k, 1] * b
+        if abs(a) <= 1e-12:
+            if r < -_TOL and H[k, 1] > 0.0:
+                cap = min(cap, (H[k, 2] + _TOL) / H[k, 1])
+            continue
+        t = r / a
+        if a > 0:
+            if t < hi:
+                hi = t
+                bh = H[k, 1] / a
+                gh = H[k, 2] / a
+        elif t > lo:
+            lo = t
+            bl = H[k, 1] / a
+            gl = H[k, 2] / a
+    if lo > hi and bh - bl > 0.0:
+        cap = min(cap, (gh - gl) / (bh - bl))
+    return cap
+
+
+@njit(cache=True, nogil=True)
 def _exact_top(H, m, xlo, xhi):  # pragma: no cover - compiled
     """The largest x in [xlo, xhi] at which the stage's rows leave some u (:func:`_u_range` non-empty):
-    xhi itself when they do, else by bisection (≤ 60 steps of O(m)).
+    xhi itself when they do, else by Newton steps from above (:func:`_top_step`, usually one or two) to
+    within round-off of the top, then the nearest x below it that the rows accept (bisection only if that
+    fails, ≤ 60 steps of O(m)).
 
     The 2-variable LP's optimum satisfies its rows within the absolute :data:`_TOL`, not exactly. Where x
     and the stage are small (a corner at a tight path tolerance with small acceleration limits: x ~ 1e-5,
@@ -508,6 +334,24 @@ def _exact_top(H, m, xlo, xhi):  # pragma: no cover - compiled
         return xhi  # (round-off all over K_i: leave it to the forward pass's least-violating control)
     a = xlo
     b = xhi
+    for _ in range(16):
+        x = _top_step(H, m, b)
+        if not (a < x < b):
+            break
+        lo, hi = _u_range(H, m, x)
+        if lo <= hi:
+            return x
+        b = x
+    # b is within round-off of the top but rejected: the nearest accepted x below it
+    step = 4.0 * np.finfo(np.float64).eps * abs(b) + 1e-300
+    for _ in range(24):
+        x = b - step
+        if not (a < x < b):
+            break
+        lo, hi = _u_range(H, m, x)
+        if lo <= hi:
+            return x
+        step *= 4.0
     for _ in range(60):
         mid = 0.5 * (a + b)
         if not (a < mid < b):
@@ -525,9 +369,12 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     n_grid = s.shape[0]
     nrow = G.shape[1]
     mmax = 5 * nrow + 8
-    # the half-planes of every stage are kept (in the reused buffer `work`) for the forward pass
-    Hs = work[:(n_grid - 1 if store else 1) * mmax * 3].reshape((n_grid - 1 if store else 1, mmax, 3))
+    # the half-planes of every stage are kept for the forward pass, packed one stage after the other in the
+    # reused buffer `work` (stage i's m_i rows from offset off[i]: a few rows per stage, not the mmax it may
+    # need, so the passes stream through little memory)
     ms = np.zeros(n_grid - 1, dtype=np.int64)
+    off = np.zeros(n_grid - 1, dtype=np.int64)
+    top = 0
     out = np.empty(4)
     Hc = np.empty((mmax + 1, 3))
     # --- backward pass: controllable sets
@@ -536,15 +383,21 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     a1 = -1
     a2 = -1
     for i in range(n_grid - 2, -1, -1):
-        H = Hs[i if store else 0]
+        H = work[top:top + mmax * 3].reshape((mmax, 3))
         m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
         if m < 0:
             return 1, i
         ms[i] = m
-        if not _lp2d_x(H, m, 1.0, a1, a2, out) and (a1 < 0 or not _lp2d_x(H, m, 1.0, -1, -1, out)):
-            # warm-started from the previous stage's active rows, the incremental LP may first walk to a
-            # far corner of its box (|u| ~ _BIG_U) where the round-off in the nearly parallel rows of a
-            # tight corner between long chords exceeds _TOL; the cold order stays near the optimum
+        off[i] = top
+        if store:
+            top += 3 * m
+        # warm start: the half-plane at the position active at the previous stage's optimum, then the next
+        # controllable set's upper bound x + 2Δu ≤ khi (position m - 2, always pushed), which bounds the
+        # optimum at almost every stage (halves the LP's time on the benchmark paths)
+        if not _lp2d_x(H, m, 1.0, m - 2, a1 if a1 != m - 2 else a2, out) and not _lp2d_x(H, m, 1.0, -1, -1, out):
+            # warm-started, the incremental LP may first walk to a far corner of its box (|u| ~ _BIG_U) where
+            # the round-off in the nearly parallel rows of a tight corner between long chords exceeds _TOL;
+            # the cold order stays near the optimum
             return 1, i
         xhi = out[1]
         a1 = int(out[2])
@@ -578,10 +431,10 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     x[0] = min(max(x_start, K[0, 0]), K[0, 1])
     for i in range(n_grid - 1):
         if store:
-            H = Hs[i]
+            H = work[off[i]:off[i] + mmax * 3].reshape((mmax, 3))
             m = ms[i]
         else:
-            H = Hs[0]
+            H = work[:mmax * 3].reshape((mmax, 3))
             m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
         lo, hi = _u_range(H, m, x[i])
         ds = s[i + 1] - s[i]

@@ -1,0 +1,693 @@
+"""FROZEN reference: robot_dynamics_ros/retiming/topp_ra.py as of main 1897830 (before the solve step was
+brought to the floor), with one later correction applied to both: velocity rows use the stage's own midpoint
+(see ``_stage_halfplanes``). Tests compare the package's solver against it (durations and sd profiles to ~1e-9);
+it is not used by the package. Remove once the new solver has stood on its own for a while.
+
+TOPP-RA: time-optimal path parameterization by reachability analysis (Pham & Pham 2018).
+
+Reference: H. Pham, Q.-C. Pham, "A New Approach to Time-Optimal Path Parameterization Based on Reachability
+Analysis", IEEE Transactions on Robotics 34(3), 2018 (arXiv:1707.07239). Notation as in the paper:
+gridpoints ``0 = s_0 < ... < s_{N-1} = L``, state ``x_i = sd(s_i)²``, control ``u_i = sdd`` constant on
+stage i = [s_i, s_{i+1}], so ``x_{i+1} = x_i + 2 Δ_i u_i`` (eq. 4, Δ_i = s_{i+1} - s_i).
+
+Every constraint is a linear inequality in (u, x) at a path point (eq. 5): ``a(s) u + b(s) x + c(s) ≤ 0``.
+This module works on a "collocation grid" of 2N-1 points: the gridpoints (even indices 2i) and the stage
+midpoints (odd indices 2i+1). Within stage i a constraint at s is imposed with ``x(s) = x_i + 2(s − s_i) u_i``
+— exactly the x the output sampling will realise there, because the sampled trajectory uses the same
+piecewise-constant u (:mod:`robot_dynamics_ros.retiming.sampling`). Instead of imposing it only at s_i
+(the "collocation" scheme of the paper, §VI-A) it is imposed at both ends of the stage together with a
+bound on its curvature from a third point (the stage midpoint, or a neighbouring gridpoint of the same
+knot interval; :func:`_stage_halfplanes`), which keeps the row below its limit on the whole stage up to an
+O(Δ³) residual — so a dense check of the output finds no overshoot.
+
+Algorithm (paper §III–IV):
+1. Backward pass: K_{N-1} = {x_end}; K_i = {x ≥ 0 | ∃u: stage-i constraints hold and x + 2Δ_i u ∈ K_{i+1}},
+   an interval [min, max] found with two 2-variable LPs per stage (maximize / minimize x over the polygon
+   of stage i, eq. 13). An empty K_i means the path is infeasible at s_i.
+2. Forward pass: starting at x_0 = sd_start² ∈ K_0, take the greedy control u_i = max{u | stage-i
+   constraints at x_i, x_i + 2Δ_i u ∈ K_{i+1}} (eq. 16), a 1-variable LP. Theorem 3 of the paper: the
+   result is time-optimal for the discretized problem.
+
+Rows arrive roughly normalized (|(G0, G1)| ≈ 1, :func:`~.constraints.build_constraints`), so one absolute
+feasibility tolerance fits all of them. The 2-variable LPs are solved by our own compiled Seidel-style incremental solver (R. Seidel, "Small-
+dimensional linear programming and convex hulls made easy", Discrete Comput. Geom. 6, 1991): add the
+half-planes one by one; if the current optimum violates a new one the new optimum lies on its boundary
+line, found by a 1-D LP over the half-planes added before. The two half-planes that were active at the
+previous stage are added first (warm start), which makes most later checks a single dot product.
+"""
+from __future__ import annotations
+
+import enum
+import threading
+
+import numpy as np
+from numba import njit
+
+
+class SolveStatus(enum.IntEnum):
+    """Return codes of :func:`solve_topp_ra` (never ``None``)."""
+
+    OK = 0
+    #: K_i is empty at some gridpoint: no velocity profile satisfies the constraints there
+    INFEASIBLE = 1
+    #: the requested start state x_0 = sd_start² is not in the controllable set K_0
+    START_NOT_CONTROLLABLE = 2
+    #: the forward pass could not move (zero speed at two consecutive gridpoints)
+    STALLED = 3
+
+
+_BIG_U = 1e9  # bounding box of the LPs in u = sdd
+_BIG_X = 1e9  # and in x = sd²
+_TOL = 1e-9   # feasibility tolerance of the (roughly normalized) half-planes
+#: relative loss of x_{i+1} below its best that :func:`_best_entry` accepts to keep x_i at the top of K_i
+_ENTRY_RTOL = 1e-3
+
+
+@njit(cache=True, inline="always")
+def _push(H, m, a, b, g):  # pragma: no cover - compiled
+    """Append the half-plane a u + b x ≤ g; returns the new count, or -1 if 0 ≤ g fails for a = b = 0."""
+    if a == 0.0 and b == 0.0:
+        if g < -_TOL:
+            return -1
+        return m
+    H[m, 0] = a
+    H[m, 1] = b
+    H[m, 2] = g
+    return m + 1
+
+
+@njit(cache=True, inline="always")
+def _visit_row(c, nfirst, first, second, m):  # pragma: no cover - compiled
+    """The row visited c-th by the 2-variable LP: ``second``, then ``first`` (the ``nfirst`` of them that
+    are rows), then 0 .. m-1 without those two; -1 for a position that repeats one of them (skip it)."""
+    if c < nfirst:
+        if nfirst == 2:
+            return second if c == 0 else first
+        return second if 0 <= second < m else first
+    k = c - nfirst
+    if k == first or k == second:
+        return -1
+    return k
+
+
+@njit(cache=True, inline="always")
+def _box_slack(a, b, g, ulo, uhi, xb):  # pragma: no cover - compiled
+    """g − max{a u + b x : ulo ≤ u ≤ uhi, 0 ≤ x ≤ xb} minus a margin (> 0: the half-plane holds on the box)."""
+    return g - (max(a * ulo, a * uhi) + max(0.0, b * xb)) - 1e-6 * (1.0 + abs(g))
+
+
+@njit(cache=True, nogil=True)
+def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragma: no cover - compiled
+    """Fill H (m, 3) with the half-planes α u + β x ≤ γ of stage i; return m, or -1 if a constant row
+    is violated (the stage is infeasible whatever (u, x)).
+
+    Each row F(s) = G0(s) u + G1(s) x(s) − h(s) ≤ 0, with the stage's x(s) = x + 2(s − s_i) u, is linear in
+    (u, x) at any point. It is known at three equally spaced points: s_i, the stage midpoint and s_{i+1}
+    (``scheme[i] == 0``), or s_{i-1}, s_i, s_{i+1} (``1``) or s_i, s_{i+1}, s_{i+2} (``2``), all in the same
+    knot interval. On a half stage the quadratic Q through them exceeds its larger end value by at most
+    max(0, −Q'')(Δ/2)²/8; with D the second difference of the three values this is max(0, −D)/8 (scheme 0,
+    spacing Δ/2) or max(0, −D)/32 (schemes 1, 2, spacing Δ). So F(s_i), F(s_{i+1}) ≤ 0 and
+    Q − D/8 (resp. Q − D/32) ≤ 0 at s_i, the stage midpoint and s_{i+1} (Q there by Lagrange weights for
+    schemes 1, 2) keep the row ≤ 0 on the whole stage — exactly for the acceleration rows, which are
+    quadratic in s inside a knot interval; up to O(Δ³) for the others.
+
+    Velocity rows (indices 1 .. vel_rows, q'_j² x ≤ V_j²) whose bound V_j²/q'_j² is at least 4× the
+    tightest one (``xmin``) at all three points are left out: with x below the tightest bound they are
+    far from active. Other rows whose candidate half-planes all hold (with margin) on a box that contains
+    every (u, x) the kept rows allow — 0 ≤ x ≤ the tightest velocity bound at s_i (whose row is always
+    kept), klo ≤ x + 2Δ_i u ≤ khi, and the bounds on u at s_i of the two rows that bound it most (kept
+    too) — are left out as well: they cannot change the LP's solution.
+    """
+    ds = s[i + 1] - s[i]
+    m = 0
+    nrow = G.shape[1]
+    sc = scheme[i]
+    if sc == 0:
+        pa, pb, pc = 2 * i, 2 * i + 1, 2 * i + 2
+        ta, tb, tc = 0.0, ds, 2.0 * ds
+    elif sc == 1:
+        pa, pb, pc = 2 * i - 2, 2 * i, 2 * i + 2
+        ta, tb, tc = -2.0 * (s[i] - s[i - 1]), 0.0, 2.0 * ds
+    else:
+        pa, pb, pc = 2 * i, 2 * i + 2, 2 * i + 4
+        ta, tb, tc = 0.0, 2.0 * ds, 2.0 * (s[i + 2] - s[i])
+    # box around every (u, x) the kept rows allow (for pruning): x ≤ X, the tightest velocity bound at s_i
+    # (that row is always kept, see below), and klo ≤ x + 2Δu ≤ khi with 0 ≤ x ≤ X; widened a little so that
+    # the solver's tolerances never make a pruned row matter
+    # — tightened by the two rows (other than velocity rows) that bound u most at s_i over 0 ≤ x ≤ X; those
+    # two are then kept whatever
+    prune = vel_rows > 0 and xmin[2 * i] < np.inf
+    xb = ulo = uhi = 0.0
+    keep_lo = keep_hi = -1
+    if prune:
+        xb = xmin[2 * i] * (1.0 + 1e-3) + 1e-6
+        ulo = (klo - xb) / (2.0 * ds)
+        uhi = khi / (2.0 * ds)
+        p0 = 2 * i
+        for r in range(vel_rows + 1, nrow):
+            al = G[p0, r, 0]
+            if abs(al) < 1e-3 or h[pa, r] == np.inf or h[pb, r] == np.inf or h[pc, r] == np.inf:
+                continue
+            bound = (h[p0, r] - min(0.0, G[p0, r, 1] * xb)) / al
+            if al > 0.0:
+                if bound < uhi:
+                    uhi = bound
+                    keep_hi = r
+            elif bound > ulo:
+                ulo = bound
+                keep_lo = r
+        ulo -= 1e-3 * abs(ulo) + 1e-6
+        uhi += 1e-3 * abs(uhi) + 1e-6
+    sc_stage = sc
+    pa_stage, pb_stage, pc_stage, ta_stage, tb_stage, tc_stage = pa, pb, pc, ta, tb, tc
+    for r in range(nrow):
+        # velocity rows q'_j(s)² x(s) are quintic in s inside a knot interval (not quadratic like the
+        # acceleration rows): the quadratic through a neighbouring gridpoint misses their peak inside the
+        # stage by up to ~2e-4 (fuzzing, Panda); they use the stage's own midpoint (q' is known there)
+        if 1 <= r <= vel_rows:
+            sc, pa, pb, pc, ta, tb, tc = 0, 2 * i, 2 * i + 1, 2 * i + 2, 0.0, ds, 2.0 * ds
+        else:
+            sc, pa, pb, pc, ta, tb, tc = sc_stage, pa_stage, pb_stage, pc_stage, ta_stage, tb_stage, tc_stage
+        h0 = h[pa, r]
+        h1 = h[pb, r]
+        h2 = h[pc, r]
+        if h0 == np.inf or h1 == np.inf or h2 == np.inf:
+            continue
+        b0 = G[pa, r, 1]
+        b1 = G[pb, r, 1]
+        b2 = G[pc, r, 1]
+        if 1 <= r <= vel_rows and (h0 >= 4.0 * xmin[pa] * b0 and h1 >= 4.0 * xmin[pb] * b1
+                                   and h2 >= 4.0 * xmin[pc] * b2):
+            continue
+        a0 = G[pa, r, 0] + ta * b0
+        a1 = G[pb, r, 0] + tb * b1
+        a2 = G[pc, r, 0] + tc * b2
+        da = 0.125 * (a0 - 2.0 * a1 + a2)
+        db = 0.125 * (b0 - 2.0 * b1 + b2)
+        dh = 0.125 * (h0 - 2.0 * h1 + h2)
+        curved = da != 0.0 or db != 0.0 or dh != 0.0
+        # the candidate half-planes: the stage's two ends (e, f) and, for a curved row, the three points
+        # (e, mid, f) lowered by the curvature bound (else the plain midpoint)
+        if sc == 0:
+            ea, eb, eh, fa, fb, fh = a0, b0, h0, a2, b2, h2
+            ma, mb, mh = a1, b1, h1
+        else:
+            if sc == 1:
+                ea, eb, eh, fa, fb, fh = a1, b1, h1, a2, b2, h2
+                wa, wb, wc = -0.125, 0.75, 0.375
+            else:
+                ea, eb, eh, fa, fb, fh = a0, b0, h0, a1, b1, h1
+                wa, wb, wc = 0.375, 0.75, -0.125
+            # the stage midpoint value Q(1/2) by Lagrange weights; bound on each half: max(0, -D)/32
+            ma = wa * a0 + wb * a1 + wc * a2
+            mb = wa * b0 + wb * b1 + wc * b2
+            mh = wa * h0 + wb * h1 + wc * h2
+            da *= 0.25
+            db *= 0.25
+            dh *= 0.25
+        if prune and r > vel_rows and r != keep_lo and r != keep_hi:
+            # a row that holds with margin on the whole box cannot change the LP: leave it out
+            # (max of α u + β x over the box = max(α ulo, α uhi) + max(0, β X))
+            if curved:
+                cut = (_box_slack(ea, eb, eh, ulo, uhi, xb) > 0.0 and _box_slack(fa, fb, fh, ulo, uhi, xb) > 0.0
+                       and _box_slack(ea - da, eb - db, eh - dh, ulo, uhi, xb) > 0.0
+                       and _box_slack(ma - da, mb - db, mh - dh, ulo, uhi, xb) > 0.0
+                       and _box_slack(fa - da, fb - db, fh - dh, ulo, uhi, xb) > 0.0)
+            else:
+                cut = (_box_slack(ea, eb, eh, ulo, uhi, xb) > 0.0 and _box_slack(fa, fb, fh, ulo, uhi, xb) > 0.0
+                       and (sc != 0 or _box_slack(ma, mb, mh, ulo, uhi, xb) > 0.0))
+            if cut:
+                continue
+        m = _push(H, m, ea, eb, eh)
+        if m < 0:
+            return -1
+        m = _push(H, m, fa, fb, fh)
+        if m < 0:
+            return -1
+        if curved:
+            m = _push(H, m, ea - da, eb - db, eh - dh)
+            if m < 0:
+                return -1
+            m = _push(H, m, ma - da, mb - db, mh - dh)
+            if m < 0:
+                return -1
+            m = _push(H, m, fa - da, fb - db, fh - dh)
+            if m < 0:
+                return -1
+        elif sc == 0:
+            m = _push(H, m, ma, mb, mh)
+            if m < 0:
+                return -1
+    # x(σ) = x + 2σu is linear: x ≥ 0 at both ends of the stage
+    m = _push(H, m, 0.0, -1.0, 0.0)
+    m = _push(H, m, -2.0 * ds, -1.0, 0.0)
+    # next controllable set: klo <= x + 2 ds u <= khi
+    m = _push(H, m, 2.0 * ds, 1.0, khi)
+    m = _push(H, m, -2.0 * ds, -1.0, -klo)
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, ta, tb):  # pragma: no cover - compiled
+    """(t, v): the t in [ta, tb] minimizing v(t) = max(0, max_k H[k,0] u(t) + H[k,1] x(t) − H[k,2]) over
+    the rows (of the m in H) visited before position c of :func:`_lp2d_x`, with (u, x)(t) = (p0u, p0x) +
+    t (du, dx); bisection on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(c))."""
+    lo = ta
+    hi = tb
+    best_t = 0.5 * (ta + tb)
+    best_v = np.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        u = p0u + mid * du
+        x = p0x + mid * dx
+        v = 0.0
+        slope = 0.0
+        for c2 in range(c):
+            j = _visit_row(c2, nfirst, first, second, m)
+            if j < 0:
+                continue
+            w = H[j, 0] * u + H[j, 1] * x - H[j, 2]
+            if w > v:
+                v = w
+                slope = H[j, 0] * du + H[j, 1] * dx
+        if v < best_v:
+            best_v = v
+            best_t = mid
+        if v <= 0.0 or not (lo < mid < hi):
+            break
+        if slope > 0.0:
+            hi = mid
+        else:
+            lo = mid
+    return best_t, best_v
+
+
+@njit(cache=True, nogil=True)
+def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
+    """Maximize direction·x (direction = ±1) over {(u, x) : H[k,0] u + H[k,1] x ≤ H[k,2], k < m} ∩ box.
+
+    Seidel's incremental algorithm; half-planes ``first`` and ``second`` (if ≥ 0) are added first (warm
+    start). Writes (u, x) into out[0:2] and the two half-planes that last moved the optimum into out[2:4].
+    Returns True when feasible.
+    """
+    u = 0.0
+    x = _BIG_X if direction > 0 else 0.0
+    act1 = -1
+    act2 = -1
+    nfirst = 0
+    if 0 <= second < m:
+        nfirst = 1
+    if 0 <= first < m and first != second:
+        nfirst += 1
+    for c in range(m + nfirst):
+        # order: second, first (so that `first` ends up as the newest), then 0 .. m-1 skipping those
+        k = _visit_row(c, nfirst, first, second, m)
+        if k < 0:
+            continue
+        a = H[k, 0]
+        b = H[k, 1]
+        g = H[k, 2]
+        if a * u + b * x <= g + _TOL:
+            continue
+        # optimum moves onto the line a u + b x = g: p(t) = p0 + t d, d = (-b, a)
+        nn = a * a + b * b
+        p0u = g * a / nn
+        p0x = g * b / nn
+        du = -b
+        dx = a
+        tlo = -np.inf
+        thi = np.inf
+        # box: -BIG_U <= u <= BIG_U, 0 <= x <= BIG_X
+        if du != 0.0:
+            t1 = (_BIG_U - p0u) / du
+            t2 = (-_BIG_U - p0u) / du
+            if du > 0:
+                thi = min(thi, t1)
+                tlo = max(tlo, t2)
+            else:
+                thi = min(thi, t2)
+                tlo = max(tlo, t1)
+        if dx != 0.0:
+            t1 = (_BIG_X - p0x) / dx
+            t2 = (0.0 - p0x) / dx
+            if dx > 0:
+                thi = min(thi, t1)
+                tlo = max(tlo, t2)
+            else:
+                thi = min(thi, t2)
+                tlo = max(tlo, t1)
+        elif p0x < -_TOL or p0x > _BIG_X + _TOL:
+            return False
+        feasible = True
+        for c2 in range(c):
+            j = _visit_row(c2, nfirst, first, second, m)
+            if j < 0:
+                continue
+            aj = H[j, 0]
+            bj = H[j, 1]
+            den = aj * du + bj * dx
+            num = H[j, 2] - (aj * p0u + bj * p0x)
+            if abs(den) < 1e-12 * (abs(aj) + abs(bj)) * (abs(du) + abs(dx)):
+                if num < -_TOL:
+                    feasible = False
+                    break
+                continue
+            t = num / den
+            if den > 0:
+                if t < thi:
+                    thi = t
+            else:
+                if t > tlo:
+                    tlo = t
+        dn = np.sqrt(nn)
+        if not feasible:
+            return False
+        t_mid = 0.5 * (tlo + thi)
+        # relative tolerance: far along a line (|t| ~ box size) round-off in t grows with |t|
+        if (tlo - thi) * dn > _TOL * (1.0 + min(abs(tlo), abs(thi)) * dn * 1e-6):
+            # an empty interval on the line, but measured along the line: a row nearly parallel to it
+            # (a velocity row's end half-plane beside the next controllable set's bound, |den| ~ 1e-11)
+            # cuts far from where it is violated by more than _TOL. The point the previous rows were
+            # accepted at (within _TOL) may then have no exact counterpart on the line; judge the
+            # line by the rows' own violation, as every other check here does
+            t_mid, viol = _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, thi, tlo)
+            if viol > _TOL:
+                return False
+        slope = direction * dx / dn
+        if tlo > thi:
+            t = t_mid
+        elif slope > 1e-10:
+            t = thi
+        elif slope < -1e-10:
+            t = tlo
+        else:
+            # a (nearly) level line: every point is (nearly) optimal; take the one nearest the origin
+            # rather than a far corner of the box, where round-off would dominate
+            t = min(max(0.0, tlo), thi)
+        u = p0u + t * du
+        x = p0x + t * dx
+        act2 = act1
+        act1 = k
+    out[0] = u
+    out[1] = x
+    out[2] = act1
+    out[3] = act2
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _u_range(H, m, x):  # pragma: no cover - compiled
+    """Interval (lo, hi) of u with H[k,0] u ≤ H[k,2] − H[k,1] x for all k < m (lo > hi: empty)."""
+    lo = -_BIG_U
+    hi = _BIG_U
+    for k in range(m):
+        a = H[k, 0]
+        r = H[k, 2] - H[k, 1] * x
+        if abs(a) <= 1e-12:  # (rows are scaled to norm ≤ 1: a round-off a is a row without u)
+            if r < -_TOL:
+                return np.inf, -np.inf
+            continue
+        t = r / a
+        if a > 0:
+            if t < hi:
+                hi = t
+        else:
+            if t > lo:
+                lo = t
+    return lo, hi
+
+
+@njit(cache=True, nogil=True)
+def _least_violating_u(H, m, x, ua, ub):  # pragma: no cover - compiled
+    """(u, v): the u in [ua, ub] minimizing v(u) = max(0, max_k H[k,0] u − (H[k,2] − H[k,1] x)), by
+    bisection on the subgradient of this convex piecewise-linear function (≤ 200 steps of O(m)).
+
+    Used when round-off empties the interval of :func:`_u_range` (then ua = its hi < ub = its lo): the
+    rows bounding u from above (α > 0) are violated right of their bound and those bounding it from below
+    (α < 0) left of theirs, so the minimum lies in [ua, ub]. Weighted by α, a nearly u-free row costs
+    almost nothing when u moves past its bound, unlike the well-conditioned row it meets.
+    """
+    lo = ua
+    hi = ub
+    best_u = ua
+    best_v = np.inf
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        v = 0.0
+        slope = 0.0
+        for k in range(m):
+            w = H[k, 0] * mid - (H[k, 2] - H[k, 1] * x)
+            if w > v:
+                v = w
+                slope = H[k, 0]
+        if v < best_v:
+            best_v = v
+            best_u = mid
+        if v <= 0.0 or not (lo < mid < hi):
+            break
+        if slope > 0.0:
+            hi = mid
+        else:
+            lo = mid
+    return best_u, best_v
+
+
+@njit(cache=True, inline="always")
+def _next_best(H, m, ds, x):  # pragma: no cover - compiled
+    """y(x) = x + 2Δ u_max(x) over the stage's rows; −inf where no u is feasible beyond round-off (at the
+    top of K_i the u interval is a single point, and round-off may leave lo a hair above hi)."""
+    lo, hi = _u_range(H, m, x)
+    if lo > hi + 1e-9 * (1.0 + abs(hi)):
+        return -np.inf
+    return x + 2.0 * ds * max(hi, lo)
+
+
+@njit(cache=True, nogil=True)
+def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
+    """The upper end of K_i that keeps the greedy pass from a forced near-stop.
+
+    From x_i the best next state is y(x_i) = x_i + 2 Δ u_max(x_i), concave in x_i (u_max is a minimum of
+    linear functions). Usually it grows up to xhi; but a row that bounds u ever more tightly as x grows (a
+    nearly u-free row: a velocity row's curvature half-plane where |q'| grows along the stage) makes it fall
+    towards xhi, and a greedy pass entering at xhi would then be forced down to y(xhi) ≈ 0 at s_{i+1} — an
+    isolated near-stop that a slightly lower x_i avoids. There, when y(xhi) is more than
+    :data:`_ENTRY_RTOL` below the best y over K_i, the upper end becomes the largest x_i whose y(x_i) is
+    within that of the best (a gently falling y is left alone: trading speed at s_i for a hair at s_{i+1}
+    is no gain); elsewhere xhi is returned unchanged. Every x_i below it stays controllable (K_i is an
+    interval of a convex polygon's projection).
+    """
+    d = 1e-6 * xhi
+    y1 = _next_best(H, m, ds, xhi)
+    if y1 >= _next_best(H, m, ds, xhi - d):
+        return xhi   # y does not fall towards xhi
+    # best y: maximize y = x + 2Δu over the polygon, in the coordinates (x, y): u = (y − x) / (2Δ)
+    inv = 1.0 / (2.0 * ds)
+    for k in range(m):
+        a, b, g = H[k, 0], H[k, 1], H[k, 2]
+        c0, c1 = b - a * inv, a * inv
+        nrm = max(np.sqrt(c0 * c0 + c1 * c1), 1e-300)
+        Hc[k, 0], Hc[k, 1], Hc[k, 2] = c0 / nrm, c1 / nrm, g / nrm
+    Hc[m, 0], Hc[m, 1], Hc[m, 2] = -1.0, 0.0, -xlo   # x ≥ xlo (the "u" slot holds x here)
+    if not _lp2d_x(Hc, m + 1, 1.0, -1, -1, out):
+        return xhi
+    y_best = out[1]
+    if y1 >= y_best * (1.0 - _ENTRY_RTOL):
+        return xhi
+    # the largest x reaching y_best: maximize x over the polygon with x + 2Δu ≥ y_best (1 − rtol)
+    for k in range(m):
+        Hc[k, 0], Hc[k, 1], Hc[k, 2] = H[k, 0], H[k, 1], H[k, 2]
+    nrm = np.sqrt(4.0 * ds * ds + 1.0)
+    Hc[m, 0], Hc[m, 1], Hc[m, 2] = -2.0 * ds / nrm, -1.0 / nrm, -y_best * (1.0 - _ENTRY_RTOL) / nrm
+    if not _lp2d_x(Hc, m + 1, 1.0, -1, -1, out):
+        return xhi
+    return min(max(out[1], xlo), xhi)
+
+
+@njit(cache=True, nogil=True)
+def _exact_top(H, m, xlo, xhi):  # pragma: no cover - compiled
+    """The largest x in [xlo, xhi] at which the stage's rows leave some u (:func:`_u_range` non-empty):
+    xhi itself when they do, else by bisection (≤ 60 steps of O(m)).
+
+    The 2-variable LP's optimum satisfies its rows within the absolute :data:`_TOL`, not exactly. Where x
+    and the stage are small (a corner at a tight path tolerance with small acceleration limits: x ~ 1e-5,
+    Δ ~ 1e-4) that slack in x is a large part of the interval of u, which is ~ x / Δ wide: the greedy pass
+    entering at the LP's x finds no u and takes the least violating one, and the output then exceeds an
+    acceleration limit by up to ~1e-3. With the top of K_i where a u exists, every control the forward
+    pass takes satisfies the rows as computed."""
+    lo, hi = _u_range(H, m, xhi)
+    if lo <= hi:
+        return xhi
+    lo, hi = _u_range(H, m, xlo)
+    if lo > hi:
+        return xhi  # (round-off all over K_i: leave it to the forward pass's least-violating control)
+    a = xlo
+    b = xhi
+    for _ in range(60):
+        mid = 0.5 * (a + b)
+        if not (a < mid < b):
+            break
+        lo, hi = _u_range(H, m, mid)
+        if lo <= hi:
+            a = mid
+        else:
+            b = mid
+    return a
+
+
+@njit(cache=True, nogil=True)
+def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
+    n_grid = s.shape[0]
+    nrow = G.shape[1]
+    mmax = 5 * nrow + 8
+    # the half-planes of every stage are kept (in the reused buffer `work`) for the forward pass
+    Hs = work[:(n_grid - 1 if store else 1) * mmax * 3].reshape((n_grid - 1 if store else 1, mmax, 3))
+    ms = np.zeros(n_grid - 1, dtype=np.int64)
+    out = np.empty(4)
+    Hc = np.empty((mmax + 1, 3))
+    # --- backward pass: controllable sets
+    K[n_grid - 1, 0] = x_end
+    K[n_grid - 1, 1] = x_end
+    a1 = -1
+    a2 = -1
+    for i in range(n_grid - 2, -1, -1):
+        H = Hs[i if store else 0]
+        m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
+        if m < 0:
+            return 1, i
+        ms[i] = m
+        if not _lp2d_x(H, m, 1.0, a1, a2, out) and (a1 < 0 or not _lp2d_x(H, m, 1.0, -1, -1, out)):
+            # warm-started from the previous stage's active rows, the incremental LP may first walk to a
+            # far corner of its box (|u| ~ _BIG_U) where the round-off in the nearly parallel rows of a
+            # tight corner between long chords exceeds _TOL; the cold order stays near the optimum
+            return 1, i
+        xhi = out[1]
+        a1 = int(out[2])
+        a2 = int(out[3])
+        # min x: 0 whenever x = 0 admits a control (the usual case: u = 0 works when every γ ≥ 0)
+        origin = True
+        for k in range(m):
+            if H[k, 2] < -_TOL:
+                origin = False
+                break
+        if origin:
+            xlo = 0.0
+        else:
+            lo, hi = _u_range(H, m, 0.0)
+            if lo <= hi + _TOL:
+                xlo = 0.0
+            else:
+                if not _lp2d_x(H, m, -1.0, -1, -1, out):
+                    return 1, i
+                xlo = max(out[1], 0.0)
+        if xhi > xlo:
+            xhi = _best_entry(H, m, s[i + 1] - s[i], xlo, xhi, Hc, out)
+            xhi = _exact_top(H, m, xlo, xhi)
+        if xhi < xlo:
+            xhi = xlo
+        K[i, 0] = xlo
+        K[i, 1] = xhi
+    # --- forward pass: greedy
+    if x_start > K[0, 1] * (1.0 + 1e-9) + _TOL or x_start < K[0, 0] * (1.0 - 1e-9) - _TOL:
+        return 2, 0
+    x[0] = min(max(x_start, K[0, 0]), K[0, 1])
+    for i in range(n_grid - 1):
+        if store:
+            H = Hs[i]
+            m = ms[i]
+        else:
+            H = Hs[0]
+            m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
+        lo, hi = _u_range(H, m, x[i])
+        ds = s[i + 1] - s[i]
+        if lo > hi:
+            # only round-off can bring us here: x_i ∈ K_i, but at a vertex of the stage polygon where a
+            # nearly u-free row (|α| ~ 1e-8, e.g. a velocity row's curvature half-plane) meets another
+            # one, a round-off error δ in x_i moves that row's bound on u by δ β/α — far more than the
+            # interval is wide. Take the u that violates the rows least in their own (normalized) units
+            # and accept it when that is round-off
+            hi, viol = _least_violating_u(H, m, x[i], hi, lo)
+            if viol > 1e-7:
+                return 1, i
+        xn = x[i] + 2.0 * ds * hi
+        if xn > K[i + 1, 1]:
+            xn = K[i + 1, 1]
+        if xn < K[i + 1, 0]:
+            xn = K[i + 1, 0]
+        if xn < 0.0:
+            xn = 0.0
+        x[i + 1] = xn
+        u[i] = (xn - x[i]) / (2.0 * ds)
+        if xn <= 0.0 and x[i] <= 0.0:
+            return 3, i
+    return 0, -1
+
+
+#: keep every stage's half-planes (for the forward pass) up to this many doubles (~64 MB)
+_STORE_LIMIT = 8_000_000
+_WORK = np.empty(0)
+_WORK_LOCK = threading.Lock()
+
+
+def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 0.0, x_end: float = 0.0,
+                  scheme: np.ndarray | None = None, vel_rows: int = 0, xmin: np.ndarray | None = None):
+    """Run the backward and forward passes of TOPP-RA.
+
+    Args:
+        s: (N,) strictly increasing gridpoints (path parameter, e.g. rad of chord length).
+        G: (2N-1, R, 2) constraint rows on the collocation grid (gridpoints at even indices, stage midpoints
+           at odd ones): ``G[p, r, 0] u + G[p, r, 1] x(s_p) ≤ h[p, r]`` (see :mod:`.constraints`; the
+           velocity limit is the row (0, 1) ≤ xmax).
+        h: (2N-1, R) right-hand sides; +inf disables a row.
+        x_start, x_end: sd² at the first and last gridpoint ((rad/s)² of chord length).
+        scheme: (N-1,) per-stage stencil from :func:`~.constraints.plan_and_schemes` (default: midpoints everywhere; the
+            rows at the midpoints of stages with another stencil are not read).
+        vel_rows, xmin: rows 1 .. vel_rows are velocity rows and xmin (2N-1,) the tightest velocity bound
+            on x at each point (:func:`~.constraints.build_constraints`); rows far from it are skipped.
+    Returns:
+        (status: SolveStatus, index: stage where it failed or -1, x (N,), u (N-1,), K (N, 2)).
+    Raises:
+        ValueError: fewer than 2 gridpoints or inconsistent array shapes.
+    """
+    s = np.ascontiguousarray(s, dtype=float)
+    n_grid = s.shape[0]
+    if n_grid < 2:
+        raise ValueError(f"gridpoints: need at least 2, got {n_grid}")
+    if G.shape[0] != 2 * n_grid - 1 or h.shape != G.shape[:2]:
+        raise ValueError(f"constraint arrays: expected 2N-1 = {2 * n_grid - 1} collocation points, "
+                         f"got G {G.shape}, h {h.shape}")
+    if scheme is None:
+        scheme = np.zeros(n_grid - 1, dtype=np.int8)
+    scheme = np.ascontiguousarray(scheme, dtype=np.int8)
+    if scheme.shape != (n_grid - 1,):
+        raise ValueError(f"scheme: expected shape ({n_grid - 1},), got {scheme.shape}")
+    if xmin is None or vel_rows <= 0:
+        vel_rows, xmin = 0, np.zeros(2 * n_grid - 1)
+    K = np.zeros((n_grid, 2))
+    x = np.zeros(n_grid)
+    u = np.zeros(n_grid - 1)
+    per_stage = (5 * G.shape[1] + 8) * 3
+    store = (n_grid - 1) * per_stage <= _STORE_LIMIT
+    need = (n_grid - 1 if store else 1) * per_stage
+    with _WORK_LOCK:  # one reused buffer: a fresh multi-MB array per call costs page faults
+        global _WORK
+        if _WORK.shape[0] < need:
+            _WORK = np.empty(need)
+        code, idx = _solve(s, G, h, scheme, int(vel_rows), xmin, float(x_start), float(x_end), K, x, u,
+                           _WORK, store)
+    return SolveStatus(code), int(idx), x, u, K
+
+
+@njit(cache=True, nogil=True)
+def _stage_times(s, x, t):  # pragma: no cover - compiled
+    t[0] = 0.0
+    for i in range(s.shape[0] - 1):
+        den = np.sqrt(max(x[i], 0.0)) + np.sqrt(max(x[i + 1], 0.0))
+        t[i + 1] = t[i] + (2.0 * (s[i + 1] - s[i]) / den if den > 0.0 else np.inf)
+
+
+def stage_times(s: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Time at each gridpoint, t (N,), t[0] = 0: Δt_i = 2Δ_i / (sd_i + sd_{i+1}) (exact for constant u;
+    inf after a stage where both speeds are 0)."""
+    t = np.empty(s.shape[0])
+    _stage_times(np.ascontiguousarray(s, dtype=float), np.ascontiguousarray(x, dtype=float), t)
+    return t
