@@ -8,13 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-try:
-    from scipy.optimize._highspy import _core as _hs
-except ImportError as exc:  # a private module: a scipy upgrade may move it; the error names it on first use
-    _hs, _HS_ERROR = None, exc
-else:
-    _HS_ERROR = None
-
 __all__ = ["HighsLP"]
 
 
@@ -33,10 +26,14 @@ class HighsLP:
 
     @staticmethod
     def _core():
-        if _hs is None:
+        # imported on the first jerk-limited request: HiGHS and its bindings add ~27 MB to a process (the
+        # retiming service node) that may never receive one; a private module, so a scipy upgrade may move it
+        try:
+            from scipy.optimize._highspy import _core
+        except ImportError as exc:
             raise ImportError("jerk-limited timing needs the HiGHS bindings scipy ships "
-                              "(scipy.optimize._highspy._core, present in scipy 1.17)") from _HS_ERROR
-        return _hs
+                              "(scipy.optimize._highspy._core, present in scipy 1.17)") from exc
+        return _core
 
     #: values of ``HighsBasisStatus``: nonbasic at the lower bound, basic, nonbasic at the upper bound
     LOWER, BASIC, UPPER = 0, 1, 2

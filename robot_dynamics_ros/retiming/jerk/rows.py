@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 from numba import njit
 
 from robot_dynamics_ros.retiming.constraints import torque_coefficients
@@ -181,6 +180,9 @@ def _equalities(s):
     ev = np.concatenate((np.stack([np.ones(m), -np.ones(m), -d[i], -d[i]], 1).ravel(),
                          [1.0, -2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2])]))
     row = m + 2
+    # imported on the first jerk-limited request (scipy.sparse: ~8 MB the retiming node may never need)
+    import scipy.sparse as sp
+
     return sp.csr_matrix((ev, (er, ec)), shape=(row, 2 * N))
 
 
