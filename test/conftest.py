@@ -10,8 +10,16 @@ the private domains, so two workers' nodes never hear each other.
 from __future__ import annotations
 
 import os
+import sys
 
-from robot_dynamics_tools.commands import isolation
+# One BLAS thread per test process (and its children: the nodes, the tools): the suite runs in two workers
+# on two cores, and OpenBLAS's threads wait for work by spinning, so identification's least squares took
+# 5x the CPU time with them (test_keep_urdf: 74 s of CPU against 15 s). Read when numpy loads, so before.
+for _blas_env in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_blas_env, "1")
+assert "numpy" not in sys.modules, "numpy was imported before test/conftest.py could limit its BLAS threads"
+
+from robot_dynamics_tools.commands import isolation  # noqa: E402
 
 if os.environ.get("PYTEST_XDIST_WORKER", "").startswith("gw"):
     os.environ[isolation.SHARE_ENV] = isolation.share_of_private_domains(
