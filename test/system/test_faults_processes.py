@@ -493,14 +493,15 @@ def test_a_burst_of_1000_calls_to_the_small_services_is_answered_every_one():
     Before: with the services' former keep-last 10 request queue, 29 of 1000 calls to ~/enable were answered;
     with clients whose response reader was keep-last 50 (their burst), 1-2.4 % were lost: rmw_fastrtps sends
     every answer to every client of the service, and a client's own answer was pushed out of its reader by
-    the answers to the others (``retiming_load calls`` now uses the services' keep-all QoS)."""
+    the answers to the others: these clients keep the last 1000 (``retiming_load calls --depth``)."""
     probe = Probe()
     names = {exe: f"{exe}_{probe.tag}" for exe, _, _ in SMALL_SERVICES}
     nodes = {exe: subprocess.Popen([str(BIN / exe), "--ros-args", "-r", f"__node:={name}", "-p", "urdf_path:=panda"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for exe, name in names.items()}
     try:
-        calls = [[f"/{names[exe]}/{service}", "--type", kind, "--mode", "burst", "--count", "50", "--timeout", "30"]
-                 for exe, service, kind in (SMALL_SERVICES[k % len(SMALL_SERVICES)] for k in range(20))]
+        # each client's response reader gets the answers to all 20 (rmw_fastrtps): deep enough for all of them
+        calls = [[f"/{names[exe]}/{service}", "--type", kind, "--mode", "burst", "--count", "50", "--timeout", "30",
+                  "--depth", "1000"] for exe, service, kind in (SMALL_SERVICES[k % len(SMALL_SERVICES)] for k in range(20))]
         *clients, victim = _started([*calls, [f"/{names['gravity_compensation']}/enable", "--type", "enable",
                                               "--mode", "burst", "--count", "200", "--timeout", "30"]])
         shm = {exe: _shm_threads(proc.pid) for exe, proc in nodes.items()}
