@@ -36,6 +36,7 @@ Isolation: the caller gives the process its own ``ROS_DOMAIN_ID`` and localhost 
 from __future__ import annotations
 
 import array
+import json
 import os
 import platform
 import signal
@@ -49,10 +50,11 @@ from typing import Callable
 import numpy as np
 
 from robot_dynamics_testing import child_env
+from robot_dynamics_testing.attack import hostile_fields, rss_mb
 from robot_dynamics_testing.reference import ProbeRobot, expected_gravity  # test/reference.py: Pinocchio called directly
 
 from robot_dynamics_ros.nodes.runtime import make_executor as common_make_executor
-from robot_dynamics_ros.nodes.runtime import spin_until_shutdown
+from robot_dynamics_ros.nodes.runtime import spin_until_shutdown, udp_only_environment
 
 #: the node-under-test kinds :func:`make_node_under_test` knows
 NODE_KINDS = ("relay", "gravity")
@@ -124,6 +126,9 @@ RT_ENV = "ROBOT_DYNAMICS_BENCH_RT_PRIORITY"
 #: environment variable with the keep-last depth of the joint_states and command endpoints (publisher,
 #: node under test; the receiver keeps at least 1000), default 100 (the gravity node's default)
 QOS_ENV = "ROBOT_DYNAMICS_BENCH_QOS_DEPTH"
+#: environment variable by which a node-under-test child learns the DDS transports to use: ``node`` (default:
+#: the nodes' own set-up, ``runtime.udp_only_environment``: UDP only) or ``default`` (Fast DDS's SHM + UDP)
+TRANSPORT_ENV = "ROBOT_DYNAMICS_BENCH_TRANSPORT"
 
 
 def qos_depth() -> int:
@@ -349,10 +354,15 @@ def make_receiver(context, topic: str = COMMAND_TOPIC):
             self.arrival_ns.append(time.time_ns())
             self.data.append(raw)
 
-        def commands(self, n: int) -> np.ndarray:
-            """``(n, k)`` the ``data`` of the first ``n`` commands received."""
-            rows = [deserialize_message(b, Float64MultiArray).data for b in self.data[:n]]
-            return np.array(rows, dtype=float).reshape(n, -1) if n else np.zeros((0, 0))
+        def commands(self, n: int, width: int) -> np.ndarray:
+            """``(n, width)`` the ``data`` of the first ``n`` commands received; a command of another
+            length (the relay's answer to a flood message with more names) is a row of NaN (unmatched)."""
+            out = np.full((n, width), np.nan)
+            for i, b in enumerate(self.data[:n]):
+                row = deserialize_message(b, Float64MultiArray).data
+                if len(row) == width:
+                    out[i] = row
+            return out
 
     return Receiver()
 
@@ -464,6 +474,8 @@ class Scenario:
     #: None, "retiming" (service in the node-under-test's process, same executor) or "retiming-sep"
     #: (service in its own process); both with back-to-back 100-waypoint requests from a client process
     load: str | None = None
+    #: messages per second of the ``flood`` load
+    flood_rate_hz: float = 5000.0
     label: str = ""
 
     @property
@@ -508,10 +520,15 @@ class ScenarioResult:
 
 
 def _pool_load_stats(stats: list[dict]) -> dict:
-    """Retiming-load statistics of several blocks as one: counts summed, means weighted by the answered
-    requests, maxima maxed; the per-block dicts under ``per_block``."""
+    """Load statistics of several blocks as one: counts summed, means weighted by the answered
+    requests, maxima maxed (the flood's: messages summed, rate averaged); the per-block dicts under
+    ``per_block``."""
     if len(stats) == 1:
         return stats[0]
+    if "flood_sent" in stats[0]:
+        rates = [s["flood_rate_hz"] for s in stats if "flood_rate_hz" in s]
+        return {"flood_sent": sum(int(s.get("flood_sent", 0)) for s in stats),
+                "flood_rate_hz": round(float(np.mean(rates)), 1) if rates else None, "per_block": stats}
     out: dict = {"service_process": stats[0].get("service_process")}
     for key in ("requests", "answered", "success"):
         out[key] = sum(int(s.get(key, 0)) for s in stats)
@@ -568,13 +585,14 @@ def pool_blocks(blocks: list[ScenarioResult]) -> ScenarioResult:
     wall = sum(b.raw.wall_s for b in blocks)
     scenario = dict(blocks[0].scenario)
     scenario["duration_s"] = round(sum(float(b.scenario["duration_s"]) for b in blocks), 6)
-    extra = {k: v for k, v in blocks[0].extra.items() if k != "load_stats"}
+    extra = {k: v for k, v in blocks[0].extra.items() if k not in ("load_stats", "rss_mb")}
     loads = [b.extra["load_stats"] for b in blocks if "load_stats" in b.extra]
     if loads:
         extra["load_stats"] = _pool_load_stats(loads)
     extra["blocks"] = [{"p50_us": b.stats["p50_us"], "p99_us": b.stats["p99_us"], "dropped": b.stats["dropped"],
                         "sent": b.stats["sent"], "max_us": b.stats.get("max_us"),
-                        "cpu_ms_per_1000_msgs": round(b.raw.cpu_s * 1e6 / max(int(b.stats["received"]), 1), 1)}
+                        "cpu_ms_per_1000_msgs": round(b.raw.cpu_s * 1e6 / max(int(b.stats["received"]), 1), 1),
+                        **({"rss_mb": b.extra["rss_mb"]} if "rss_mb" in b.extra else {})}
                        for b in blocks]
     result = ScenarioResult(blocks[0].name, scenario, stats, extra=extra,
                             raw=RawWindow(lat, cpu, wall, span))
@@ -607,7 +625,9 @@ def _wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.02)
 
 
-LOADS = (None, "retiming", "retiming-sep")
+#: background loads of the two-process scenarios: back-to-back retiming requests (service in the node's process
+#: or its own), or a flood of hostile-name joint states on the node's input topic (:class:`FloodLoad`)
+LOADS = (None, "retiming", "retiming-sep", "flood")
 
 
 def _child_command(sc: Scenario) -> list[str]:
@@ -624,8 +644,9 @@ def _publisher_command(sc: Scenario, count: int, mark: int, out: str) -> list[st
 def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResult:
     """Run one scenario over real DDS and return its statistics (see the module docstring).
 
-    With ``sc.load`` set, back-to-back retiming requests run during the whole run
-    (:mod:`robot_dynamics_testing.retiming_load`); only across two processes.
+    With ``sc.load`` set, back-to-back retiming requests (:mod:`robot_dynamics_testing.retiming_load`) or
+    the hostile-name flood (:class:`FloodLoad`) run during the whole run; only across two processes. Across
+    two processes the node's RSS (MB) at the start and the end of the run is reported (``rss_mb``).
     """
     import rclpy
 
@@ -687,7 +708,11 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
             raise RuntimeError(f"publisher process did not start (said {line!r}, exit {pub_proc.poll()})")
         _wait_for(lambda: receiver.count_publishers(COMMAND_TOPIC) >= 1, 20.0, "DDS discovery")
         time.sleep(0.2)
-        if sc.load:
+        rss_start = rss_mb(child.pid) if child is not None else None
+        if sc.load == "flood":
+            load = FloodLoad(sc.flood_rate_hz)
+            load.start()
+        elif sc.load:
             from robot_dynamics_testing.retiming_load import make_retiming_load
 
             load = make_retiming_load(separate=sc.load == "retiming-sep")
@@ -711,17 +736,17 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
         wall = t1 - t0
         cpu = p1 - p0
         time.sleep(0.3)  # stragglers
+        rss_end = rss_mb(child.pid) if child is not None else None
         load_info = load.stop() if load is not None else {}
         load = None
         spinner.stop()
         spinner = None
         arrival = np.array(receiver.arrival_ns, dtype=np.int64)
         n_out = len(receiver.data)
-        outputs = receiver.commands(n_out) if n_out else np.zeros((0, expected.shape[1]))
+        outputs = receiver.commands(n_out, expected.shape[1])
         arrival = arrival[:n_out]
-        if outputs.shape[1] != expected.shape[1]:
-            raise RuntimeError(f"node '{sc.node}' published {outputs.shape[1]} values, expected "
-                               f"{expected.shape[1]}")
+        if n_out and not np.isfinite(outputs).all(axis=1).any():
+            raise RuntimeError(f"node '{sc.node}' published no command of {expected.shape[1]} values")
         seq, err = match_outputs(outputs, expected)
         stats = summarize(send_ns, (n_warm, count), arrival, seq, err)
         raw = RawWindow(window_latencies_us(send_ns, (n_warm, count), arrival, seq), cpu, wall,
@@ -734,6 +759,8 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
                                            "publisher runs in its own process)")
         if load_info:
             result.extra["load_stats"] = load_info
+        if rss_start is not None:
+            result.extra["rss_mb"] = {"start": round(rss_start, 1), "end": round(rss_end, 1)}
         return result
     finally:
         if load is not None:
@@ -749,6 +776,73 @@ def run_scenario(sc: Scenario, robot: ProbeRobot | None = None) -> ScenarioResul
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown(context=ctx)
+
+
+class FloodLoad:
+    """The ``flood`` load: a process (``python -m robot_dynamics_testing.latency flood``) publishing
+    ``sensor_msgs/JointState`` on the node's input topic at up to ``rate_hz``, stamped when sent: the 7 Panda
+    joints at a plausible pose (``attack.Q_MARK``, whose command matches no probe pose) plus 50 unknown names,
+    new ones every message (``attack.hostile_fields("names_changing")``, the attack benchmark's hostile-name
+    flood). start() returns once a subscriber is matched; stop() -> ``{"flood_sent", "flood_rate_hz"}``."""
+
+    def __init__(self, rate_hz: float):
+        self.rate_hz = float(rate_hz)
+        self._proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self._proc = subprocess.Popen([sys.executable, "-m", "robot_dynamics_testing.latency", "flood",
+                                       "--rate", repr(self.rate_hz)], stdout=subprocess.PIPE, text=True,
+                                      env=child_env())
+        line = self._proc.stdout.readline()
+        if not line.startswith("READY"):
+            self._proc.kill()
+            raise RuntimeError(f"flood process did not start (said {line.strip()!r})")
+
+    def stop(self) -> dict:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return {}
+        _stop_child(proc)
+        lines = [ln for ln in (proc.stdout.read() or "").splitlines() if ln.startswith("{")]
+        return json.loads(lines[-1]) if lines else {"error": "no statistics from the flood process"}
+
+
+def flood(rate_hz: float) -> int:
+    """The flood process of :class:`FloodLoad`: publishes until SIGINT, then prints one JSON line."""
+    import rclpy
+    from rclpy.node import Node
+    from sensor_msgs.msg import JointState
+
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
+    node = Node("bench_flood", context=ctx)
+    pub = node.create_publisher(JointState, JOINT_STATES_TOPIC, qos_depth())
+    sent, t0 = 0, time.monotonic()
+    try:
+        _wait_for(lambda: pub.get_subscription_count() >= 1, 20.0, "DDS discovery")
+        print("READY", flush=True)
+        t0 = next_t = time.monotonic()
+        msg = JointState()
+        while not stop.is_set():
+            f = hostile_fields("names_changing", sent)
+            msg.name, msg.position, msg.velocity = f["names"], f["position"], f["velocity"]
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
+            pub.publish(msg)
+            sent += 1
+            next_t += 1.0 / rate_hz
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                next_t = time.monotonic()   # behind: as fast as it goes, no catch-up burst
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+    elapsed = max(time.monotonic() - t0, 1e-9)
+    print(json.dumps({"flood_sent": sent, "flood_rate_hz": round(sent / elapsed, 1)}), flush=True)
+    return 0
 
 
 def _stop_child(child: subprocess.Popen) -> None:
@@ -776,6 +870,10 @@ class SuiteConfig:
     sweep_duration_s: float = 3.0
     sweep_rates_hz: tuple[float, ...] = (1000, 2000, 3000, 4000, 6000, 8000, 10000)
     retiming_load: bool = True
+    #: relay and gravity node across two processes beside the hostile-name flood (:class:`FloodLoad`) at
+    #: ``flood_rate_hz``, in the same rotation as the unloaded ones
+    flood: bool = False
+    flood_rate_hz: float = 5000.0
     warmup_s: float = 1.0
     #: SCHED_FIFO priority (1..99) for the measuring process and the node under test, None = normal
     #: scheduling; the retiming load processes always run at normal priority
@@ -900,6 +998,10 @@ def run_suite(cfg: SuiteConfig, *, progress: Callable[[dict], None] = lambda r: 
         twoproc += [Scenario(node="gravity", executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
                              duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, load=load)
                     for load in ("retiming", "retiming-sep")]
+    if cfg.flood:
+        twoproc += [Scenario(node=node, executor=best, topology="twoproc", rate_hz=cfg.rate_hz,
+                             duration_s=cfg.duration_s, warmup_s=cfg.warmup_s, load="flood",
+                             flood_rate_hz=cfg.flood_rate_hz) for node in cfg.nodes]
     if twoproc:
         run_group(twoproc, cfg.blocks)
     max_rate: dict[str, float | None] = {}
@@ -987,7 +1089,30 @@ def evaluate_targets(results: list[dict], best: str, cfg: SuiteConfig) -> dict:
         g_load = find("gravity", "twoproc", load)
         if g_load and relay_two:
             out[f"{load}_load_p99_le_2x_relay"] = bool(g_load["p99_us"] <= 2.0 * relay_two["p99_us"])
+    g_flood, relay_flood = find("gravity", "twoproc", "flood"), find("relay", "twoproc", "flood")
+    if g_flood and relay_flood:
+        out.update(flood_target(g_flood, relay_flood))
     return out
+
+
+#: the gravity node's share of answered good states beside the flood may be at most this much below the relay's
+FLOOD_SHARE_MARGIN = 0.05
+
+
+def answered_share(result: dict) -> float:
+    """The share of the window's good states answered by a command (1 - dropped / sent)."""
+    return 1.0 - result["dropped"] / max(result["sent"], 1)
+
+
+def flood_target(gravity: dict, relay: dict) -> dict:
+    """Issue 25's load target from the two flood scenarios of one run: the gravity node's share of answered
+    good states beside the hostile-name flood within :data:`FLOOD_SHARE_MARGIN` of the bare relay's, and both
+    node processes' RSS (MB, start and end of each block)."""
+    g, r = answered_share(gravity), answered_share(relay)
+    return {"flood_answered_share": {"gravity": round(g, 4), "relay": round(r, 4)},
+            "flood_share_within_5pct_of_relay": bool(g >= r - FLOOD_SHARE_MARGIN),
+            "flood_rss_mb": {"gravity": [b.get("rss_mb") for b in gravity.get("blocks") or [gravity]],
+                             "relay": [b.get("rss_mb") for b in relay.get("blocks") or [relay]]}}
 
 
 # ------------------------------------------------------------------------------------- child process entry
@@ -998,6 +1123,8 @@ def serve(node_kind: str, executor_kind: str, with_retiming: bool = False) -> in
 
     if os.environ.get(RT_ENV):
         set_realtime_priority(int(os.environ[RT_ENV]))
+    if os.environ.get(TRANSPORT_ENV, "node") == "node":
+        os.environ.update(udp_only_environment())   # as run_node does, before rclpy.init
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     nodes = [make_node_under_test(node_kind, ctx, ProbeRobot.panda())]
@@ -1075,7 +1202,11 @@ def _main(argv: list[str] | None = None) -> int:
     b.add_argument("--count", type=int, required=True)
     b.add_argument("--mark", type=int, required=True)
     b.add_argument("--out", required=True)
+    f = sub.add_parser("flood")
+    f.add_argument("--rate", type=float, required=True)
     args = p.parse_args(argv)
+    if args.cmd == "flood":
+        return flood(args.rate)
     if args.cmd == "publish":
         return publish(args.rate, args.count, args.mark, args.out)
     return serve(args.node, args.executor, args.with_retiming)

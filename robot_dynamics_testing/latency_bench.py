@@ -2,13 +2,16 @@
 
 Run:  .venv/bin/python benchmarks/bench_latency.py [--json out.json | --output out.json] [options]
 e.g.  .venv/bin/python benchmarks/bench_latency.py --duration 60 --json benchmarks/results/latency.json
+      .venv/bin/python benchmarks/bench_latency.py --nodes relay,gravity --topologies twoproc --no-sweep \
+          --no-retiming-load --flood --duration 10 --blocks 2      # issue 25's flood target, side by side
 (``--json PATH`` writes the result document, like the other benchmarks, and prints only the summary;
 it re-executes itself with MALLOC_TOP_PAD_=67108864, see shared NOTES "Benchmarks").
 
 Runs, in one process run and with the same executor, a bare rclpy relay (JointState in, Float64MultiArray
 out, no dynamics) and the gravity-compensation node on a 7-DoF Panda at ``--rate`` (1 kHz), in-process
 and across two processes, compares rclpy's executors, optionally adds back-to-back retiming requests as
-background load, and ramps the rate to the maximum the node sustains. See ``docs/realtime.md`` and
+background load (``--flood``: a hostile-name flood beside relay and gravity node), and ramps the rate to
+the maximum the node sustains. See ``docs/realtime.md`` and
 :mod:`robot_dynamics_testing.latency` for what is measured and how. Scenarios compared with
 each other run interleaved in ``--blocks`` blocks (ABBA...) and are pooled, so the VM's speed drifting over
 minutes hits them alike (:func:`robot_dynamics_testing.latency.run_suite`).
@@ -90,6 +93,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="window per step of the rate ramp, s (default 3)")
     parser.add_argument("--no-retiming-load", action="store_true",
                         help="skip the scenarios with back-to-back retiming requests as background load")
+    parser.add_argument("--flood", action="store_true",
+                        help="add relay and gravity node across two processes beside a hostile-name flood on "
+                             "their input topic (the 7 joints + 50 new names a message, --flood-rate), in the "
+                             "same rotation: each one's share of answered good states and its RSS "
+                             "(target: the gravity node's share within 5 %% of the relay's)")
+    parser.add_argument("--flood-rate", type=_positive(float), default=5000.0, metavar="HZ",
+                        help="messages per second of the flood (default 5000; fewer when the publisher "
+                             "cannot keep up, reported as flood_rate_hz)")
     parser.add_argument("--rt-priority", type=int, default=None, metavar="N",
                         help="run the measuring process and the node under test with SCHED_FIFO priority N "
                              "(1..99; needs CAP_SYS_NICE); the retiming load stays at normal priority")
@@ -211,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
         duration_s=args.duration, rate_hz=args.rate, executors=args.executors, nodes=args.nodes,
         topologies=args.topologies, compare_duration_s=args.compare_duration, sweep=not args.no_sweep,
         sweep_duration_s=args.sweep_duration, retiming_load=not args.no_retiming_load,
+        flood=args.flood, flood_rate_hz=args.flood_rate,
         rt_priority=args.rt_priority, blocks=args.blocks, warmup_s=args.warmup, qos_depth=args.qos_depth)
     if args.rt_priority is not None:
         if not 1 <= args.rt_priority <= 99:

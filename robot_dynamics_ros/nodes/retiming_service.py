@@ -260,7 +260,7 @@ def main(args: list[str] | None = None) -> int:
     # no shared-memory transport: a client killed mid-request would otherwise block the answer to it, and
     # with it the whole service, for good (issue 25; runtime.udp_only_environment)
     return run_node(NODE_NAME, RetimingServiceNode, args, executor_kind=lambda node: "multi",
-                    executor_threads=lambda node: node.executor_threads, shared_memory=False)
+                    executor_threads=lambda node: node.executor_threads)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 * :func:`make_executor` (:data:`EXECUTORS`), :func:`spin_until_shutdown` (use it instead of
   ``executor.spin()``: the EventsExecutor's ``spin()`` does not return on Ctrl-C), :func:`close_ros`.
 * :func:`run_node` — a node's console entry point; :func:`udp_only_environment` — the transport set-up of
-  the service nodes (no shared memory).
+  every node process it starts (no shared memory).
 * :func:`freeze_gc` — start-up objects out of the cyclic collector's way.
 * :func:`steady_timer` — a timer that keeps firing when sim time stops.
 * :func:`autostart` — configure and activate a lifecycle node at construction.
@@ -163,6 +163,16 @@ def udp_only_environment(env: Mapping[str, str] | None = None, cwd: Path | None 
     retiming service answered no one for the rest of the run after a client was SIGKILLed. A UDP send to a
     dead peer cannot block. What a peer does on its side does not matter: the peers see this process's UDP
     locators only and send to it over UDP.
+
+    Every node's process runs it (:func:`run_node`), not only the retiming service's: any push into a killed
+    peer's port blocks the same way, whether an answer of ``~/enable``, ``~/set_payload``,
+    ``~/reset_collision``, a parameter service, or a command to a killed subscriber. Its cost, measured
+    side by side (``ROBOT_DYNAMICS_BENCH_TRANSPORT=node|default .venv/bin/python benchmarks/bench_latency.py
+    --nodes relay,gravity --topologies twoproc --executors events --no-sweep --no-retiming-load --duration 8
+    --blocks 2``, two runs each, 2-core machine at load 8): gravity node at 1 kHz, p50 475 / 4 647 µs over UDP
+    and 545 / 400 µs with SHM, CPU 234–288 and 248–256 ms per 1000 messages, 0–1 388 and 0 of 8 000
+    dropped; the p99s (7–531 ms) and the drops follow the machine's load in both, not the transport
+    (see docs/hardening.md).
     """
     env = os.environ if env is None else env
     if env.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp") != "rmw_fastrtps_cpp":
@@ -181,8 +191,7 @@ def udp_only_environment(env: Mapping[str, str] | None = None, cwd: Path | None 
 
 def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = None, *,
              executor_kind: Callable[[Any], str] = lambda node: "events",
-             executor_threads: Callable[[Any], int | None] = lambda node: None,
-             shared_memory: bool = True) -> int:
+             executor_threads: Callable[[Any], int | None] = lambda node: None) -> int:
     """The body of a node's console entry point (``ros2 run robot_dynamics_ros <name>``).
 
     Initialises rclpy with ``args``, builds the node with ``make_node()``, spins it on
@@ -195,12 +204,10 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
         exceptions, typically from the node's constructor), after printing ``<name>: error: <reason>``
         as one line on stderr (no traceback).
 
-    ``shared_memory=False`` (the service nodes that answer requests from processes which may die, see
-    :func:`udp_only_environment`): this process's DDS participant uses UDP only, unless the user chose the
-    transports.
+    The process's DDS participant uses UDP only (:func:`udp_only_environment`), unless the user chose the
+    transports: a peer process that dies must not wedge the node.
     """
-    if not shared_memory:
-        os.environ.update(udp_only_environment())  # read by rcl / Fast DDS in rclpy.init: before it
+    os.environ.update(udp_only_environment())  # read by rcl / Fast DDS in rclpy.init: before it
     rclpy.init(args=args)
     node = executor = None
     try:

@@ -176,6 +176,43 @@ def test_suite_runs_compared_scenarios_interleaved_and_pools_them(monkeypatch):
     assert f"{main[1]} / {main[0]} p99 per block: " in md
 
 
+def test_flood_scenarios_run_side_by_side_and_judge_the_answered_shares(monkeypatch):
+    """--flood: relay and gravity node beside the flood join the two-process rotation; the target compares
+    their shares of answered good states (1 - dropped / sent, counted here from the fake blocks' drops) with
+    a 5 % margin and lists each block's node RSS."""
+    calls = []
+    rng = np.random.default_rng(3)
+    drops = {"relay": 100, "gravity": 100}   # per 1000-message block
+
+    def fake_run_scenario(sc, robot=None):
+        calls.append(sc.name)
+        n = int(round(sc.duration_s * sc.rate_hz))
+        r = _block(rng, sc.name, n, 300.0, drops[sc.node] if sc.load == "flood" else 0, 0.1, sc.duration_s)
+        r.scenario = {k: v for k, v in dataclasses.asdict(sc).items() if k != "label"}
+        r.extra["rss_mb"] = {"start": 100.0 + len(calls), "end": 101.0 + len(calls)}
+        return r
+
+    monkeypatch.setattr(latency, "run_scenario", fake_run_scenario)
+    cfg = latency.SuiteConfig(duration_s=2.0, executors=("events",), topologies=("twoproc",), sweep=False,
+                              retiming_load=False, flood=True, flood_rate_hz=4000.0, blocks=2)
+    doc = latency.run_suite(cfg)
+    two = ["relay-twoproc-events", "gravity-twoproc-events", "relay-twoproc-events-flood",
+           "gravity-twoproc-events-flood"]
+    assert calls[4:] == two + two[::-1]   # after the in-process executor comparison (2 x 2 blocks): ABCD DCBA
+    rows = {r["name"]: r for r in doc["scenarios"]}
+    assert rows[two[3]]["flood_rate_hz"] == 4000.0 and rows[two[3]]["dropped"] == 200
+    t = doc["targets"]
+    assert t["flood_answered_share"] == {"gravity": 0.9, "relay": 0.9}
+    assert t["flood_share_within_5pct_of_relay"] is True
+    assert [b["start"] for b in t["flood_rss_mb"]["gravity"]] == [108.0, 109.0]   # the 8th and 9th run
+    # 6.1 % more dropped than the relay: not within 5 %; 4.9 %: within
+    drops.update(gravity=161)
+    calls.clear()
+    assert latency.run_suite(cfg)["targets"]["flood_share_within_5pct_of_relay"] is False
+    drops.update(gravity=149)
+    assert latency.run_suite(cfg)["targets"]["flood_share_within_5pct_of_relay"] is True
+
+
 def test_blocks_option_parsing_and_errors(capsys, monkeypatch):
     parser = argparse.ArgumentParser()
     bench.configure_parser(parser)
