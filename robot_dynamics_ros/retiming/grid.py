@@ -51,16 +51,19 @@ def _gridpoints(knots, count, min_per):  # pragma: no cover - compiled
         order = np.argsort(-frac)
         for k in range(short):
             per[order[k % n_int]] += 1
-    while short < 0:  # too many from the minima: take from the intervals with most stages per length
+    while short < 0:  # too many from the minima: take from the intervals with most stages per length,
+        # never below half their share of the request: a long, nearly straight interval between sharp
+        # turns keeps the stages its speed ramps need (one stage there is one constant sdd over it)
         best = -1
         ratio = -1.0
         for k in range(n_int):
-            if per[k] > min_per[k]:
-                r = per[k] / (knots[k + 1] - knots[k])
+            length = knots[k + 1] - knots[k]
+            if per[k] > max(min_per[k], int(0.5 * length * (stages / total))):
+                r = per[k] / length
                 if r > ratio:
                     ratio = r
                     best = k
-        if best < 0:  # every interval at its minimum: more stages than requested
+        if best < 0:  # every interval at its floor: more stages than requested
             break
         per[best] -= 1
         short += 1
