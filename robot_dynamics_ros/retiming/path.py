@@ -290,10 +290,16 @@ class JointPath:
         args = (np.ascontiguousarray(chord_offset, dtype=float), float(tol),
                 np.ascontiguousarray(lower, dtype=float), np.ascontiguousarray(upper, dtype=float),
                 ss, hs, es, he, int(max_knots), int(max_rounds))
-        out = _cut_corners(wp, knots, *args) if cut_corners and wp.shape[0] > 2 else None
-        if out is None or out[7] != 0:  # not cut, or the cut path did not converge: every waypoint a knot
-            no_corner = np.full(wp.shape[0] - 1, -1, dtype=np.int64)
-            out = _refine(wp, knots, args[0], no_corner, wp[:0], np.zeros((0, 2)), *args[1:])
+        no_corner = np.full(wp.shape[0] - 1, -1, dtype=np.int64)
+        out = _refine(wp, knots, args[0], no_corner, wp[:0], np.zeros((0, 2)), *args[1:])
+        if cut_corners and wp.shape[0] > 2:
+            # only corners the spline through the waypoints could not pass within tol (a chord next to
+            # them needed knots) are cut: a smooth, dense path is left as it is
+            added = np.diff(np.searchsorted(out[1], knots)) > 1
+            tight = added[:-1] | added[1:]
+            if tight.any():
+                cut = _cut_corners(wp, knots, tight, *args)
+                out = cut if cut[7] == 0 else out  # else every waypoint a knot
         _, kn, _, _, c, dev, bad, status = out
         return cls(kn, c, waypoint_knots=knots), dev, int(status), bad
 
@@ -438,8 +444,9 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
 CORNER_PASSES = 5
 
 
-def _cut_corners(wp, sw, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):
-    """:func:`_refine` on the knots of :func:`_corner_points`, the cut distance d of every corner
+def _cut_corners(wp, sw, tight, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):
+    """:func:`_refine` on the knots of :func:`_corner_points`, the cut distance d of every corner k with
+    tight[k - 1]
     adjusted until the bound across each corner is within [0.9, 1] × tol (or d is at its largest, 0.45 of
     the shorter chord, within tol). An isolated corner's deviation scales with d (the knots near it are
     d, 2d, 4d from it): the first pass rescales d by 0.95 tol / deviation; where corners interact (short
@@ -459,7 +466,7 @@ def _cut_corners(wp, sw, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rou
     d_max = 0.45 * shorter
     cut = np.zeros(wp.shape[0])
     inner = cut[1:-1]  # a view: the corners
-    active = (turn > 1e-6) & (budget > 0.0)
+    active = tight & (turn > 1e-6) & (budget > 0.0)
     # first guess: the chord between the cut points passes sin(turn) d / 2 from the polyline
     inner[active] = np.minimum(d_max, 2.0 * budget / np.maximum(np.sin(np.minimum(turn, 0.5 * np.pi)),
                                                                    1e-12))[active]
