@@ -1,7 +1,7 @@
 """Benchmark: corners that use their path tolerance — our retiming vs MoveIt's TOTG at equal deviation.
 
 Cases: Panda (7-DoF) and UR5 (6-DoF) from example-robot-data, W = 10 and 100 waypoints of bench_retiming's
-smooth joint-space path (its ``smooth_waypoints``, seed 0), velocity + acceleration limits only (URDF
+smooth joint-space path (``retiming_cases.smooth_waypoints``, seed 0; the same generator), velocity + acceleration limits only (URDF
 velocities, 10 rad/s²; no torque: TOTG has none), ``path_tolerance`` = TOTG's ``maxDeviation`` (default
 1e-3 and 1e-2 rad). TOTG's deviation is Euclidean and ours the infinity norm (≤ Euclidean), so equal
 values are fair to TOTG.
@@ -23,35 +23,20 @@ Run:  .venv/bin/python benchmarks/bench_corners.py [--tolerance 1e-3 1e-2] [--js
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks.bench_retiming import load_model, smooth_waypoints  # noqa: E402
-from robot_dynamics_ros.retiming.path import JointPath  # noqa: E402
-from robot_dynamics_ros.retiming.request import RetimeOptions  # noqa: E402
-from robot_dynamics_ros.retiming.retimer import Retimer  # noqa: E402
-from robot_dynamics_testing import totg_peer  # noqa: E402
-from robot_dynamics_testing.polyline import max_polyline_distance  # noqa: E402
+from robot_dynamics_ros.retiming.request import RetimeOptions
+from robot_dynamics_ros.retiming.retimer import Retimer
+from robot_dynamics_testing import totg_peer
+from robot_dynamics_testing.corner_cases import corners_kept
+from robot_dynamics_testing.polyline import max_polyline_distance
+from robot_dynamics_testing.retiming_cases import load_model, smooth_waypoints
 
 PERIOD = 1e-3  # s, output and TOTG sampling
-
-
-@contextlib.contextmanager
-def corners_kept():
-    """Ours as before the change: every waypoint a knot of the spline."""
-    original = JointPath.__dict__["within_tolerance"]
-    JointPath.within_tolerance = classmethod(functools.partial(original.__func__, cut_corners=False))
-    try:
-        yield
-    finally:
-        JointPath.within_tolerance = original
 
 
 def peaks(qd, qdd, vlim, alim):
@@ -77,7 +62,7 @@ def totg(wp, tol, vlim, alim):
 
 
 def run_case(robot, count, tol, have_totg):
-    model = load_model(robot)
+    model = load_model(robot, payload=False)
     model.effort_limit = np.full(model.n, np.inf)  # velocity + acceleration only
     vlim, alim = model.velocity_limit.copy(), model.acceleration_limit.copy()
     retimer = Retimer(model)
