@@ -441,7 +441,7 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
 
 
 #: passes of :func:`_cut_corners` adjusting the corners' cut distances
-CORNER_PASSES = 5
+CORNER_PASSES = 3
 
 
 def _cut_corners(wp, sw, tight, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):
