@@ -13,7 +13,7 @@ __all__ = ["gridpoints_for", "collocation", "KEEP_SHARE"]
 
 #: with turn-limited stages, no knot interval gets fewer than this fraction of its length's share of the
 #: requested gridpoints (stages taken back for the turn minima come from the others)
-KEEP_SHARE = 1.0
+KEEP_SHARE = 0.5
 
 
 @njit(cache=True, nogil=True)

@@ -12,9 +12,11 @@ small compiled kernel instead of ``scipy.interpolate.CubicSpline`` only because 
 Python overhead per call, a fifth of the retiming budget; ``test/retiming/test_path.py`` checks both agree to 1e-12.
 
 The waypoints are prepared first (duplicates merged, the motion split at direction reversals:
-:mod:`robot_dynamics_ros.retiming.waypoints`). :meth:`JointPath.within_tolerance` adds knots on the chords until
-the spline stays within a tolerance of the straight segments between the waypoints; the gridpoints and the
-path at them are :mod:`robot_dynamics_ros.retiming.grid`.
+:mod:`robot_dynamics_ros.retiming.waypoints`). :meth:`JointPath.within_tolerance` cuts the corners the spline
+through the waypoints cannot pass within a tolerance of the straight segments between them (knots on the
+corner's chords instead of the corner, :mod:`robot_dynamics_ros.retiming.corners`) and adds knots on the
+chords until the spline stays within the tolerance; the gridpoints and the path at them are
+:mod:`robot_dynamics_ros.retiming.grid`.
 """
 from __future__ import annotations
 
