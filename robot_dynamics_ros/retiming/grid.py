@@ -9,7 +9,11 @@ from numba import njit
 
 from robot_dynamics_ros.retiming.path import JointPath, spline_eval
 
-__all__ = ["gridpoints_for", "collocation"]
+__all__ = ["gridpoints_for", "collocation", "KEEP_SHARE"]
+
+#: with turn-limited stages, no knot interval gets fewer than this fraction of its length's share of the
+#: requested gridpoints (stages taken back for the turn minima come from the others)
+KEEP_SHARE = 0.5
 
 
 @njit(cache=True, nogil=True)
@@ -33,7 +37,7 @@ def _min_stages(knots, coeffs, turn):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _gridpoints(knots, count, min_per):  # pragma: no cover - compiled
+def _gridpoints(knots, count, min_per, keep):  # pragma: no cover - compiled
     n_int = knots.shape[0] - 1
     stages = max(count - 1, n_int)
     total = knots[n_int] - knots[0]
@@ -51,16 +55,19 @@ def _gridpoints(knots, count, min_per):  # pragma: no cover - compiled
         order = np.argsort(-frac)
         for k in range(short):
             per[order[k % n_int]] += 1
-    while short < 0:  # too many from the minima: take from the intervals with most stages per length
+    while short < 0:  # too many from the minima: take from the intervals with most stages per length,
+        # never below ``keep`` × their share of the request: a long, nearly straight interval between
+        # sharp turns keeps the stages its speed ramps need (one stage there is one constant sdd over it)
         best = -1
         ratio = -1.0
         for k in range(n_int):
-            if per[k] > min_per[k]:
-                r = per[k] / (knots[k + 1] - knots[k])
+            length = knots[k + 1] - knots[k]
+            if per[k] > max(min_per[k], int(keep * length * (stages / total))):
+                r = per[k] / length
                 if r > ratio:
                     ratio = r
                     best = k
-        if best < 0:  # every interval at its minimum: more stages than requested
+        if best < 0:  # every interval at its floor: more stages than requested
             break
         per[best] -= 1
         short += 1
@@ -93,14 +100,14 @@ def gridpoints_for(knots: np.ndarray, count: int, return_knot_index: bool = Fals
         s (N,) gridpoints; with ``return_knot_index`` also (K,) the index in s of every knot.
     """
     knots = np.ascontiguousarray(knots, dtype=float)
-    s, knot_index = _gridpoints(knots, int(count), np.ones(knots.shape[0] - 1, dtype=np.int64))
+    s, knot_index = _gridpoints(knots, int(count), np.ones(knots.shape[0] - 1, dtype=np.int64), 0.0)
     return (s, knot_index) if return_knot_index else s
 
 
 @njit(cache=True, nogil=True)
 def _collocation(knots, coeffs, count, lower, upper, turn):  # pragma: no cover - compiled
     """Gridpoints, collocation points and the spline at them in one pass (see :func:`collocation`)."""
-    s, knot_index = _gridpoints(knots, count, _min_stages(knots, coeffs, turn))
+    s, knot_index = _gridpoints(knots, count, _min_stages(knots, coeffs, turn), KEEP_SHARE)
     n_grid = s.shape[0]
     n = coeffs.shape[2]
     s_eval = np.empty(2 * n_grid - 1)

@@ -12,9 +12,11 @@ small compiled kernel instead of ``scipy.interpolate.CubicSpline`` only because 
 Python overhead per call, a fifth of the retiming budget; ``test/retiming/test_path.py`` checks both agree to 1e-12.
 
 The waypoints are prepared first (duplicates merged, the motion split at direction reversals:
-:mod:`robot_dynamics_ros.retiming.waypoints`). :meth:`JointPath.within_tolerance` adds knots on the chords until
-the spline stays within a tolerance of the straight segments between the waypoints; the gridpoints and the
-path at them are :mod:`robot_dynamics_ros.retiming.grid`.
+:mod:`robot_dynamics_ros.retiming.waypoints`). :meth:`JointPath.within_tolerance` cuts the corners the spline
+through the waypoints cannot pass within a tolerance of the straight segments between them (knots on the
+corner's chords instead of the corner, :mod:`robot_dynamics_ros.retiming.corners`) and adds knots on the
+chords until the spline stays within the tolerance; the gridpoints and the path at them are
+:mod:`robot_dynamics_ros.retiming.grid`.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+
+from robot_dynamics_ros.retiming.corners import _corner_deviation, _corner_points, _critical_points
 
 #: largest change of the path tangent q' (infinity norm) over one stage: the stage-interior bound of the
 #: velocity and torque rows is exact only up to a residual that grows with the square of this turn
@@ -243,16 +247,24 @@ class JointPath:
 
     @classmethod
     def within_tolerance(cls, waypoints, chord_offset, tol, lower, upper, *, start_tangent=None,
-                         end_tangent=None, max_knots: int = 1_000_000, max_rounds: int = 60):
-        """The C² cubic spline through the waypoints and through points added on their chords, within
-        ``tol`` of the polyline and inside [lower, upper] everywhere.
+                         end_tangent=None, max_knots: int = 1_000_000, max_rounds: int = 60,
+                         cut_corners: bool = True):
+        """The C² cubic spline within ``tol`` of the polyline through the waypoints and inside [lower, upper]
+        everywhere, through the end waypoints and through points on the chords; with ``cut_corners`` it
+        turns each corner using (close to) the whole tolerance instead of passing through the corner.
 
-        The spline through the waypoints alone can swing far from the straight segments between them
-        (the segments a planner checked); every knot interval where it does, by the exact bound of
+        Corners (:func:`_cut_corners`): each interior waypoint is replaced by knots on its two chords at a
+        distance d from it (and a few further ones at 2d, 4d, ... that damp the spline's ringing), d
+        chosen per corner so that the exact bound of the spline's distance from the polyline across the
+        corner (:func:`_corner_deviation`) is within [0.9, 1] × ``tol`` — the speed a corner allows grows
+        with the radius it is turned on (Kunz & Stilman 2012 blend circular arcs to the same end). Then,
+        as without cutting: the spline can swing far from the straight segments between the knots (the
+        segments a planner checked); every knot interval on a chord where it does, by the exact bound of
         :func:`_interval_bounds`, or where it leaves the position box, gets the midpoint of its chord as
-        a new knot, until no interval does. The interpolation error near a corner scales with the local
-        knot spacing, so each round roughly halves it where needed (≈ 10 rounds from 1 rad chords to
-        1 mrad); the bound is checked, not assumed: status 2 if it is not met after ``max_rounds``.
+        a new knot, until no interval does (≈ 10 rounds from 1 rad chords to 1 mrad); the bound is
+        checked, not assumed: status 2 if it is not met after ``max_rounds``. A corner whose interval
+        leaves the position box is cut less; one that cannot be cut within the tolerance keeps its
+        waypoint as a knot.
 
         Args:
             waypoints: (K, n) distinct consecutive waypoints (rad / m).
@@ -260,10 +272,15 @@ class JointPath:
                 (non-zero where waypoints were merged, see :func:`prepare_waypoints`).
             tol: path tolerance (rad / m, infinity norm); lower, upper: (n,) position bounds.
             start_tangent, end_tangent: as in :meth:`from_waypoints`.
+            cut_corners: False: every waypoint is a knot (the path passes through every corner).
         Returns:
             (path, deviation (K'-1,) per knot interval the bound on its distance from the polyline,
             status: 0 within tolerance, 1 more than ``max_knots`` knots needed, 2 not within ``max_rounds``
-            halvings, bad (K'-1,) joint leaving [lower, upper] per interval or -1).
+            halvings, bad (K'-1,) joint leaving [lower, upper] per interval or -1). ``path.waypoint_knots``
+            is s at the waypoints (s is the chord length of the polyline; a cut corner's s is the middle
+            of its knot interval).
+        Raises:
+            ValueError: fewer than 2 waypoints or consecutive duplicates.
         """
         wp = np.ascontiguousarray(waypoints, dtype=float)
         knots, shortest = _chord_knots(wp)
@@ -272,12 +289,21 @@ class JointPath:
         n = wp.shape[1]
         ss, hs = _unit(start_tangent, n)
         es, he = _unit(end_tangent, n)
-        wp_knots = knots
-        _, knots, _, c, dev, bad, status = _refine(
-            wp, knots, np.ascontiguousarray(chord_offset, dtype=float), float(tol),
-            np.ascontiguousarray(lower, dtype=float), np.ascontiguousarray(upper, dtype=float),
-            ss, hs, es, he, int(max_knots), int(max_rounds))
-        return cls(knots, c, waypoint_knots=wp_knots), dev, int(status), bad
+        args = (np.ascontiguousarray(chord_offset, dtype=float), float(tol),
+                np.ascontiguousarray(lower, dtype=float), np.ascontiguousarray(upper, dtype=float),
+                ss, hs, es, he, int(max_knots), int(max_rounds))
+        no_corner = np.full(wp.shape[0] - 1, -1, dtype=np.int64)
+        out = _refine(wp, knots, args[0], no_corner, wp[:0], np.zeros((0, 2)), *args[1:])
+        if cut_corners and wp.shape[0] > 2:
+            # only corners the spline through the waypoints could not pass within tol (a chord next to
+            # them needed knots) are cut: a smooth, dense path is left as it is
+            added = np.diff(np.searchsorted(out[1], knots)) > 1
+            tight = added[:-1] | added[1:]
+            if tight.any():
+                cut = _cut_corners(wp, knots, tight, *args)
+                out = cut if cut[7] == 0 else out  # else every waypoint a knot
+        _, kn, _, _, c, dev, bad, status = out
+        return cls(kn, c, waypoint_knots=knots), dev, int(status), bad
 
     def split_for_turn(self, turn: float = TURN_PER_STAGE, max_depth: int = 3) -> "JointPath":
         """The same path (identical polynomials) with knot intervals halved where the curvature varies
@@ -309,37 +335,18 @@ class JointPath:
 
 
 @njit(cache=True, nogil=True)
-def _critical_points(c0, c1, c2, h, out):  # pragma: no cover - compiled
-    """Roots of 3 c0 t² + 2 c1 t + c2 (the extrema of c0 t³ + c1 t² + c2 t) inside (0, h), into out;
-    returns how many (0-2)."""
-    a = 3.0 * c0
-    b = 2.0 * c1
-    k = 0
-    if a == 0.0:
-        if b != 0.0:
-            t = -c2 / b
-            if 0.0 < t < h:
-                out[k] = t
-                k += 1
-        return k
-    disc = b * b - 4.0 * a * c2
-    if disc < 0.0:
-        return 0
-    sq = np.sqrt(disc)
-    qq = -0.5 * (b + sq) if b >= 0.0 else -0.5 * (b - sq)  # no cancellation (Numerical Recipes 5.6)
-    for t in (qq / a, (c2 / qq) if qq != 0.0 else -1.0):
-        if 0.0 < t < h:
-            out[k] = t
-            k += 1
-    return k
+def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, close):  # pragma: no cover
+    """Per knot interval i: dev[i] = a bound of the spline's distance from the polyline there, and
+    bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
 
-
-@njit(cache=True, nogil=True)
-def _interval_bounds(knots, c, offset, lo, hi, dev, bad):  # pragma: no cover - compiled
-    """Per knot interval i: dev[i] = offset[i] + max over joints and t of |q(t) - chord(t)| (the spline
-    minus the straight line between its values at the two knots: a cubic vanishing at both ends, so its
-    extremes are at the roots of a quadratic), and bad[i] = a joint whose q leaves [lo, hi] inside the
-    interval, or -1. Returns max(dev)."""
+    The spline minus the straight line between its values at the interval's two knots is a cubic
+    vanishing at both ends, whose extremes are at the roots of a quadratic: fit = its largest magnitude.
+    On a chord (corner[i] < 0) dev[i] = fit + offset[i]. Across a cut corner (corner[i] = k ≥ 0: knots
+    a = pts[i], b = pts[i+1] at equal distances d from the corner p = cp[k] on its two chords, whose
+    offsets are coff[k] (2,)), the straight line a -> b is within d sin(turn) / 2 (Euclidean) of the
+    polyline a -> p -> b (its distances from the lines p a and p b are linear along it, 0 at a resp. b),
+    so fit + that + the larger offset bounds it; where that exceeds ``close`` the finer
+    :func:`_corner_deviation` is taken too (the smaller of the two)."""
     nint = knots.shape[0] - 1
     n = c.shape[2]
     roots = np.empty(2)
@@ -354,9 +361,7 @@ def _interval_bounds(knots, c, offset, lo, hi, dev, bad):  # pragma: no cover - 
             k = _critical_points(c0, c1, c2 - slope, h, roots)
             for r in range(k):
                 t = roots[r]
-                e = abs(((c0 * t + c1) * t + c2 - slope) * t)
-                if e > d:
-                    d = e
+                d = max(d, abs(((c0 * t + c1) * t + c2 - slope) * t))
             if bad[i] < 0:
                 k = _critical_points(c0, c1, c2, h, roots)
                 for r in range(k):
@@ -364,59 +369,156 @@ def _interval_bounds(knots, c, offset, lo, hi, dev, bad):  # pragma: no cover - 
                     v = ((c0 * t + c1) * t + c2) * t + c3
                     if not (lo[j] <= v <= hi[j]):
                         bad[i] = j
-        dev[i] = d + offset[i]
+        if corner[i] < 0:
+            dev[i] = d + offset[i]
+        else:
+            k = corner[i]
+            # distance of the midpoint of a -> b from the line p a
+            aa = 0.0
+            ma = 0.0
+            mm = 0.0
+            for j in range(n):
+                u = pts[i, j] - cp[k, j]
+                m = 0.5 * (pts[i, j] + pts[i + 1, j]) - cp[k, j]
+                aa += u * u
+                ma += m * u
+                mm += m * m
+            mid = np.sqrt(max(mm - ma * ma / aa, 0.0)) if aa > 0.0 else np.sqrt(mm)
+            dev[i] = d + mid + max(coff[k, 0], coff[k, 1])
+            if dev[i] > close:
+                dev[i] = min(dev[i], _corner_deviation(c, i, h, pts[i], cp[k], pts[i + 1], coff[k, 0],
+                                                       coff[k, 1], roots))
         if dev[i] > worst:
             worst = dev[i]
     return worst
 
 
 @njit(cache=True, nogil=True)
-def _refine(wp, knots, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):  # pragma: no cover
-    """Insert chord midpoints into every knot interval whose spline leaves the tolerance tube or the
-    position box, and solve again, until none does (status 0), the knot count would pass max_knots (1)
-    or after max_rounds (2). Returns (points, knots, offset, coefficients, dev, bad, status)."""
-    status = 2
-    for _ in range(max_rounds):
+def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
+            max_rounds):  # pragma: no cover
+    """Insert chord midpoints into every knot interval on a chord (corner < 0) whose spline leaves the
+    tolerance tube or the position box, and solve again, until none does (status 0), the knot count would
+    pass max_knots (1) or after max_rounds (2). Intervals across a cut corner are never split (the caller
+    moves their knots). Returns (points, knots, offset, corner, coefficients, dev, bad, status)."""
+    for _ in range(max_rounds + 1):
         c = _spline_coefficients(knots, wp, ss, hs, es, he)
         nint = knots.shape[0] - 1
         dev = np.empty(nint)
         bad = np.empty(nint, dtype=np.int64)
-        _interval_bounds(knots, c, offset, lo, hi, dev, bad)
+        _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, np.inf)
         split = 0
         for i in range(nint):
-            if dev[i] > tol or bad[i] >= 0:
+            if corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
                 split += 1
-        if split == 0:
-            return wp, knots, offset, c, dev, bad, 0
+        if split == 0:  # the corners' finer bounds (not needed to split chords) once, for the caller
+            _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, 0.9 * tol)
+            return wp, knots, offset, corner, c, dev, bad, 0
         if knots.shape[0] + split > max_knots:
-            return wp, knots, offset, c, dev, bad, 1
+            return wp, knots, offset, corner, c, dev, bad, 1
+        if _ == max_rounds:
+            break
         k2 = knots.shape[0] + split
         wp2 = np.empty((k2, wp.shape[1]))
         kn2 = np.empty(k2)
         off2 = np.empty(k2 - 1)
+        cor2 = np.empty(k2 - 1, dtype=np.int64)
         g = 0
         for i in range(nint):
             wp2[g, :] = wp[i, :]
             kn2[g] = knots[i]
             off2[g] = offset[i]
+            cor2[g] = corner[i]
             g += 1
-            if dev[i] > tol or bad[i] >= 0:
+            if corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
                 # the midpoint of the chord: on the same (input or merged) chord, s stays its chord length
                 wp2[g, :] = 0.5 * (wp[i, :] + wp[i + 1, :])
                 kn2[g] = 0.5 * (knots[i] + knots[i + 1])
                 off2[g] = offset[i]
+                cor2[g] = -1
                 g += 1
         wp2[g, :] = wp[nint, :]
         kn2[g] = knots[nint]
-        wp, knots, offset = wp2, kn2, off2
-    c = _spline_coefficients(knots, wp, ss, hs, es, he)
-    dev = np.empty(knots.shape[0] - 1)
-    bad = np.empty(knots.shape[0] - 1, dtype=np.int64)
-    _interval_bounds(knots, c, offset, lo, hi, dev, bad)
-    for i in range(dev.shape[0]):
-        if dev[i] > tol or bad[i] >= 0:
-            return wp, knots, offset, c, dev, bad, status
-    return wp, knots, offset, c, dev, bad, 0
+        wp, knots, offset, corner = wp2, kn2, off2, cor2
+    return wp, knots, offset, corner, c, dev, bad, 2
+
+
+#: passes of :func:`_cut_corners` adjusting the corners' cut distances
+CORNER_PASSES = 3
+
+
+def _cut_corners(wp, sw, tight, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):
+    """:func:`_refine` on the knots of :func:`_corner_points`, the cut distance d of every corner k with
+    tight[k - 1]
+    adjusted until the bound across each corner is within [0.9, 1] × tol (or d is at its largest, 0.45 of
+    the shorter chord, within tol). An isolated corner's deviation scales with d (the knots near it are
+    d, 2d, 4d from it): the first pass rescales d by 0.95 tol / deviation; where corners interact (short
+    chords) the later passes bracket d per corner between the largest d seen within tol and the
+    smallest seen above it (or outside the position box) and take the secant between them (a corner cut
+    by more than a quarter of a chord that went above tol keeps to a quarter). After
+    :data:`CORNER_PASSES` passes only corners above tol shrink (to their largest d seen within tol at
+    most), for up to 3 passes; the first of these with every corner within tol is taken, else the pass
+    within tol that used most of it. Returns _refine's tuple (status 2 when no pass had every corner
+    within tol: the caller then keeps every waypoint as a knot)."""
+    chords = np.diff(wp, axis=0)
+    length = np.diff(sw)
+    e = chords / length[:, None]
+    turn = np.arccos(np.clip(np.sum(e[:-1] * e[1:], axis=1), -1.0, 1.0))
+    budget = tol - np.maximum(offset[:-1], offset[1:])
+    shorter = np.minimum(length[:-1], length[1:])
+    d_max = 0.45 * shorter
+    cut = np.zeros(wp.shape[0])
+    inner = cut[1:-1]  # a view: the corners
+    active = tight & (turn > 1e-6) & (budget > 0.0)
+    # first guess: the chord between the cut points passes sin(turn) d / 2 from the polyline
+    inner[active] = np.minimum(d_max, 2.0 * budget / np.maximum(np.sin(np.minimum(turn, 0.5 * np.pi)),
+                                                                   1e-12))[active]
+    cp = np.ascontiguousarray(wp[1:-1])
+    coff = np.ascontiguousarray(np.stack([offset[:-1], offset[1:]], axis=1))
+    ok_d, ok_dev = np.zeros(inner.shape[0]), np.zeros(inner.shape[0])  # largest d within tol
+    no_d, no_dev = np.full(inner.shape[0], np.inf), np.zeros(inner.shape[0])  # smallest d above it
+    best, best_score = None, -1.0
+    target = 0.95 * tol
+    for rnd in range(CORNER_PASSES + 3):
+        out = _refine(*_corner_points(wp, sw, cut, offset), cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
+                      max_rounds)
+        if out[7] != 0:
+            return out
+        dev, bad, corner = out[5], out[6], out[3]
+        at = corner >= 0
+        dev_c = np.zeros(inner.shape[0])
+        bad_c = np.zeros(inner.shape[0], dtype=bool)
+        dev_c[corner[at]] = dev[at]
+        bad_c[corner[at]] = bad[at] >= 0
+        over = (inner > 0.0) & ((dev_c > tol) | bad_c)
+        low = (inner > 0.0) & (dev_c < 0.9 * tol) & (inner < d_max) & ~over
+        if not over.any():
+            if not low.any() or rnd >= CORNER_PASSES:
+                return out
+            if dev_c.sum() > best_score:
+                best, best_score = out, dev_c.sum()
+        grew = ~over & (inner > ok_d)
+        ok_d[grew], ok_dev[grew] = inner[grew], dev_c[grew]
+        shrank = over & (inner < no_d)
+        no_d[shrank], no_dev[shrank] = inner[shrank], np.where(bad_c, np.inf, dev_c)[shrank]
+        if rnd >= CORNER_PASSES - 1:
+            # corners above tol shrink (to their largest d seen within tol at most), the others stay
+            with np.errstate(divide="ignore"):
+                inner[over] = np.minimum(ok_d, inner * np.where(bad_c, 0.5, target / dev_c))[over]
+            continue
+        # a corner cut by more than a quarter of a chord that went above tol interacts with its neighbour
+        # across that chord (the spline cannot straighten between them): it keeps to a quarter from now on
+        near = over & (inner > 0.25 * shorter)
+        d_max[near] = 0.25 * shorter[near]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            scaled = np.minimum(d_max, inner * np.clip(target / dev_c, 0.1, 4.0))
+            secant = ok_d + (target - ok_dev) * (no_d - ok_d) / (no_dev - ok_dev)
+            gap = no_d - ok_d
+            secant = np.where(np.isfinite(secant), np.clip(secant, ok_d + 0.1 * gap, no_d - 0.1 * gap),
+                              ok_d + 0.5 * gap)
+        new = np.where(np.isfinite(no_d), secant, scaled)
+        change = over | low
+        inner[change] = new[change]
+    return best if best is not None else (*out[:7], 2)
 
 
 @njit(cache=True, nogil=True)

@@ -312,8 +312,11 @@ class Retimer:
         sp1 = v1 if v1 is not None and v1.any() else None
         tol_lo, tol_hi = self.checks.position_bounds()
         tol = options.path_tolerance
+        # corners cut within the tolerance (path.py) only for TOPP-RA timings: the jerk-limited solve is
+        # slower and its dense jerk check failed on cut corners (docs/retiming.md, "Path tolerance")
+        jerk = bool(np.isfinite(self.checks.jerk_limits(options)).any()) or options.motor_limits is not None
         path, dev, status, bad = JointPath.within_tolerance(seg_wp, offset, tol, tol_lo, tol_hi, start_tangent=sp0,
-                                                            end_tangent=sp1, max_knots=budget[0])
+                                                            end_tangent=sp1, max_knots=budget[0], cut_corners=not jerk)
         if status != 0:
             i = int(np.argmax(np.where(bad >= 0, np.inf, dev)))
             w = self._waypoint_at(path, path.knots[i], first, kept_idx)

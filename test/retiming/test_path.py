@@ -8,6 +8,7 @@ from scipy.interpolate import CubicSpline
 from robot_dynamics_ros.retiming.grid import gridpoints_for
 from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.waypoints import prepare_waypoints
+from robot_dynamics_testing.polyline import polyline_distance
 
 
 @pytest.mark.parametrize("count", [2, 3, 4, 5, 17])
@@ -100,30 +101,6 @@ def test_reversal_split_and_merging():
     assert dist.max() <= offset[0] + 1e-12
 
 
-def _polyline_distance(q, wp):
-    """Infinity-norm distance of each row of q (M, n) from the polyline through wp (W, n), exactly: for one
-    segment a + t (b - a), max_j |q_j - a_j - t d_j| is convex and piecewise linear in t, so its minimum on
-    [0, 1] is at t = 0, 1 or where two of the lines ±(q_j - a_j - t d_j) cross; all candidates tried."""
-    best = np.full(q.shape[0], np.inf)
-    for a, b in zip(wp[:-1], wp[1:]):
-        d = b - a
-        r = q - a  # (M, n)
-        # crossings of r_j - t d_j = ±(r_k - t d_k): t = (r_j ∓ r_k) / (d_j ∓ d_k)
-        cands = [np.zeros(q.shape[0]), np.ones(q.shape[0])]
-        n = q.shape[1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for j in range(n):
-                for k in range(n):
-                    for sign in (1.0, -1.0):
-                        if j == k and sign == 1.0:
-                            continue
-                        tt = (r[:, j] - sign * r[:, k]) / (d[j] - sign * d[k])
-                        cands.append(np.where(np.isfinite(tt), np.clip(tt, 0.0, 1.0), 0.0))
-        for tt in cands:
-            best = np.minimum(best, np.abs(r - tt[:, None] * d).max(axis=1))
-    return best
-
-
 @pytest.mark.parametrize("seed", range(5))
 def test_path_within_tolerance_of_the_polyline(seed):
     """RRT-like paths (random waypoints far apart): the spline through the waypoints alone swings up to
@@ -133,7 +110,7 @@ def test_path_within_tolerance_of_the_polyline(seed):
     wp = rng.uniform(-2.0, 2.0, (5, 4))
     raw = JointPath.from_waypoints(wp)
     s = np.linspace(0.0, raw.length, 8001)
-    assert _polyline_distance(raw(s), wp).max() > 0.05  # the plain interpolating spline leaves the tube
+    assert polyline_distance(raw(s), wp).max() > 0.05  # the plain interpolating spline leaves the tube
     for tol in (1e-2, 1e-3):
         path, dev, status, bad = JointPath.within_tolerance(wp, np.zeros(4), tol, np.full(4, -3.0),
                                                             np.full(4, 3.0))
@@ -141,7 +118,7 @@ def test_path_within_tolerance_of_the_polyline(seed):
         np.testing.assert_allclose(path(path.knots[0]), wp[:1], atol=1e-12)
         np.testing.assert_allclose(path(path.length), wp[-1:], atol=1e-12)
         s = np.linspace(0.0, path.length, 8001)
-        measured = _polyline_distance(path(s), wp).max()
+        measured = polyline_distance(path(s), wp).max()
         assert measured <= dev.max() + 1e-12 and dev.max() <= tol
         assert measured > 0.2 * tol  # it uses the tolerance (halving stops within 2x of it), no polyline
         np.testing.assert_allclose(path.waypoint_knots, JointPath.from_waypoints(wp).knots, atol=1e-12)

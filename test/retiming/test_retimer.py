@@ -563,15 +563,29 @@ def _polyline_distance_inf(q, wp, bound):
     """Infinity-norm distance of the rows of q (M, n) from the polyline through wp (W, n), or a larger value
     where it is above ``bound``. The distance at the Euclidean projection onto each segment is an upper
     bound of the infinity-norm distance to that segment; samples where the smallest of those exceeds
-    ``bound`` get the exact minimum (:func:`_segment_distance_inf`) over every segment."""
+    ``bound`` get the exact minimum (:func:`_segment_distance_inf`) over every segment that can reach it."""
     dist = np.full(q.shape[0], np.inf)
     for a, b in zip(wp[:-1], wp[1:]):
         d = b - a
         t = np.clip((q - a) @ d / (d @ d), 0.0, 1.0)
         dist = np.minimum(dist, np.abs(q - a - t[:, None] * d).max(axis=1))
-    far = dist > bound
-    if far.any():
-        dist[far] = np.min([_segment_distance_inf(q[far], a, b) for a, b in zip(wp[:-1], wp[1:])], axis=0)
+    far = np.flatnonzero(dist > bound)
+    if far.size:
+        # exactly, over the segments that can beat the bound found: |x|∞ ≥ |x|₂ / √n, so a segment whose
+        # Euclidean distance (at the projection, exact) is above √n × that bound cannot
+        a, d = wp[:-1], np.diff(wp, axis=0)
+        dd = np.einsum("ij,ij->i", d, d)
+        rows, segs = [], []
+        for i in far:
+            r = q[i] - a
+            t = np.clip(np.einsum("ij,ij->i", r, d) / dd, 0.0, 1.0)
+            near = np.flatnonzero(np.linalg.norm(r - t[:, None] * d, axis=1) <= math.sqrt(q.shape[1]) * dist[i])
+            rows.append(np.full(near.size, i))
+            segs.append(near)
+        rows, segs = np.concatenate(rows), np.concatenate(segs)
+        exact = _segment_distance_inf(q[rows], wp[segs], wp[segs + 1])
+        dist[far] = np.inf
+        np.minimum.at(dist, rows, exact)
     return dist
 
 
