@@ -500,6 +500,14 @@ def test_a_burst_of_1000_calls_to_the_small_services_is_answered_every_one():
     nodes = {exe: subprocess.Popen([str(BIN / exe), "--ros-args", "-r", f"__node:={name}", "-p", "urdf_path:=panda"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for exe, name in names.items()}
     try:
+        # the nodes' services are up before 21 client processes start (each client waits 60 s for its
+        # service; three nodes starting beside them on a loaded machine took longer once)
+        wanted = {f"/{names[exe]}/{service}" for exe, service, _ in SMALL_SERVICES}
+        deadline = time.monotonic() + 180.0
+        while missing := wanted - {name for name, _ in probe.node.get_service_names_and_types()}:
+            assert time.monotonic() < deadline and not [e for e, p in nodes.items() if p.poll() is not None], \
+                f"services not up: {sorted(missing)}"
+            time.sleep(0.2)
         # each client's response reader gets the answers to every client of its service (rmw_fastrtps): deep
         # enough for all of them
         calls = [[f"/{names[exe]}/{service}", "--type", kind, "--mode", "burst", "--count", "50", "--timeout", "30",
