@@ -8,7 +8,9 @@ Pipeline (each step in its own module):
 2. continuous joints unwrapped the short way, waypoints within path_tolerance / 2 of the previous kept one
    merged, the path split where the motion turns back (:mod:`.waypoints`);
 3. per segment: C² spline q(s) within path_tolerance of the request's polyline
-   (:meth:`~.path.JointPath.within_tolerance`: knots added on the chords), gridpoints containing every knot
+   (:meth:`~.path.JointPath.within_tolerance`: knots added on the chords; a corner the waypoint spline cannot
+   pass within the tolerance is cut by knots on its two chords, :mod:`.corners`, except for jerk-limited
+   timings), gridpoints containing every knot
    with turn-limited stages, q, q', q'' at gridpoints and stage midpoints (:mod:`.grid`), torque
    coefficients a, b, c from one batched RNEA call (:mod:`.constraints`), TOPP-RA (:mod:`.topp_ra`); with
    jerk or motor limits the jerk-limited timing from that profile (:mod:`.jerk`, :mod:`.motor_limits`);
