@@ -4,7 +4,7 @@ DDS isolation: every test session gets a private ROS_DOMAIN_ID chosen here (neve
 the caller's environment says) and localhost-only discovery, so tests never hear each other, and never
 reach a robot on the caller's domain. Subprocesses started with ``os.environ`` inherit both; the caller's
 original domain is kept in ``ROBOT_DYNAMICS_CALLER_DOMAIN_ID`` so that children avoid it too. Under
-pytest-xdist (``make test`` runs two workers) each worker and its children draw from a disjoint share of
+pytest-xdist (``make test TEST_WORKERS=2``) each worker and its children draw from a disjoint share of
 the private domains, so two workers' nodes never hear each other.
 """
 from __future__ import annotations
@@ -12,9 +12,10 @@ from __future__ import annotations
 import os
 import sys
 
-# One BLAS thread per test process (and its children: the nodes, the tools): the suite runs in two workers
-# on two cores, and OpenBLAS's threads wait for work by spinning, so identification's least squares took
-# 5x the CPU time with them (test_keep_urdf: 74 s of CPU against 15 s). Read when numpy loads, so before.
+# One BLAS thread per test process (and its children: the nodes, the tools): the tests share two cores with
+# the node processes they start, and OpenBLAS's threads wait for work by spinning, so identification's least
+# squares took 5x the CPU time with them (test_keep_urdf: 74 s of CPU against 15 s, on this 2-core machine
+# while it was loaded). Read when numpy loads, so before.
 for _blas_env in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_blas_env, "1")
 assert "numpy" not in sys.modules, "numpy was imported before test/conftest.py could limit its BLAS threads"
