@@ -26,9 +26,12 @@ REPO = Path(__file__).resolve().parents[2]
 GAP_TARGET_MS = 200.0          # 2 x state_timeout (0.1 s)
 RSS_TARGET_MB = 20.0
 LOG_LINE_TARGET = 500
-#: wall time the quick run may take: its measured windows add up to ~50 s; start-up and the answers of
-#: queued retiming requests stretch with the machine's load (70 s seen at the end of a full suite on 2 cores)
-WALL_LIMIT_S = 120.0
+#: wall time the quick run may take. Its windows: ~50 s of hostile kinds, descriptions and retiming, plus the
+#: 100 000-message flood, which is as fast as the nodes take it. Since every node runs UDP only (a killed client
+#: must not wedge a node, issue 25) the flood takes longer: window 110 s, whole run 166 s measured on a quiet
+#: 2-core machine (54 s and 105 s with shared memory, one run each). Start-up and queued retiming answers
+#: stretch with the machine's load.
+WALL_LIMIT_S = 240.0
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.serial]
 
