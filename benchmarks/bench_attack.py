@@ -470,12 +470,12 @@ class Context:
             t.start()
             self.targets[tag] = t
 
-    def wait_ready(self, timeout: float = 180.0) -> dict[str, bool]:
+    def wait_ready(self, timeout: float = 300.0) -> dict[str, bool]:
         """Wait until every target's control nodes publish (their command publishers are seen) and its
         retiming service answers discovery; a target whose model comes from the topic counts as ready once
         its publishers exist (the model arrives with the first phase). The timeout covers ``run``'s start-up
         of one process per node after its in-process parameter check (about ten interpreters loading the
-        model on two cores; 90 s was once too short in a fresh clone)."""
+        model on two cores; 90 s, then 180 s, were once too short in a fresh clone)."""
         ready = {}
         deadline = time.monotonic() + timeout
         for tag, t in self.targets.items():
