@@ -252,6 +252,7 @@ def calls_main(argv: list[str]) -> int:
         t0, futures = call(args.count)
         collect(futures, t0, t0 + args.timeout)
         stats["rtt_max"] = time.monotonic() - t0
+        stats["unanswered_calls"] = [k for k, f in enumerate(futures) if not f.done()]   # 0 = the first sent
     else:
         end = time.monotonic() + args.seconds
         while time.monotonic() < end:

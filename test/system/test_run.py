@@ -236,9 +236,15 @@ def test_retiming_service_solves_in_its_own_process_with_the_robots_acceleration
         node, client, srv = _retime_client(ctx, "/r1/retiming_service/retime")
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(node)
-        assert client.wait_for_service(timeout_sec=60)
-        service_cmd = [c for c in _children_cmdlines(p.pid) if "robot_dynamics_ros.nodes.retiming_service" in c]
+        # `run` checks every node's parameters before it starts them: wait for its children first (a service of
+        # an earlier test's node on this session's domain may still be listed meanwhile)
+        deadline = time.monotonic() + 60
+        while not (service_cmd := [c for c in _children_cmdlines(p.pid)
+                                   if "robot_dynamics_ros.nodes.retiming_service" in c]):
+            assert time.monotonic() < deadline and p.poll() is None, (p.poll(), _children_cmdlines(p.pid))
+            time.sleep(0.1)
         assert len(service_cmd) == 1 and "-r __ns:=/r1" in service_cmd[0], _children_cmdlines(p.pid)
+        assert client.wait_for_service(timeout_sec=60)
         assert "-p urdf_path:='panda' -p joint_limits_path:=" in service_cmd[0], service_cmd
         want = {("mujoco_simulator", "/r1"), ("retiming_service", "/r1")}
         deadline = time.monotonic() + 10
