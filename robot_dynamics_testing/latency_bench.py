@@ -67,7 +67,7 @@ def _choices(allowed):
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from robot_dynamics_testing.latency import EXECUTOR_KINDS, NODE_KINDS, TOPOLOGIES
+    from robot_dynamics_testing.latency import EXECUTOR_KINDS, FLOOD_STAMPS, NODE_KINDS, TOPOLOGIES
 
     parser.add_argument("--duration", type=_positive(float), default=60.0, metavar="S",
                         help="measurement window per main scenario, s (default 60; plus 1 s warm-up)")
@@ -101,6 +101,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flood-rate", type=_positive(float), default=5000.0, metavar="HZ",
                         help="messages per second of the flood (default 5000; fewer when the publisher "
                              "cannot keep up, reported as flood_rate_hz)")
+    parser.add_argument("--flood-stamp", choices=FLOOD_STAMPS, default="none",
+                        help="header stamps of the flood's messages: none (default: the node does all its "
+                             "work on each and no good state becomes out of order) or now (stamped when sent: "
+                             "the node refuses the good states that arrive after a newer flood message)")
     parser.add_argument("--rt-priority", type=int, default=None, metavar="N",
                         help="run the measuring process and the node under test with SCHED_FIFO priority N "
                              "(1..99; needs CAP_SYS_NICE); the retiming load stays at normal priority")
@@ -222,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         duration_s=args.duration, rate_hz=args.rate, executors=args.executors, nodes=args.nodes,
         topologies=args.topologies, compare_duration_s=args.compare_duration, sweep=not args.no_sweep,
         sweep_duration_s=args.sweep_duration, retiming_load=not args.no_retiming_load,
-        flood=args.flood, flood_rate_hz=args.flood_rate,
+        flood=args.flood, flood_rate_hz=args.flood_rate, flood_stamp=args.flood_stamp,
         rt_priority=args.rt_priority, blocks=args.blocks, warmup_s=args.warmup, qos_depth=args.qos_depth)
     if args.rt_priority is not None:
         if not 1 <= args.rt_priority <= 99:

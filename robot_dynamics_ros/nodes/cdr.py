@@ -69,8 +69,9 @@ def read_joint_state(buf: bytes) -> JointStateFields | None:
         return None
     try:
         sec, nanosec, n = _STAMP_AND_FRAME.unpack_from(buf, 4)
-        off = 16 + n                       # absolute offset after header.frame_id (4 + 12 + n)
-        off += -(off - _HEADER_LEN) % 4    # align 4 (relative to the end of the encapsulation header)
+        # absolute offset after header.frame_id (4 + 12 + n), aligned to 4: alignment counts from the end of
+        # the 4-byte encapsulation header, so an absolute multiple of 4 is an aligned offset
+        off = (16 + n + 3) & -4
         (count,) = _U32.unpack_from(buf, off)
         off += 4
         if count > len(buf):               # each name takes >= 5 bytes: a corrupt count, not a message
@@ -78,13 +79,13 @@ def read_joint_state(buf: bytes) -> JointStateFields | None:
         names = []
         append = names.append
         u32 = _U32.unpack_from
-        for _ in range(count):
-            (n,) = u32(buf, off)
-            if n == 0:                      # a CDR string always carries its NUL
+        for _ in range(count):              # the per-name loop: a flood of new names pays it per message
+            n = u32(buf, off)[0]
+            if not n:                       # a CDR string always carries its NUL
                 return None
-            append(buf[off + 4: off + 3 + n])
-            off += 4 + n
-            off += -(off - _HEADER_LEN) % 4
+            end = off + 3 + n               # the NUL
+            append(buf[off + 4:end])
+            off = (end + 4) & -4            # past the NUL, aligned to 4
     except struct.error:
         return None
     return _read_arrays(buf, off, sec * 1_000_000_000 + nanosec, tuple(names))

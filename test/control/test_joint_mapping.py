@@ -81,9 +81,9 @@ def test_caches_are_lru_bounded_and_unknown_names_not_stored():
         assert m.update_fields(junk, arrival_ns=k) is None
         assert m.update_fields(good, arrival_ns=k) is None
         if first is None:
-            first = m._orderings[MODEL]
-    assert len(m._orderings) <= 8 and len(m._decoded) <= 8
-    assert m._orderings[MODEL] is first
+            first = m._orderings[good.names]
+    assert len(m._orderings) <= 8
+    assert m._orderings[good.names] is first
     assert m.unknown_name_count == 5 * 50_000
     assert not hasattr(m, "unknown_names")
 
@@ -343,3 +343,25 @@ def test_fast_and_slow_paths_match_the_plain_reference(msgs, req):
         assert mapper.ready == ref.ready
         assert mapper.age(clock + 200, clock + 7) == ref.age(clock + 200, clock + 7)
         np.testing.assert_array_equal(mapper.stamp_ns, [ref.stamp[n] for n in MODEL])
+
+
+def test_names_as_utf8_bytes_map_like_their_text_and_bad_bytes_match_no_joint():
+    """The wire reader hands names as UTF-8 bytes, looked up without decoding: the state, the counters and
+    the texts of the log lines are those of the same names as ``str``; a name whose bytes are not UTF-8
+    (b"j1\\xff") matches no joint and is shown with a replacement character."""
+    text = JointStateMapper(MODEL)
+    raw = JointStateMapper(MODEL)
+    names = ["x", "j2", "j1", "j3", "j4", "é"]
+    for m, ns in ((text, names), (raw, [n.encode("utf-8") for n in names])):
+        assert m.update(ns, [9, 2, 1, 3, 4, 9], [0.0] * 6) is None
+    np.testing.assert_array_equal(raw.q, [1, 2, 3, 4])
+    np.testing.assert_array_equal(raw.q, text.q)
+    assert raw.last_unknown == text.last_unknown == ("x", "é") and raw.unknown_name_count == 2
+    bad = [b"j1\xff", b"j2", b"j3", b"j4"]
+    assert raw.update(bad, [5.0, 6.0, 7.0, 8.0], [0.0] * 4) is None
+    np.testing.assert_array_equal(raw.q, [1, 6, 7, 8])          # j1 untouched: its name did not match
+    assert raw.last_unknown == ("j1\ufffd",)
+    r = raw.update([b"j2", b"j2\xff", b"j2"], [0.0] * 3, [0.0] * 3)
+    assert r.code is RejectCode.DUPLICATE and "['j2']" in r.detail
+    r = raw.update([b"j1", b"j2", b"j3", b"j4"], [0.0, math.nan, 0.0, 0.0], [0.0] * 4)
+    assert r.code is RejectCode.NONFINITE and "position['j2'] = nan" in r.detail and r.key == "NONFINITE:position:j2"

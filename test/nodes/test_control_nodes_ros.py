@@ -43,8 +43,8 @@ class World(RosWorld):
                                       lambda m: self.commands[topic].append(np.array(m.data)), 100)
         return self.commands[topic]
 
-    def state_pub(self, topic="/joint_states", reliable=True):
-        qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE if reliable
+    def state_pub(self, topic="/joint_states", reliable=True, depth=10):
+        qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE if reliable
                          else ReliabilityPolicy.BEST_EFFORT)
         return self.peer.create_publisher(JointState, topic, qos)
 
@@ -194,6 +194,36 @@ def test_latest_state_wins_and_skips_are_counted(world, latest):
         return
     assert len(got) == 1 and node.diag.counters.get("skipped", 0) == 7
     np.testing.assert_allclose(got[0], gravity_of(PANDA.base_pose + 0.07), atol=1e-9)
+
+
+def test_every_state_in_order_is_answered_from_one_callback_up_to_the_drain_bound(world):
+    """latest_state_wins false: one joint_states callback answers the states queued behind its own, in order
+    (each would otherwise pay a pass through rclpy's executor, the larger cost beside a flood), and stops
+    at control_shell.DRAIN_MAX so that the executor still gets a turn."""
+    from sensor_msgs.msg import JointState
+
+    from robot_dynamics_ros.nodes.control_shell import DRAIN_MAX
+
+    n = DRAIN_MAX + 6
+    node = world.gravity(latest_state_wins=False, **{"qos_overrides./joint_states.subscription.depth": 2 * n,
+                                                     "qos_overrides./effort_controller/commands.publisher.depth": 2 * n})
+    got = world.record("/effort_controller/commands")
+    pub = world.state_pub(depth=2 * n)
+    assert world.wait(lambda: pub.get_subscription_count() > 0)
+    for k in range(n):
+        world.send(pub, PANDA.base_pose + 0.001 * k)
+    sub = node.shell.sub
+    deadline = time.monotonic() + 5.0
+    while (first := sub.handle.take_message(JointState, True)) is None:   # the node is not spun meanwhile
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.3)                                  # the rest of the burst has arrived
+    published = node.published
+    node.shell.handle(first[0], node._publish)       # the one callback the executor would make
+    assert node.published - published == DRAIN_MAX
+    assert world.wait(lambda: len(got) == n, 5.0), len(got)
+    for k in range(n):
+        np.testing.assert_allclose(got[k], gravity_of(PANDA.base_pose + 0.001 * k), atol=1e-9)
 
 
 def test_set_payload_service_swaps_the_model_not_the_shared_one(world):
