@@ -329,12 +329,14 @@ def test_no_command_until_every_joint_reported(harness):
 @pytest.mark.parametrize("harness", [{"tick_source": "joint_states"}], indirect=True)
 def test_joint_states_tick_samples_at_the_measurement_stamp(harness, raw):
     harness.stamped = True
-    polys = _quintics(seed=11)
+    polys = _quintics(seed=11, slow=2.0)   # the motion of seed 11 over 0.6 s, at half speed
     harness.spin(seconds=0.1)
     start_ns = harness.now_ns() + 50_000_000
-    times = [0.05, 0.3, 0.6]
+    # 1.15 s inside the trajectory: ~230 joint states at 200 Hz, at least 30 of them even on a machine
+    # loaded enough to publish at a quarter of the rate (a 0.55 s window gave 25 once)
+    times = [0.05, 0.6, 1.2]
     harness.pub_traj.publish(_trajectory(polys, times, start_ns))
-    harness.spin(seconds=0.8)
+    harness.spin(seconds=1.4)
     assert harness.node.timer is None
     # one tick per joint state, stamped with (and sampled at) that joint state's stamp
     stamps = [_stamp_ns(d) for d in harness.desired]
