@@ -12,11 +12,11 @@ demo: setup
 	$(VENV)/bin/robot-dynamics demo
 
 # The suite in two parts: every test not marked `serial`, then the `serial` tests alone (judged on timing
-# against a machine nobody else loads). TEST_WORKERS=2 spreads the first part over two processes (pytest-xdist;
-# --dist loadfile keeps a file on one worker, so its module fixtures are built once, and each worker's DDS
-# domains are its own, see test/conftest.py): 318 s instead of ~450 s warm here, but from a fresh clone, with
-# every numba kernel compiled cold beside the other worker, three DDS burst/timing tests failed once on two
-# cores, so the default stays one process.
+# against a machine nobody else loads). One process: 342 s + 77 s warm here (2 cores, 2026-12-07).
+# TEST_WORKERS=2 spreads the first part over two processes (pytest-xdist; --dist loadfile keeps a file on one
+# worker, so its module fixtures are built once, and each worker's DDS domains are its own, see
+# test/conftest.py): 318 s for it in one earlier run, but from a fresh clone three DDS burst/timing tests
+# failed once that way on two cores, so the default stays one process.
 TEST_WORKERS ?= 0
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not serial" test
