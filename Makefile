@@ -11,13 +11,13 @@ setup:
 demo: setup
 	$(VENV)/bin/robot-dynamics demo
 
-# The suite in two parts: every test not marked `serial`, then the `serial` tests alone (judged on timing
-# against a machine nobody else loads). One process: 342 s + 77 s warm here (2 cores, 2026-12-07).
-# TEST_WORKERS=2 spreads the first part over two processes (pytest-xdist; --dist loadfile keeps a file on one
-# worker, so its module fixtures are built once, and each worker's DDS domains are its own, see
-# test/conftest.py): 318 s for it in one earlier run, but from a fresh clone three DDS burst/timing tests
-# failed once that way on two cores, so the default stays one process.
-TEST_WORKERS ?= 0
+# The suite in two parts: every test not marked `serial`, spread over TEST_WORKERS processes (pytest-xdist;
+# --dist loadfile keeps a file on one worker, so its module fixtures are built once, and each worker's DDS
+# domains are its own, see test/conftest.py), then the `serial` tests alone in one process (judged on timing
+# against a machine nobody else loads: the attack benchmark's quick run, the process-fault and burst tests, the
+# 60 s replay). Measured here (2 cores, 2026-12-07, kernels cached): one process 342 s + 77 s before the
+# process-fault tests became serial; two workers 203 s for the first part. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile -m "not serial" test
 	$(PY) -m pytest -q -p no:cacheprovider -m serial test

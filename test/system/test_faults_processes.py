@@ -34,7 +34,8 @@ import pytest
 from robot_dynamics_testing.dds_probe import NAMES, PANDA, Probe, gravity_of
 from test_faults_entry_points import BIN, _stop
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+#: serial: bursts from 20 client processes and recovery-time bounds, judged with no other test loading the machine
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.serial]
 
 RATE_HZ = 500.0
 STATE_TIMEOUT = 0.1
