@@ -793,7 +793,9 @@ def clients_main(argv: list[str]) -> int:
     executor.add_node(node)
     spin = threading.Thread(target=executor.spin, daemon=True)
     spin.start()
-    if not clients[0].wait_for_service(timeout_sec=30.0):
+    # every client, not only the first: each has request and response endpoints of its own, and a request
+    # written before its writer matched the service's reader is never delivered (volatile durability)
+    if not all(c.wait_for_service(timeout_sec=30.0) for c in clients):
         print(json.dumps({"error": f"service {service} not available"}), flush=True)
         return 1
     cache: dict[str, object] = {}
