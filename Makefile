@@ -33,6 +33,7 @@ clean:
 	rm -rf build $(VENV) *.egg-info
 
 # numba caches compiled kernels in __pycache__ and only notices edits to the file that defines a kernel:
-# after changing dynamics/rnea_kernels.py (whose helpers dynamics/momentum_terms.py inlines), drop the cache.
+# after changing a file whose kernels another file's kernels call (dynamics/rnea_kernels.py, whose helpers
+# dynamics/momentum_terms.py inlines; retiming/stage_lp.py, called from retiming/topp_ra.py), drop the cache.
 clean-numba-cache:
 	find robot_dynamics_ros -name '*.nbi' -delete -o -name '*.nbc' -delete

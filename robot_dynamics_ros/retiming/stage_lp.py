@@ -50,7 +50,7 @@ def _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, ta, tb)
             j = _visit_row(c2, nfirst, first, second, m)
             if j < 0:
                 continue
-            w = H[j, 0] * u + H[j, 1] * x - H[j, 2]
+            w = H[j, 0] * u - (H[j, 2] - H[j, 1] * x)   # (the order :func:`_least_violating_u` is tested in)
             if w > v:
                 v = w
                 slope = H[j, 0] * du + H[j, 1] * dx
@@ -206,28 +206,8 @@ def _least_violating_u(H, m, x, ua, ub):  # pragma: no cover - compiled
     Used when round-off empties the interval of :func:`_u_range` (then ua = its hi < ub = its lo): the
     rows bounding u from above (α > 0) are violated right of their bound and those bounding it from below
     (α < 0) left of theirs, so the minimum lies in [ua, ub]. Weighted by α, a nearly u-free row costs
-    almost nothing when u moves past its bound, unlike the well-conditioned row it meets.
+    almost nothing when u moves past its bound, unlike the well-conditioned row it meets. It is
+    :func:`_least_violating_t` on the line (u, x) = (0, x) + t (1, 0) over every row (the same arithmetic:
+    u = t and x are exact there).
     """
-    lo = ua
-    hi = ub
-    best_u = ua
-    best_v = np.inf
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        v = 0.0
-        slope = 0.0
-        for k in range(m):
-            w = H[k, 0] * mid - (H[k, 2] - H[k, 1] * x)
-            if w > v:
-                v = w
-                slope = H[k, 0]
-        if v < best_v:
-            best_v = v
-            best_u = mid
-        if v <= 0.0 or not (lo < mid < hi):
-            break
-        if slope > 0.0:
-            hi = mid
-        else:
-            lo = mid
-    return best_u, best_v
+    return _least_violating_t(H, m, m, 0, -1, -1, 0.0, x, 1.0, 0.0, ua, ub)
