@@ -31,6 +31,16 @@ def _visit_row(c, nfirst, first, second, m):  # pragma: no cover - compiled
     return k
 
 
+@njit(cache=True, inline="always")
+def _clip_to_range(p0, d, lo, hi, tlo, thi):  # pragma: no cover - compiled
+    """(tlo, thi) cut to the t with lo ≤ p0 + t d ≤ hi (d ≠ 0): one coordinate of the LP's bounding box."""
+    t1 = (hi - p0) / d
+    t2 = (lo - p0) / d
+    if d > 0:
+        return max(tlo, t2), min(thi, t1)
+    return max(tlo, t1), min(thi, t2)
+
+
 @njit(cache=True, nogil=True)
 def _least_violating_t(H, m, c, nfirst, first, second, p0u, p0x, du, dx, ta, tb):  # pragma: no cover - compiled
     """(t, v): the t in [ta, tb] minimizing v(t) = max(0, max_k H[k,0] u(t) + H[k,1] x(t) − H[k,2]) over
@@ -103,23 +113,9 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
         thi = np.inf
         # box: -BIG_U <= u <= BIG_U, 0 <= x <= BIG_X
         if du != 0.0:
-            t1 = (_BIG_U - p0u) / du
-            t2 = (-_BIG_U - p0u) / du
-            if du > 0:
-                thi = min(thi, t1)
-                tlo = max(tlo, t2)
-            else:
-                thi = min(thi, t2)
-                tlo = max(tlo, t1)
+            tlo, thi = _clip_to_range(p0u, du, -_BIG_U, _BIG_U, tlo, thi)
         if dx != 0.0:
-            t1 = (_BIG_X - p0x) / dx
-            t2 = (0.0 - p0x) / dx
-            if dx > 0:
-                thi = min(thi, t1)
-                tlo = max(tlo, t2)
-            else:
-                thi = min(thi, t2)
-                tlo = max(tlo, t1)
+            tlo, thi = _clip_to_range(p0x, dx, 0.0, _BIG_X, tlo, thi)
         elif p0x < -_TOL or p0x > _BIG_X + _TOL:
             return False
         feasible = True
