@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rclpy._rclpy_pybind11 import NodeNameNonExistentError  # rclpy raises it from its C extension only
 from robot_dynamics_testing.dds_probe import NAMES, PANDA, Probe, gravity_of
 from test_faults_entry_points import BIN, _stop
 
@@ -392,6 +393,26 @@ def _started(calls: list[list[str]]) -> list[subprocess.Popen]:
     return procs
 
 
+def _discovered(probe: Probe, procs: list[subprocess.Popen], timeout: float = 60.0) -> None:
+    """Wait until ``probe`` sees the client of every ``retiming_load calls`` process in ``procs`` (its node
+    ``calls_<pid>``), then 2 s more: an answer sent before the server has matched a new client's response
+    reader is dropped by rmw_fastrtps after 100 ms (``wait_for_service``, which the clients passed, does not
+    wait for that match). The probe hears the clients' endpoints as the servers do; the extra seconds cover
+    a server that hears them later. With no wait (or a fixed 1 s) one call of 1 000 went unanswered now and
+    then, in CI and in a fresh-clone run."""
+    def has_client(pid: int) -> bool:
+        try:
+            return bool(probe.node.get_client_names_and_types_by_node(f"calls_{pid}", "/"))
+        except NodeNameNonExistentError:   # the node itself is not discovered yet
+            return False
+
+    deadline = time.monotonic() + timeout
+    while missing := [p.pid for p in procs if not has_client(p.pid)]:
+        assert time.monotonic() < deadline, f"client processes not discovered: {missing}"
+        time.sleep(0.2)
+    time.sleep(2.0)
+
+
 def _go(procs) -> None:
     for proc in procs:
         proc.stdin.write("GO\n")
@@ -433,6 +454,7 @@ def test_a_client_killed_mid_request_stalls_no_one_else():
         assert _shm_threads(proc.pid) == 0, "the retiming service runs Fast DDS's shared-memory transport"
         others = _clients(service, 10, "--mode", "loop", "--seconds", "8", "--timeout", "10")
         victim = _clients(service, 1, "--mode", "victim", "--points", "3000", "--seed", "99")[0]
+        _discovered(probe, [*others, victim])
         _go(others)
         t_end = time.time() + 8.0     # the others stop sending then
         time.sleep(1.0)
@@ -467,6 +489,7 @@ def test_a_burst_of_1000_requests_from_20_clients_is_answered_every_one():
     try:
         rss0 = _rss_mb(proc.pid)
         clients = _clients(service, 20, "--mode", "burst", "--count", "50", "--timeout", "60")
+        _discovered(probe, clients)
         _go(clients)
         results = _results(clients, 120.0)
         rss1 = _rss_mb(proc.pid)
@@ -533,21 +556,7 @@ def test_a_burst_of_1000_calls_to_the_small_services_is_answered_every_one():
         shm = {exe: _shm_threads(proc.pid) for exe, proc in nodes.items()}
         assert not any(shm.values()), f"node processes running Fast DDS's shared-memory transport: {shm}"
         rss0 = {exe: _rss_mb(proc.pid) for exe, proc in nodes.items()}
-        # discovery settles first: an answer sent before the server has matched a new client's response reader
-        # is dropped by rmw_fastrtps after 100 ms (wait_for_service does not wait for that match); the queue
-        # depth is what this test checks. The probe hears the clients' endpoints as the servers do; the extra
-        # seconds cover a server that hears them later (one call of 250 went unanswered in a CI run that
-        # waited a fixed 1 s)
-        want_clients: dict[str, int] = {}
-        for exe, service, _ in (SMALL_SERVICES[k % len(SMALL_SERVICES)] for k in range(20)):
-            key = f"/{names[exe]}/{service}"
-            want_clients[key] = want_clients.get(key, 0) + 1
-        want_clients[f"/{names['gravity_compensation']}/enable"] += 1
-        deadline = time.monotonic() + 60.0
-        while short := {s: n for s, n in want_clients.items() if probe.node.count_clients(s) < n}:
-            assert time.monotonic() < deadline, f"clients not discovered: {short}"
-            time.sleep(0.2)
-        time.sleep(2.0)
+        _discovered(probe, [*clients, victim])   # discovery settles first: the queue depth is what is checked
         _go([victim])
         _go(clients)
         time.sleep(0.05)
