@@ -260,9 +260,9 @@ def calls_main(argv: list[str]) -> int:
             collect(futures, t0, t0 + args.timeout)
             stats["rtt_max"] = max(stats["rtt_max"], time.monotonic() - t0)
     stats["messages"] = dict(messages)
+    print(json.dumps(stats), flush=True)   # before the middleware's shutdown, which is not what is measured
     node.destroy_node()
     rclpy.try_shutdown(context=ctx)
-    print(json.dumps(stats), flush=True)
     return 0
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rclpy._rclpy_pybind11 import NodeNameNonExistentError  # rclpy raises it from its C extension only
+from robot_dynamics_ros.nodes.runtime import udp_only_environment
 from robot_dynamics_testing.dds_probe import NAMES, PANDA, Probe, gravity_of
 from test_faults_entry_points import BIN, _stop
 
@@ -383,9 +384,17 @@ def _no_client_outlives_its_test():
 
 
 def _started(calls: list[list[str]]) -> list[subprocess.Popen]:
-    """One ``retiming_load calls`` process per argument list, all started at once, returned once READY."""
+    """One ``retiming_load calls`` process per argument list, all started at once, returned once READY.
+
+    The clients run UDP only, as the nodes do (runtime.udp_only_environment). A client on Fast DDS's
+    shared memory keeps pushing discovery data into a killed client's SHM port, and when the victim died
+    holding that port's mutex the push blocks its participant for good: in CI one of the ten clients of
+    test_a_client_killed_mid_request_stalls_no_one_else never ended (60 s). The node processes are checked to
+    run no SHM transport, so they exchange UDP with every client whatever the clients run: what is tested
+    is unchanged, only the harness no longer wedges itself."""
+    env = {**os.environ, **udp_only_environment()}
     procs = [subprocess.Popen([sys.executable, "-m", "robot_dynamics_testing.retiming_load", "calls", *args],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for args in calls]
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) for args in calls]
     _CLIENTS.extend(procs)
     for proc in procs:
         line = proc.stdout.readline()
@@ -420,12 +429,22 @@ def _go(procs) -> None:
 
 
 def _results(procs, timeout: float) -> list[dict]:
+    """The JSON line of every client in ``procs``, all within ``timeout`` s; a client that has not ended by
+    then is killed and reported (with what it printed)."""
     import json
 
-    out = []
+    deadline = time.monotonic() + timeout
+    out, hung = [], []
     for proc in procs:
-        stdout, _ = proc.communicate(timeout=timeout)
+        try:
+            stdout, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, _ = proc.communicate()
+            hung.append((proc.pid, stdout.strip()[-300:]))
+            continue
         out.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert not hung, f"client processes still running after {timeout} s (pid, output): {hung}"
     return out
 
 
