@@ -85,3 +85,22 @@ def test_panda_not_slower_than_totg_at_equal_deviation(tol):
     assert (np.abs(res.qd) / model.velocity_limit).max() <= 1 + 1e-4
     assert (np.abs(res.qdd) / model.acceleration_limit).max() <= 1 + 1e-4
     assert max_polyline_distance(res.q, wp) <= res.max_path_deviation + 1e-12 and res.max_path_deviation <= tol
+
+
+@pytest.mark.parametrize("robot", ["panda", "ur5"])
+@pytest.mark.parametrize("tol", [1e-3, 1e-2])
+def test_the_default_grid_is_within_half_a_percent_of_a_dense_one(robot, tol):
+    """Issue 23's grid honesty: on the benchmark's 10-waypoint paths with their corners cut, the duration at
+    the default grid is at most 0.5 % above the same request's at 10 000 gridpoints (a grid ≥ 10× denser;
+    the duration converges from above as the grid refines: the solver's feasible set grows). With the
+    former grid (`TURN_PER_STAGE` 0.02, `KEEP_SHARE` 0.5) it was +0.71 % (Panda) and +0.61 % (UR5) at
+    1e-2: the chords between the corners kept 2-3 stages each."""
+    model = load_model(robot)
+    model.effort_limit = np.full(model.n, np.inf)
+    wp = smooth_waypoints(model, 10)
+    retimer = Retimer(model)
+    default = retimer.retime(wp, options=RetimeOptions(path_tolerance=tol))
+    dense = retimer.retime(wp, options=RetimeOptions(path_tolerance=tol, gridpoints=10_000))
+    assert default.success and dense.success, (default.message, dense.message)
+    assert dense.gridpoints >= 10 * default.gridpoints
+    assert dense.duration <= default.duration <= 1.005 * dense.duration, default.duration / dense.duration
