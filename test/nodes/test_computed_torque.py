@@ -236,7 +236,7 @@ def test_feedforward_equals_pinocchio_rnea_of_the_sampled_desired_motion(harness
 
 @pytest.mark.parametrize("harness", [{"mode": "computed_torque"}], indirect=True)
 def test_computed_torque_law_and_gains_set_at_run_time(harness, raw):
-    polys = _quintics(seed=5)
+    polys = _quintics(seed=5, slow=2.0)   # the motion of seed 5 over 0.6 s, at half speed
     kp = {n: 100.0 + 10 * i for i, n in enumerate(URDF_ORDER)}
     kd = {n: 20.0 + i for i, n in enumerate(URDF_ORDER)}
     result = harness.node.set_parameters(
@@ -250,10 +250,12 @@ def test_computed_torque_law_and_gains_set_at_run_time(harness, raw):
     assert not bad[0].successful and "torque" in bad[0].reason
     assert harness.spin(until=lambda: len(harness.desired) >= 2)
     start_ns = harness.now_ns() + 50_000_000
-    times = [0.05, 0.3, 0.6]
+    # 1.15 s inside the trajectory: at least 40 ticks even on a machine loaded enough to tick at a third of
+    # the rate (a 0.55 s window gave 32 once, in a full parallel run beside other work)
+    times = [0.05, 0.6, 1.2]
     harness.pub_traj.publish(_trajectory(polys, times, start_ns))
     n_before = len(harness.desired)
-    harness.spin(seconds=0.8)
+    harness.spin(seconds=1.4)
     limit = np.array([87, 87, 87, 87, 12, 12, 12.0])
     expected = []
     for d in harness.desired[n_before:]:
