@@ -54,7 +54,7 @@ from robot_dynamics_testing.attack import hostile_fields, rss_mb
 from robot_dynamics_testing.reference import ProbeRobot, expected_gravity  # test/reference.py: Pinocchio called directly
 
 from robot_dynamics_ros.nodes.runtime import make_executor as common_make_executor
-from robot_dynamics_ros.nodes.runtime import spin_until_shutdown, udp_only_environment
+from robot_dynamics_ros.nodes.runtime import spin_until_shutdown, middleware_environment
 
 #: the node-under-test kinds :func:`make_node_under_test` knows
 NODE_KINDS = ("relay", "gravity")
@@ -127,7 +127,7 @@ RT_ENV = "ROBOT_DYNAMICS_BENCH_RT_PRIORITY"
 #: node under test; the receiver keeps at least 1000), default 100 (the gravity node's default)
 QOS_ENV = "ROBOT_DYNAMICS_BENCH_QOS_DEPTH"
 #: environment variable by which a node-under-test child learns the DDS transports to use: ``node`` (default:
-#: the nodes' own set-up, ``runtime.udp_only_environment``: UDP only) or ``default`` (Fast DDS's SHM + UDP)
+#: the nodes' own set-up, ``runtime.middleware_environment``: UDP only) or ``default`` (Fast DDS's SHM + UDP)
 TRANSPORT_ENV = "ROBOT_DYNAMICS_BENCH_TRANSPORT"
 
 
@@ -1142,7 +1142,7 @@ def serve(node_kind: str, executor_kind: str, with_retiming: bool = False) -> in
     if os.environ.get(RT_ENV):
         set_realtime_priority(int(os.environ[RT_ENV]))
     if os.environ.get(TRANSPORT_ENV, "node") == "node":
-        os.environ.update(udp_only_environment())   # as run_node does, before rclpy.init
+        os.environ.update(middleware_environment())   # as run_node does, before rclpy.init
     ctx = rclpy.Context()
     rclpy.init(context=ctx)
     nodes = [make_node_under_test(node_kind, ctx, ProbeRobot.panda())]

@@ -258,7 +258,7 @@ def main(args: list[str] | None = None) -> int:
     """``ros2 run robot_dynamics_ros retiming_service`` entry point (SIGINT stops it), on a multi-threaded
     executor of :attr:`RetimingServiceNode.executor_threads` threads (module docstring)."""
     # no shared-memory transport: a client killed mid-request would otherwise block the answer to it, and
-    # with it the whole service, for good (issue 25; runtime.udp_only_environment)
+    # with it the whole service, for good (issue 25; runtime.middleware_environment)
     return run_node(NODE_NAME, RetimingServiceNode, args, executor_kind=lambda node: "multi",
                     executor_threads=lambda node: node.executor_threads)
 

@@ -2,8 +2,8 @@
 
 * :func:`make_executor` (:data:`EXECUTORS`), :func:`spin_until_shutdown` (use it instead of
   ``executor.spin()``: the EventsExecutor's ``spin()`` does not return on Ctrl-C), :func:`close_ros`.
-* :func:`run_node` — a node's console entry point; :func:`udp_only_environment` — the transport set-up of
-  every node process it starts (no shared memory).
+* :func:`run_node` — a node's console entry point; :func:`middleware_environment` — the Fast DDS set-up of
+  every node process it starts (no shared memory, readers that free what they took).
 * :func:`freeze_gc` — start-up objects out of the cyclic collector's way.
 * :func:`steady_timer` — a timer that keeps firing when sim time stops.
 * :func:`autostart` — configure and activate a lifecycle node at construction.
@@ -31,7 +31,7 @@ from rclpy.utilities import get_default_context
 from robot_dynamics_ros.errors import UserError
 
 __all__ = ["EXECUTORS", "make_executor", "close_ros", "freeze_gc", "spin_until_shutdown", "run_node",
-           "steady_timer", "autostart", "udp_only_environment", "UDP_ONLY_PROFILE"]
+           "steady_timer", "autostart", "middleware_environment", "LOCALHOST_PROFILE", "SUBNET_PROFILE"]
 
 #: executor kinds accepted by :func:`make_executor`
 EXECUTORS = ("events", "single", "multi")
@@ -133,32 +133,43 @@ def spin_until_shutdown(executor, context=None, *, until: Callable[[], bool] | N
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
-#: Fast DDS profile: rmw_fastrtps' LOCALHOST discovery set-up with its UDPv4 transport only (no SHM)
-UDP_ONLY_PROFILE = Path(__file__).with_name("dds") / "localhost_udp_only.xml"
+#: Fast DDS default profiles of a node process (``nodes/dds/``): rmw_fastrtps' LOCALHOST discovery set-up,
+#: and Fast DDS's default (SUBNET) one, each with its UDPv4 transport only (no SHM) and readers whose history
+#: frees each payload once taken
+LOCALHOST_PROFILE = Path(__file__).with_name("dds") / "localhost_udp_only.xml"
+SUBNET_PROFILE = Path(__file__).with_name("dds") / "subnet_udp_only.xml"
 
-#: environment variables by which a user chooses the middleware's transports: when any is set (or a
-#: ``DEFAULT_FASTDDS_PROFILES.xml`` is in the working directory), :func:`udp_only_environment` changes nothing
+#: environment variables by which a user chooses the middleware's set-up: when any is set (or a
+#: ``DEFAULT_FASTDDS_PROFILES.xml`` is in the working directory), :func:`middleware_environment` changes nothing
 _TRANSPORT_ENV = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FILE", "FASTDDS_BUILTIN_TRANSPORTS",
-                  "RMW_FASTRTPS_USE_QOS_FROM_XML", "ROS_STATIC_PEERS", "ROS_DISCOVERY_SERVER")
+                  "RMW_FASTRTPS_USE_QOS_FROM_XML", "RMW_FASTRTPS_PUBLICATION_MODE", "ROS_STATIC_PEERS",
+                  "ROS_DISCOVERY_SERVER")
 
-
-def udp_only_environment(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, str]:
+def middleware_environment(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, str]:
     """The environment variables to set before ``rclpy.init`` so that this process's Fast DDS participant
-    has no shared-memory transport, keeping the discovery range asked for: ``{}`` when there is nothing to
-    do (another RMW than rmw_fastrtps_cpp, ``ROS_AUTOMATIC_DISCOVERY_RANGE=OFF``, or the user chose the
-    transports, see :data:`_TRANSPORT_ENV`).
+    has no shared-memory transport and its readers free every payload they took, keeping the discovery range
+    asked for: ``{}`` when there is nothing to do (another RMW than rmw_fastrtps_cpp,
+    ``ROS_AUTOMATIC_DISCOVERY_RANGE=OFF``, or the user chose the middleware's set-up, see
+    :data:`_TRANSPORT_ENV`).
 
     * ``LOCALHOST`` (the tests', the isolated commands'): rmw_fastrtps adds an SHM transport to the
       participant whatever the XML profile or ``FASTDDS_BUILTIN_TRANSPORTS`` say
       (rmw_fastrtps_shared_cpp ``create_participant``); only for ``SYSTEM_DEFAULT`` does it keep the default
       profile untouched. So: ``ROS_AUTOMATIC_DISCOVERY_RANGE=SYSTEM_DEFAULT`` with
-      ``FASTDDS_DEFAULT_PROFILES_FILE`` = :data:`UDP_ONLY_PROFILE`, which is the LOCALHOST set-up (no
+      ``FASTDDS_DEFAULT_PROFILES_FILE`` = :data:`LOCALHOST_PROFILE`, which is the LOCALHOST set-up (no
       multicast, 127.0.0.1 as initial peer, 32 ports probed) with its UDPv4 transport only.
-    * ``SUBNET`` or unset (rmw's default, Fast DDS's built-in SHM + UDPv4): ``FASTDDS_BUILTIN_TRANSPORTS=UDPv4``.
+    * ``SUBNET`` or unset (rmw's default, Fast DDS's built-in SHM + UDPv4): :data:`SUBNET_PROFILE`, Fast
+      DDS's default discovery with its UDPv4 transport only.
+    * Both with ``RMW_FASTRTPS_USE_QOS_FROM_XML=1``, so that rmw_fastrtps takes the profiles' endpoint
+      settings instead of its own: the same (synchronous publishing, no data sharing, the discovery
+      histories' reallocation) except the readers' history memory, ``DYNAMIC`` instead of
+      ``PREALLOCATED_WITH_REALLOC``. With rmw's policy a reader keeps the largest payload it ever received:
+      a 50 MB ``/robot_description`` (refused by its size) stayed in each node for good; now it is freed
+      once taken. The ROS QoS of each endpoint (depth, reliability, durability) still comes from the code.
 
-    Why (issue 25): a Fast DDS SHM port is a queue in shared memory guarded by an interprocess mutex that is
-    not robust. A peer process killed while it holds the mutex of its own port leaves it locked; the next
-    push into that port (the answer to that peer's request) blocks the writer thread (``dds.asyn``, in
+    Why no SHM (issue 25): a Fast DDS SHM port is a queue in shared memory guarded by an interprocess mutex
+    that is not robust. A peer process killed while it holds the mutex of its own port leaves it locked; the
+    next push into that port (the answer to that peer's request) blocks the writer thread (``dds.asyn``, in
     ``SharedMemManager::Port::try_push``) forever, and with it the participant's receive thread: the
     retiming service answered no one for the rest of the run after a client was SIGKILLed. A UDP send to a
     dead peer cannot block. What a peer does on its side does not matter: the peers see this process's UDP
@@ -169,10 +180,10 @@ def udp_only_environment(env: Mapping[str, str] | None = None, cwd: Path | None 
     ``~/reset_collision``, a parameter service, or a command to a killed subscriber. Its cost, measured
     side by side (``ROBOT_DYNAMICS_BENCH_TRANSPORT=node|default .venv/bin/python benchmarks/bench_latency.py
     --nodes relay,gravity --topologies twoproc --executors events --no-sweep --no-retiming-load --duration 8
-    --blocks 2``, two runs each, 2-core machine at load 8): gravity node at 1 kHz, p50 475 / 4 647 µs over UDP
-    and 545 / 400 µs with SHM, CPU 234–288 and 248–256 ms per 1000 messages, 0–1 388 and 0 of 8 000
-    dropped; the p99s (7–531 ms) and the drops follow the machine's load in both, not the transport
-    (see docs/hardening.md).
+    --blocks 2``, two runs each, 2-core machine at load 8, before the reader policy): gravity node at 1 kHz,
+    p50 475 / 4 647 µs over UDP and 545 / 400 µs with SHM, CPU 234–288 and 248–256 ms per 1000 messages,
+    0–1 388 and 0 of 8 000 dropped; the p99s (7–531 ms) and the drops follow the machine's load in both,
+    not the transport (see docs/hardening.md).
     """
     env = os.environ if env is None else env
     if env.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp") != "rmw_fastrtps_cpp":
@@ -183,9 +194,10 @@ def udp_only_environment(env: Mapping[str, str] | None = None, cwd: Path | None 
         return {}
     scope = env.get("ROS_AUTOMATIC_DISCOVERY_RANGE", "").strip().upper()
     if scope == "LOCALHOST":
-        return {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SYSTEM_DEFAULT", "FASTDDS_DEFAULT_PROFILES_FILE": str(UDP_ONLY_PROFILE)}
+        return {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SYSTEM_DEFAULT", "FASTDDS_DEFAULT_PROFILES_FILE": str(LOCALHOST_PROFILE),
+                "RMW_FASTRTPS_USE_QOS_FROM_XML": "1"}
     if scope in ("", "SUBNET"):
-        return {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+        return {"FASTDDS_DEFAULT_PROFILES_FILE": str(SUBNET_PROFILE), "RMW_FASTRTPS_USE_QOS_FROM_XML": "1"}
     return {}
 
 
@@ -204,10 +216,11 @@ def run_node(name: str, make_node: Callable[[], Any], args: list[str] | None = N
         exceptions, typically from the node's constructor), after printing ``<name>: error: <reason>``
         as one line on stderr (no traceback).
 
-    The process's DDS participant uses UDP only (:func:`udp_only_environment`), unless the user chose the
-    transports: a peer process that dies must not wedge the node.
+    The process's DDS participant uses UDP only and its readers free what they took
+    (:func:`middleware_environment`), unless the user chose the middleware's set-up: a peer process that dies
+    must not wedge the node, a huge message must not stay in it.
     """
-    os.environ.update(udp_only_environment())  # read by rcl / Fast DDS in rclpy.init: before it
+    os.environ.update(middleware_environment())  # read by rcl / Fast DDS in rclpy.init: before it
     rclpy.init(args=args)
     node = executor = None
     try:

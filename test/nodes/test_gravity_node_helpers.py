@@ -136,31 +136,48 @@ def test_freeze_gc_takes_the_start_up_objects_out_of_every_later_collection():
     assert len(gc.get_objects()) >= 0.95 * tracked_before
 
 
-def test_udp_only_environment_keeps_the_discovery_range_and_defers_to_the_users_transports(tmp_path):
-    """runtime.udp_only_environment (issue 25): LOCALHOST becomes rmw_fastrtps' LOCALHOST set-up without
+def test_middleware_environment_keeps_the_discovery_range_and_defers_to_the_users_set_up(tmp_path):
+    """runtime.middleware_environment (issue 25): LOCALHOST becomes rmw_fastrtps' LOCALHOST set-up without
     SHM (the shipped profile, which rmw_fastrtps only leaves untouched under SYSTEM_DEFAULT); SUBNET or
-    unset gets UDPv4 built-in transports; nothing changes when the user chose transports or another RMW."""
+    unset gets Fast DDS's default discovery without SHM; both take their endpoint settings from the profiles
+    (readers with a DYNAMIC history, the rest as rmw_fastrtps sets it); nothing changes when the user chose
+    the middleware's set-up or another RMW."""
     import xml.etree.ElementTree as ET
 
-    from robot_dynamics_ros.nodes.runtime import UDP_ONLY_PROFILE, udp_only_environment
+    from robot_dynamics_ros.nodes.runtime import LOCALHOST_PROFILE, SUBNET_PROFILE, middleware_environment
 
-    env = udp_only_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}, cwd=tmp_path)
-    assert env == {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SYSTEM_DEFAULT",
-                   "FASTDDS_DEFAULT_PROFILES_FILE": str(UDP_ONLY_PROFILE)}
+    assert middleware_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}, cwd=tmp_path) == {
+        "ROS_AUTOMATIC_DISCOVERY_RANGE": "SYSTEM_DEFAULT", "FASTDDS_DEFAULT_PROFILES_FILE": str(LOCALHOST_PROFILE),
+        "RMW_FASTRTPS_USE_QOS_FROM_XML": "1"}
+    for scope in ({}, {"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"}):
+        assert middleware_environment(scope, cwd=tmp_path) == {
+            "FASTDDS_DEFAULT_PROFILES_FILE": str(SUBNET_PROFILE), "RMW_FASTRTPS_USE_QOS_FROM_XML": "1"}
     ns = {"d": "http://www.eprosima.com"}
-    root = ET.parse(UDP_ONLY_PROFILE).getroot()
-    rtps = root.find("d:profiles/d:participant[@is_default_profile='true']/d:rtps", ns)
-    assert rtps.findtext("d:useBuiltinTransports", namespaces=ns) == "false"
-    assert [t.text for t in rtps.findall("d:userTransports/d:transport_id", ns)] == ["robot_dynamics_udpv4"]
-    assert [t.findtext("d:type", namespaces=ns) for t in root.findall(
-        "d:profiles/d:transport_descriptors/d:transport_descriptor", ns)] == ["UDPv4"]
-    assert rtps.findtext("d:builtin/d:initialPeersList/d:locator/d:udpv4/d:address", namespaces=ns) == "127.0.0.1"
-    assert udp_only_environment({}, cwd=tmp_path) == {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
-    assert udp_only_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"}, cwd=tmp_path) == {
-        "FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
-    assert udp_only_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"}, cwd=tmp_path) == {}
+    roots = {path: ET.parse(path).getroot() for path in (LOCALHOST_PROFILE, SUBNET_PROFILE)}
+    for root in roots.values():
+        rtps = root.find("d:profiles/d:participant[@is_default_profile='true']/d:rtps", ns)
+        assert rtps.findtext("d:useBuiltinTransports", namespaces=ns) == "false"
+        assert [t.text for t in rtps.findall("d:userTransports/d:transport_id", ns)] == ["robot_dynamics_udpv4"]
+        assert [t.findtext("d:type", namespaces=ns) for t in root.findall(
+            "d:profiles/d:transport_descriptors/d:transport_descriptor", ns)] == ["UDPv4"]
+        for kind in ("reader", "writer"):   # rmw_fastrtps' discovery histories
+            assert rtps.findtext(f"d:builtin/d:{kind}HistoryMemoryPolicy", namespaces=ns) == "PREALLOCATED_WITH_REALLOC"
+        reader = root.find("d:profiles/d:data_reader[@is_default_profile='true']", ns)
+        writer = root.find("d:profiles/d:data_writer[@is_default_profile='true']", ns)
+        assert reader.findtext("d:historyMemoryPolicy", namespaces=ns) == "DYNAMIC"
+        assert writer.findtext("d:historyMemoryPolicy", namespaces=ns) == "PREALLOCATED_WITH_REALLOC"
+        assert writer.findtext("d:qos/d:publishMode/d:kind", namespaces=ns) == "SYNCHRONOUS"
+        for endpoint in (reader, writer):
+            assert endpoint.findtext("d:qos/d:data_sharing/d:kind", namespaces=ns) == "OFF"
+    lh, sub = roots[LOCALHOST_PROFILE], roots[SUBNET_PROFILE]
+    assert lh.findtext(".//d:builtin/d:initialPeersList/d:locator/d:udpv4/d:address", namespaces=ns) == "127.0.0.1"
+    assert sub.find(".//d:builtin/d:initialPeersList", ns) is None   # Fast DDS's multicast discovery
+    for tag in ("data_reader", "data_writer"):   # the two files' endpoint profiles are one set-up
+        assert ET.tostring(lh.find(f"d:profiles/d:{tag}", ns)) == ET.tostring(sub.find(f"d:profiles/d:{tag}", ns))
+    assert middleware_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF"}, cwd=tmp_path) == {}
     for key, value in [("FASTDDS_DEFAULT_PROFILES_FILE", "/x.xml"), ("FASTDDS_BUILTIN_TRANSPORTS", "SHM"),
-                       ("ROS_STATIC_PEERS", "10.0.0.2"), ("RMW_IMPLEMENTATION", "rmw_cyclonedds_cpp")]:
-        assert udp_only_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", key: value}, cwd=tmp_path) == {}
+                       ("ROS_STATIC_PEERS", "10.0.0.2"), ("RMW_IMPLEMENTATION", "rmw_cyclonedds_cpp"),
+                       ("RMW_FASTRTPS_USE_QOS_FROM_XML", "0"), ("RMW_FASTRTPS_PUBLICATION_MODE", "ASYNCHRONOUS")]:
+        assert middleware_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", key: value}, cwd=tmp_path) == {}
     (tmp_path / "DEFAULT_FASTDDS_PROFILES.xml").write_text("<dds/>")
-    assert udp_only_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}, cwd=tmp_path) == {}
+    assert middleware_environment({"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST"}, cwd=tmp_path) == {}

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rclpy._rclpy_pybind11 import NodeNameNonExistentError  # rclpy raises it from its C extension only
-from robot_dynamics_ros.nodes.runtime import udp_only_environment
+from robot_dynamics_ros.nodes.runtime import middleware_environment
 from robot_dynamics_testing.dds_probe import NAMES, PANDA, Probe, gravity_of
 from test_faults_entry_points import BIN, _stop
 
@@ -386,13 +386,13 @@ def _no_client_outlives_its_test():
 def _started(calls: list[list[str]]) -> list[subprocess.Popen]:
     """One ``retiming_load calls`` process per argument list, all started at once, returned once READY.
 
-    The clients run UDP only, as the nodes do (runtime.udp_only_environment). A client on Fast DDS's
+    The clients run UDP only, as the nodes do (runtime.middleware_environment). A client on Fast DDS's
     shared memory keeps pushing discovery data into a killed client's SHM port, and when the victim died
     holding that port's mutex the push blocks its participant for good: in CI one of the ten clients of
     test_a_client_killed_mid_request_stalls_no_one_else never ended (60 s). The node processes are checked to
     run no SHM transport, so they exchange UDP with every client whatever the clients run: what is tested
     is unchanged, only the harness no longer wedges itself."""
-    env = {**os.environ, **udp_only_environment()}
+    env = {**os.environ, **middleware_environment()}
     procs = [subprocess.Popen([sys.executable, "-m", "robot_dynamics_testing.retiming_load", "calls", *args],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) for args in calls]
     _CLIENTS.extend(procs)
@@ -465,7 +465,7 @@ def test_a_client_killed_mid_request_stalls_no_one_else():
     without answering someone (issue 25: with the worker process design, 3 runs of 3 answered nobody for
     50-861 s). The cause was Fast DDS's shared-memory transport: the answer to the killed client blocked
     the service's writer thread for good (``SharedMemManager::Port::try_push``, a mutex in the dead
-    client's port); the service process now runs no SHM transport (runtime.udp_only_environment), checked
+    client's port); the service process now runs no SHM transport (runtime.middleware_environment), checked
     first. Before that fix: 3 of 3 runs here failed (gaps 1.3-6 s, requests unanswered)."""
     probe = Probe()
     proc, service = _start_retiming(probe)
@@ -603,6 +603,58 @@ def test_a_burst_of_1000_calls_to_the_small_services_is_answered_every_one():
     assert all(sent == answered for sent, answered, _ in per_service.values()), \
         (per_service, [r["unanswered_calls"] for r in results])
     assert all(rss1[exe] - rss0[exe] < 100.0 for exe in nodes), (rss0, rss1)
+
+
+def test_a_50_mb_description_is_not_kept_by_a_node_process(tmp_path):
+    """The gravity node's process reading its model from the description topic: after the Panda's URDF and
+    2 s of commands, one 50 MB description (refused by its size) leaves the process's RSS within 20 MB of
+    before, 3 s after the refusal, and the node commands on. With rmw_fastrtps' reader history
+    (``PREALLOCATED_WITH_REALLOC``) the description reader kept the largest payload it received for good
+    (+51 MB in a bare subscriber; issue 25: "50 MB kept per node"); the node processes' profiles make
+    readers free a payload once taken (runtime.middleware_environment)."""
+    from std_msgs.msg import String
+
+    probe = Probe()
+    err = tmp_path / "gravity.err"
+    held = ["panda_finger_joint1", "panda_finger_joint2"]
+    with err.open("w") as err_file:
+        node = subprocess.Popen([str(BIN / "gravity_compensation"), "--ros-args", "-r",
+                                 f"__node:=gravity_compensation_{probe.tag}",
+                                 "-p", f"robot_description_topic:={probe.topics['description']}",
+                                 "-p", f"joint_states_topic:={probe.topics['joint_states']}",
+                                 "-p", f"controller_name:={probe.topics['controller']}",
+                                 "-p", f"held_joint_names:={held}", "-p", "held_joint_positions:=[0.02, 0.02]",
+                                 "-p", "log_period:=10.0"],
+                                stdout=subprocess.DEVNULL, stderr=err_file, text=True)
+    try:
+        _wait(lambda: probe.desc_pub.get_subscription_count() >= 1 or node.poll() is not None, 30.0,
+              "the gravity node process never subscribed to its description topic")
+        probe.desc_pub.publish(String(data=Path(PANDA.urdf).read_text()))
+
+        def commanding(seconds: float) -> int:
+            n0, end = len(probe.commands), time.monotonic() + seconds
+            while time.monotonic() < end:
+                probe.send()
+                time.sleep(0.01)
+            return len(probe.commands) - n0
+
+        _wait(lambda: commanding(0.2) > 0 or node.poll() is not None, 60.0, "no command from the loaded model")
+        commanding(2.0)
+        rss0 = _rss_mb(node.pid)
+        probe.desc_pub.publish(String(data="x" * (50 * 1024 * 1024)))
+        _wait(lambda: "robot_description rejected" in err.read_text() or node.poll() is not None, 30.0,
+              "the 50 MB description was never refused")
+        after = commanding(3.0)
+        rss1 = _rss_mb(node.pid)
+        assert node.poll() is None, err.read_text()[-2000:]
+    finally:
+        if node.poll() is None:
+            _stop(node)
+        probe.close()
+    print(f"gravity node RSS {rss0:.0f} MB -> {rss1:.0f} MB after a 50 MB description; "
+          f"{[ln for ln in err.read_text().splitlines() if 'robot_description rejected' in ln][:1]}")
+    assert after > 0
+    assert rss1 - rss0 < 20.0, (rss0, rss1)
 
 
 def _rss_mb(pid: int) -> float:
