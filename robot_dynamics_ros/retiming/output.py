@@ -106,10 +106,12 @@ def sample_segments(segments, period):
         if period:
             last = k == len(segments) - 1
             sel = (times >= seg.t_offset) & ((times <= t_end) if last else (times < t_end))
-            local = times[sel] - seg.t_offset
-            if local.size == 0:
-                continue
             tl = times[sel]
+            if tl.size == 0:
+                continue
+            # the trajectory's end is the segment's last gridpoint exactly (t_offset + t_grid[-1] - t_offset
+            # can round one step short of it, and the sample would miss the end point: a velocity of 1e-15)
+            local = np.where(tl >= t_end, float(seg.t_grid[-1]), tl - seg.t_offset)
         else:
             local = seg.t_grid if k == len(segments) - 1 else seg.t_grid[:-1]
             tl = local + seg.t_offset

@@ -52,6 +52,11 @@ from robot_dynamics_ros.retiming.waypoints import prepare_waypoints, simplify_ch
 
 __all__ = ["Retimer"]
 
+#: the path parameter s must resolve this fraction of path_tolerance: a corner's pieces are a few
+#: path_tolerance long, and a path so long that a double's step in s is coarser (waypoints of 1e12 rad on
+#: iris's ±1e16 rad joints) left knot intervals of zero length (a division by zero in the spline)
+S_RESOLUTION = 1e-4
+
 
 @njit(cache=True, nogil=True)
 def _gravity_within(c, knot_index, tlim):  # pragma: no cover - compiled
@@ -189,6 +194,11 @@ class Retimer:
             notes.append(f"merged {dropped.size} waypoint(s) within path_tolerance/2 = {0.5 * tol:g} of the "
                          f"previous kept one at index {shown}")
         kept, kept_idx, bounds, on_chords, total, offset = simplify_chords(wp, kept_idx, bounds, offset, 0.5 * tol)
+        if total * np.finfo(float).eps > S_RESOLUTION * tol:
+            raise RetimeFailure(RetimeStatus.INVALID_REQUEST,
+                                f"the path between the waypoints is {total:.4g} rad/m long: at that length a double "
+                                f"resolves the path only to {total * np.finfo(float).eps:.2g}, too coarse for "
+                                f"path_tolerance {tol:g}; check the waypoints' units")
         if on_chords.size:
             notes.append(f"{on_chords.size} more within path_tolerance/2 of the chord between the waypoints "
                          f"around them ({kept.shape[0]} kept)")
@@ -360,9 +370,10 @@ class Retimer:
         abc = torque_coefficients_planned(self.dynamics, q, dq, ddq, plan) if use_torque else None
         if use_torque:  # gravity alone at the waypoints (knots are exact dynamics nodes)
             if not _gravity_within(abc[2], knot_index, tlim):
-                is_wp = np.isin(path.knots, path.knots if path.waypoint_knots is None else path.waypoint_knots)
-                g_wp = abc[2][2 * knot_index[is_wp]]
-                self.checks.check_request(seg_wp, None, None, options, gravity=g_wp, first=first, kept_idx=kept_idx)
+                # at the waypoints themselves: with cut corners they are no knots of the path (the knots'
+                # rows, taken as the waypoints', named the wrong waypoint)
+                self.checks.check_request(seg_wp, None, None, options, gravity=self.dynamics.gravity(seg_wp),
+                                          first=first, kept_idx=kept_idx)
                 raise self._gravity_failure(abc[2][2 * knot_index], s[knot_index], path, first, kept_idx, tlim)
         x_start = float(np.linalg.norm(v0)) ** 2 if sp0 is not None else 0.0
         x_end = float(np.linalg.norm(v1)) ** 2 if sp1 is not None else 0.0

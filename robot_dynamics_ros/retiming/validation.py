@@ -201,6 +201,16 @@ class RequestChecks:
             raise RetimeFailure(RetimeStatus.POSITION_LIMIT,
                            f"waypoint {w}: joint '{names[j]}' position {wp[k, j]:.6g} is outside its position "
                            f"limits [{m.lower[j]:.6g}, {m.upper[j]:.6g}]")
+        # a joint that may not move at all: the stage-interior rows of a zero velocity limit are dropped as
+        # inactive (x_min = 0), so the solver alone would time it at any speed (romeo's LHand: 2.2e4 rad/s)
+        moves = wp.shape[0] > 1 and np.diff(wp, axis=0).any(axis=0)
+        for j in np.flatnonzero(moves & (vlim <= 0.0)):
+            w = int(np.flatnonzero(np.diff(wp[:, j]))[0])
+            w = w if kept_idx is None else int(kept_idx[first + w])
+            raise RetimeFailure(RetimeStatus.VELOCITY_LIMIT,
+                                f"joint '{names[j]}' has a velocity limit of {m.velocity_limit[j]:g} rad/s (URDF "
+                                f"<limit velocity> or joint limits) but the path moves it between waypoints {w} and "
+                                f"{w + 1}; give it a velocity limit or keep it still")
         for v, what in ((v0, "start_velocity"), (v1, "end_velocity")):
             if v is None or not v.any():
                 continue
