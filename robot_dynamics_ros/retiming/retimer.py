@@ -57,6 +57,11 @@ __all__ = ["Retimer"]
 #: iris's ±1e16 rad joints) left knot intervals of zero length (a division by zero in the spline)
 S_RESOLUTION = 1e-4
 
+#: denser grids (× the default request) tried when the default grid's timing passes a limit between its
+#: gridpoints (:meth:`Retimer._retime_refined`); a noisy 200-waypoint TIAGo Pro path exceeded the torso's
+#: velocity limit by 0.29 % at the default grid and held it at 1000 gridpoints
+REFINE_FACTORS = (4, 16)
+
 
 @njit(cache=True, nogil=True)
 def _gravity_within(c, knot_index, tlim):  # pragma: no cover - compiled
@@ -160,13 +165,36 @@ class Retimer:
             problem = options.problem()
             if problem:
                 raise RetimeFailure(RetimeStatus.INVALID_REQUEST, f"options: {problem}")
-            return self._retime(wp, v0, v1, options, t_start)
+            return self._retime_refined(wp, v0, v1, options, t_start)
         except RetimeFailure as f:
             empty = np.zeros((0, n))
             warn = () if options.problem() else self.checks.warnings(options)
             return RetimeResult(False, f.status, f.message, names, np.zeros(0), empty, empty.copy(),
                                 empty.copy(), empty.copy(),
                                 solve_ms=(time.perf_counter() - t_start) * 1e3, warnings=warn)
+
+    def _retime_refined(self, wp, v0, v1, options: RetimeOptions, t_start: float) -> RetimeResult:
+        """:meth:`_retime`; when its output check refuses a timing made on the default grid (a sample past a
+        limit between gridpoints: the stage-interior residual of velocity and torque rows, docs/retiming.md
+        "Limitations"), the same request on :data:`REFINE_FACTORS` × denser grids before refusing. A request
+        that names its ``gridpoints`` gets exactly those, and a jerk-limited one is not retried."""
+        try:
+            return self._retime(wp, v0, v1, options, t_start)
+        except RetimeFailure as f:
+            if (f.status != RetimeStatus.LIMIT_EXCEEDED or options.gridpoints is not None
+                    or np.isfinite(self.checks.jerk_limits(options)).any()):   # a jerk-limited solve's LPs grow with
+                raise                                                          # the grid: not retried blindly
+            refused = f
+        count = max(DEFAULT_GRIDPOINTS, wp.shape[0])
+        for factor in REFINE_FACTORS:
+            try:
+                res = self._retime(wp, v0, v1, replace(options, gridpoints=factor * count), t_start)
+            except RetimeFailure:
+                continue
+            res.message += (f"; on the default grid {refused.message.partition('; refused')[0]}: "
+                            f"retimed on {res.gridpoints} gridpoints instead")
+            return res
+        raise refused
 
     def resolved_options(self, options: RetimeOptions) -> RetimeOptions:
         """``options`` with a velocity / acceleration scale of None replaced by the model's
