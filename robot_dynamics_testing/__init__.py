@@ -18,6 +18,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: Eigen 3 headers for the peers built beside ours (:mod:`.toppra_cpp`, :mod:`.totg_peer`): a folder holding
+#: ``Eigen/Core``, ``$EIGEN3_INCLUDE_DIR`` (CMake's name; e.g. the headers of a fetched Eigen mirror extracted
+#: to /tmp) or the system's
+EIGEN_INCLUDE = Path(os.environ.get("EIGEN3_INCLUDE_DIR", "/usr/include/eigen3"))
+
 
 def child_env(base=None) -> dict[str, str]:
     """``base`` (default ``os.environ``) with the repository first on ``PYTHONPATH``, so that a child

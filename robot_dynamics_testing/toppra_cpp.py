@@ -4,7 +4,7 @@ peer for ``benchmarks/bench_retiming.py``. Built into /tmp, never committed.
 The source comes from a git directory of the toppra repository (``TOPPRA_GIT_DIR``, default: the mirror at
 ``/work/.mirror/hungpham2511+toppra/repo``; a checkout works too). Only the Seidel solver, the TOPPRA algorithm,
 the constraint base class and the geometric-path base are compiled (no qpOASES / GLPK / Pinocchio), with Eigen 3
-(``apt-get install -y libeigen3-dev``), ``g++ -O3 -DNDEBUG`` (toppra's Release flags), plus the small driver
+(``robot_dynamics_testing.EIGEN_INCLUDE``: ``$EIGEN3_INCLUDE_DIR`` or the system's), ``g++ -O3 -DNDEBUG`` (toppra's Release flags), plus the small driver
 ``toppra_cpp_driver.cpp`` beside this file: it takes the gridpoints and the constraint coefficients per gridpoint
 from a file, builds toppra's constraints from them (velocity as an x bound, acceleration and torque as linear
 constraints ``a u + b x + c`` within ±limit, interpolation discretization, toppra's default) and times
@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from robot_dynamics_testing import EIGEN_INCLUDE
 
 DEFAULT_GIT_DIR = "/work/.mirror/hungpham2511+toppra/repo"
 BUILD_DIR = Path(tempfile.gettempdir()) / "toppra_cpp_build"
@@ -58,9 +60,10 @@ def build(git_dir: str | None = None) -> tuple[Path | None, str]:
         return exe, ""
     if shutil.which("g++") is None:
         return None, "toppra C++: no g++ on this machine"
-    eigen = Path("/usr/include/eigen3")
+    eigen = EIGEN_INCLUDE
     if not (eigen / "Eigen" / "Core").exists():
-        return None, "toppra C++: Eigen 3 headers missing (apt-get install -y libeigen3-dev)"
+        return None, (f"toppra C++: Eigen 3 headers missing under {eigen} (apt-get install -y libeigen3-dev, or "
+                      "set EIGEN3_INCLUDE_DIR)")
     src = BUILD_DIR / "src"
     src.mkdir(parents=True, exist_ok=True)
     why = _source_tree(git_dir, src)

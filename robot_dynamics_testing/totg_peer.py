@@ -6,9 +6,8 @@ The source comes from the repository's git objects (the ``fetch`` mirror under /
 ``$TOTG_SOURCE``: a git directory or a folder with Path.cpp / Trajectory.cpp); a tiny driver (below) reads the
 waypoints, the velocity / acceleration limits and ``maxDeviation`` on stdin and prints the duration and
 q, qd sampled at a fixed period. Built once into ``$TOTG_BUILD`` (default /tmp/totg_peer) with ``c++ -O2``
-and Eigen 3 (``$EIGEN3_INCLUDE_DIR``, default /usr/include/eigen3; a folder holding ``Eigen/Core``, e.g. the
-headers of a ``fetch``-ed Eigen mirror extracted to /tmp). :func:`available` says why not when the compiler, Eigen or the source is
-missing, so callers can skip with that message.
+and Eigen 3 (:data:`robot_dynamics_testing.EIGEN_INCLUDE`). :func:`available` says why not when the
+compiler, Eigen or the source is missing, so callers can skip with that message.
 
 TOTG blends every waypoint corner with a circular arc whose *Euclidean* distance from the corner is at most
 ``maxDeviation``; ours bounds the infinity norm (≤ Euclidean), so equal values are fair to TOTG.
@@ -22,11 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_dynamics_testing import EIGEN_INCLUDE
+
 __all__ = ["available", "build", "run_totg", "TotgResult"]
 
 BUILD = Path(os.environ.get("TOTG_BUILD", "/tmp/totg_peer"))
 MIRROR = Path("/work/.mirror/tobiaskunz+trajectories/repo")
-EIGEN = Path(os.environ.get("EIGEN3_INCLUDE_DIR", "/usr/include/eigen3"))
 SOURCES = ("Path.h", "Path.cpp", "Trajectory.h", "Trajectory.cpp")
 
 DRIVER = r"""
@@ -93,8 +93,9 @@ def available() -> str | None:
         return None
     if shutil.which("c++") is None:
         return "TOTG peer: no C++ compiler (c++) on PATH"
-    if not (EIGEN / "Eigen" / "Core").is_file():
-        return f"TOTG peer: Eigen 3 headers not found under {EIGEN} (apt-get install -y libeigen3-dev, or set EIGEN3_INCLUDE_DIR)"
+    if not (EIGEN_INCLUDE / "Eigen" / "Core").is_file():
+        return (f"TOTG peer: Eigen 3 headers not found under {EIGEN_INCLUDE} (apt-get install -y libeigen3-dev, "
+                "or set EIGEN3_INCLUDE_DIR)")
     if _source_text("Path.cpp") is None:
         return (f"TOTG peer: source not found (fetch github:tobiaskunz/trajectories to {MIRROR}, or set "
                 "TOTG_SOURCE to its git directory or a folder with Path.cpp / Trajectory.cpp)")
@@ -113,7 +114,7 @@ def build() -> Path:
     for name in SOURCES:
         (BUILD / name).write_text(_source_text(name))
     (BUILD / "driver.cpp").write_text(DRIVER)
-    cmd = ["c++", "-O2", "-DNDEBUG", f"-I{EIGEN}", "-o", str(exe) + ".tmp", "driver.cpp", "Path.cpp",
+    cmd = ["c++", "-O2", "-DNDEBUG", f"-I{EIGEN_INCLUDE}", "-o", str(exe) + ".tmp", "driver.cpp", "Path.cpp",
            "Trajectory.cpp"]
     out = subprocess.run(cmd, cwd=BUILD, capture_output=True, text=True)
     if out.returncode != 0:
