@@ -201,10 +201,11 @@ class RequestChecks:
             raise RetimeFailure(RetimeStatus.POSITION_LIMIT,
                            f"waypoint {w}: joint '{names[j]}' position {wp[k, j]:.6g} is outside its position "
                            f"limits [{m.lower[j]:.6g}, {m.upper[j]:.6g}]")
-        # a joint that may not move at all: the stage-interior rows of a zero velocity limit are dropped as
-        # inactive (x_min = 0), so the solver alone would time it at any speed (romeo's LHand: 2.2e4 rad/s)
-        moves = wp.shape[0] > 1 and np.diff(wp, axis=0).any(axis=0)
-        for j in np.flatnonzero(moves & (vlim <= 0.0)):
+        # a joint that may not move at all (URDF velocity="0": romeo's LHand, iris's rotors): refused by name
+        # here, where the solver could only say that no profile exists
+        still = np.flatnonzero((vlim <= 0.0) & (np.ptp(wp, axis=0) > 0.0))
+        if still.size:
+            j = int(still[0])
             w = int(np.flatnonzero(np.diff(wp[:, j]))[0])
             w = w if kept_idx is None else int(kept_idx[first + w])
             raise RetimeFailure(RetimeStatus.VELOCITY_LIMIT,
