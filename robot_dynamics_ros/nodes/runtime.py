@@ -145,6 +145,7 @@ _TRANSPORT_ENV = ("FASTDDS_DEFAULT_PROFILES_FILE", "FASTRTPS_DEFAULT_PROFILES_FI
                   "RMW_FASTRTPS_USE_QOS_FROM_XML", "RMW_FASTRTPS_PUBLICATION_MODE", "ROS_STATIC_PEERS",
                   "ROS_DISCOVERY_SERVER")
 
+
 def middleware_environment(env: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, str]:
     """The environment variables to set before ``rclpy.init`` so that this process's Fast DDS participant
     has no shared-memory transport and its readers free every payload they took, keeping the discovery range
