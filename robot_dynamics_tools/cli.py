@@ -19,7 +19,7 @@ import sys
 #: subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("robot_dynamics_tools.commands.demo", "gravity compensation on a simulated real arm: holds vs falls"),
-    "run": ("robot_dynamics_tools.commands.run", "start the nodes in one process (the launch files' stand-in)"),
+    "run": ("robot_dynamics_tools.commands.run", "start the nodes, one process each (the launch files' stand-in)"),
     "crossval": ("robot_dynamics_tools.commands.crossval", "compare Pinocchio, in-package Newton-Euler and MuJoCo"),
     "dynamics": ("robot_dynamics_tools.commands.dynamics", "tau, g, M and C*qd at one state, by joint name"),
     "retime": ("robot_dynamics_tools.commands.retime", "time-optimal retiming (TOPP-RA) of a CSV path"),

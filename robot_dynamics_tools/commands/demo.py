@@ -198,7 +198,7 @@ class DemoRunner:
 
 def drift_table(names, comp: dict, uncomp: dict) -> str:
     """Text table: per joint, the final drift |q(T) - q(0)| (rad) with and without compensation."""
-    lines = [f"{'joint':<24}{'drift with compensation [rad]':>32}{'drift without [rad]':>22}",
+    lines = [f"{'joint':<24}{'final drift, compensated [rad]':>32}{'final drift, without':>22}",
              "-" * 78]
     fc = np.abs(comp["q"][-1] - comp["q0"])
     fu = np.abs(uncomp["q"][-1] - uncomp["q0"])

@@ -24,8 +24,9 @@ Processes: one OS process per node, as ``ros2 launch`` starts them: ``python -m
 robot_dynamics_ros.nodes.<module> --ros-args --params-file F ... -p urdf_path:=... -r ...`` (the node's
 console entry point, :func:`child_command`), each in a process group of its own so that ``run`` alone decides
 when its nodes stop. Before starting them, ``run`` builds the nodes once in its own process (public
-constructors, :func:`start_nodes`) to report bad parameters, unreadable URDFs, unmatched sections and
-undeclared keys (above), then destroys them. Ctrl-C (SIGINT) or ``--duration`` sends SIGINT to every node
+constructors, :func:`start_nodes`; on a private domain, quiet, without their start-up work:
+:func:`check_nodes`) to report bad parameters, unreadable URDFs, unmatched sections and undeclared keys
+(above), then destroys them. Ctrl-C (SIGINT) or ``--duration`` sends SIGINT to every node
 (SIGKILL after :data:`STOP_TIMEOUT_S`); a node that ends by itself is reported with its exit code and the
 others are stopped; the exit status is then 1. A node whose ``run`` is killed receives SIGINT (Linux
 ``PR_SET_PDEATHSIG``). The last line on stdout is a JSON summary: the nodes and their exit codes.
@@ -244,10 +245,12 @@ def default_joint_limits(urdf: str | None, params_files) -> str | None:
     return robots.bundled_joint_limits(urdf)
 
 
-def start_nodes(names, *, context, urdf: str | None = None, joint_limits: str | None = None):
+def start_nodes(names, *, context, urdf: str | None = None, joint_limits: str | None = None,
+                per_node: dict | None = None):
     """Create the nodes ``names`` in ``context`` (parameter files must already be in its global args).
 
-    ``urdf`` / ``joint_limits``: when given, ``urdf_path`` / ``joint_limits_path`` of every node.
+    ``urdf`` / ``joint_limits``: when given, ``urdf_path`` / ``joint_limits_path`` of every node;
+    ``per_node``: node name -> {parameter: value} set on that node only, over the files.
 
     Raises:
         UserError: a node cannot start (bad parameter, unreadable URDF, ...), naming the node.
@@ -262,8 +265,9 @@ def start_nodes(names, *, context, urdf: str | None = None, joint_limits: str | 
     try:
         for name in names:
             cls = node_class(name)
+            own = [Parameter(k, value=v) for k, v in (per_node or {}).get(name, {}).items()]
             try:
-                nodes.append(cls(context=context, parameter_overrides=list(overrides)))
+                nodes.append(cls(context=context, parameter_overrides=[*overrides, *own]))
             except UserError as exc:
                 raise UserError(f"node '{name}': {exc}") from None
             except (ValueError, TypeError, InvalidParameterTypeException, InvalidParameterValueException) as exc:
@@ -293,20 +297,33 @@ def child_command(name: str, ros_args, urdf: str | None = None, joint_limits: st
     return [sys.executable, "-m", NODES[name][0], "--ros-args", *ros_args, *params]
 
 
+#: what the check pass turns off in the nodes it builds: work their own processes do at start-up anyway
+CHECK_PASS_PARAMETERS = {"retiming_service": {"warmup": False}, "gravity_compensation": {"crossval_samples": 0}}
+
+
 def check_nodes(names, ros_args, params_files, urdf, joint_limits) -> None:
     """Build the nodes ``names`` once in this process (as their own processes will) and print the parameter
     file warnings (:func:`unmatched_sections`, :func:`undeclared_parameters`); then destroy them.
+
+    The check pass stays out of the way of the real start: on a private domain (its nodes, with the real
+    names, never appear on the caller's), logging warnings and errors only (no start-up line twice), and
+    without the start-up work the nodes' own processes do (:data:`CHECK_PASS_PARAMETERS`: the retiming
+    kernels' warm-up, the gravity node's cross-check).
 
     Raises:
         UserError: a node cannot start (from :func:`start_nodes`).
     """
     import rclpy
 
+    from robot_dynamics_tools.commands.isolation import private_domain_id
+
     ctx = rclpy.Context()
-    rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args] if ros_args else None)
+    rclpy.init(context=ctx, args=["robot-dynamics-run", "--ros-args", *ros_args, "--log-level", "warn"],
+               domain_id=private_domain_id())
     nodes = []
     try:
-        nodes = start_nodes(list(names), context=ctx, urdf=urdf, joint_limits=joint_limits)
+        nodes = start_nodes(list(names), context=ctx, urdf=urdf, joint_limits=joint_limits,
+                            per_node=CHECK_PASS_PARAMETERS)
         for line in unmatched_sections(params_files, nodes) + undeclared_parameters(params_files, nodes):
             print(f"robot-dynamics run: warning: {line}", file=sys.stderr, flush=True)
     finally:
