@@ -136,6 +136,11 @@ class RetimeAnswer:
         return cls(False, message)
 
 
+#: RetimeOptions field -> the RetimeTrajectory request field that sets it (a 0 there: the node's default_*)
+REQUEST_FIELD_OF = {"velocity_scale": "velocity_scaling", "acceleration_scale": "acceleration_scaling",
+                    "jerk_scale": "jerk_scaling"}
+
+
 def options_from_request(request, params: Mapping) -> RetimeOptions:
     """The :class:`RetimeOptions` of ``request``; a field of 0 takes ``params["default_<...>"]``
     (``default_velocity_scaling_factor``, ``default_acceleration_scaling_factor``, ``default_torque_margin``,
@@ -219,6 +224,10 @@ def handle_request(request, retimer, model, params: Mapping, measured: MeasuredP
             return RetimeAnswer.failure(f"path.points[{i}].positions has {len(row)} values for "
                                         f"{k} joint_names")
     options = options_from_request(request, params)
+    problem = options.problem()
+    if problem:   # named as the request names it (the retimer says velocity_scale, the request velocity_scaling)
+        field_name, _, rest = problem.partition("=")
+        return RetimeAnswer.failure(f"{REQUEST_FIELD_OF.get(field_name, field_name)}={rest}")
     v0 = list(request.start_velocity)
     v1 = list(request.end_velocity)
     for what, v in (("start_velocity", v0), ("end_velocity", v1)):

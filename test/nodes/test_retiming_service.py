@@ -127,7 +127,7 @@ def test_round_trip_100_waypoints_gives_a_valid_trajectory(ros):
     ("gravity", None),  # expected message built from Pinocchio below
     ("start_velocity", r"start_velocity: joint 'panda_joint1' at 9 rad/s exceeds its velocity limit 2.175"),
     ("empty", r"path.points is empty"),
-    ("scaling", r"velocity_scale=1.5: must be in \[0.001, 1\]"),
+    ("scaling", r"^velocity_scaling=1.5: must be in \[0.001, 1\]"),  # the request's field name
 ])
 def test_bad_requests_are_refused_precisely_and_the_node_serves_on(ros, case, expect):
     import re
