@@ -154,11 +154,9 @@ def _stage_halfplanes(i, s, G, h, klo, khi, H, scheme, vel_rows, xmin):  # pragm
         b0 = G[pa, r, 1]
         b1 = G[pb, r, 1]
         b2 = G[pc, r, 1]
-        # inactive: the row's bound is 4x the tightest velocity cap there, at all three points (a zero cap, a
-        # joint with no velocity allowed, makes every row pass that test: none is dropped then)
-        if 1 <= r <= vel_rows and (xmin[pa] > 0.0 and xmin[pb] > 0.0 and xmin[pc] > 0.0
-                                   and h0 >= 4.0 * xmin[pa] * b0 and h1 >= 4.0 * xmin[pb] * b1
-                                   and h2 >= 4.0 * xmin[pc] * b2):
+        # inactive: 4x the tightest velocity cap at all three points (never with a zero cap: all would pass)
+        if 1 <= r <= vel_rows and (min(xmin[pa], xmin[pb], xmin[pc]) > 0.0 and h0 >= 4.0 * xmin[pa] * b0
+                                   and h1 >= 4.0 * xmin[pb] * b1 and h2 >= 4.0 * xmin[pc] * b2):
             continue
         a0 = G[pa, r, 0] + ta * b0
         a1 = G[pb, r, 0] + tb * b1
