@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -118,31 +119,36 @@ class RetimeOptions:
     #: (:func:`~robot_dynamics_ros.retiming.motor_limits.solve_within_motor_limits`, margin = torque_margin on the peak)
     motor_limits: object | None = None
 
-    def problem(self) -> str | None:
-        """The first invalid option as a message, or None."""
+    def problem(self, names: Mapping[str, str] | None = None) -> str | None:
+        """The first invalid option as a message (``<name>=<value>: <rule>``), or None. ``names``: field ->
+        the name to show for it (a front end's own: ``--velocity-scale`` of the CLI, ``velocity_scaling`` of the
+        service request); the field's own name otherwise."""
+        def shown(field_name: str) -> str:
+            return (names or {}).get(field_name, field_name)
+
         for name in ("velocity_scale", "acceleration_scale", "torque_margin", "jerk_scale"):
             v = getattr(self, name)
             if v is None and name in ("velocity_scale", "acceleration_scale"):
                 continue
             if not (isinstance(v, (int, float)) and math.isfinite(v) and MIN_SCALE <= v <= 1.0):
-                return f"{name}={v!r}: must be in [{MIN_SCALE:g}, 1] (MIN_SCALE)"
+                return f"{shown(name)}={v!r}: must be in [{MIN_SCALE:g}, 1] (MIN_SCALE)"
         if self.gridpoints is not None and (int(self.gridpoints) != self.gridpoints or self.gridpoints < 2):
-            return f"gridpoints={self.gridpoints!r}: must be an integer ≥ 2"
+            return f"{shown('gridpoints')}={self.gridpoints!r}: must be an integer ≥ 2"
         if self.gridpoints is not None and self.gridpoints > MAX_GRIDPOINTS:
-            return f"gridpoints={self.gridpoints}: above MAX_GRIDPOINTS = {MAX_GRIDPOINTS}"
+            return f"{shown('gridpoints')}={self.gridpoints}: above MAX_GRIDPOINTS = {MAX_GRIDPOINTS}"
         jl = self.jerk_limit
         if jl is not None and not (isinstance(jl, (int, float)) and math.isfinite(jl) and jl > 0.0):
-            return f"jerk_limit={jl!r}: must be a positive number of rad/s³ (or None)"
+            return f"{shown('jerk_limit')}={jl!r}: must be a positive number of rad/s³ (or None)"
         tol = self.path_tolerance
         if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol > 0.0):
-            return f"path_tolerance={tol!r}: must be a positive distance (rad / m)"
+            return f"{shown('path_tolerance')}={tol!r}: must be a positive distance (rad / m)"
         sp = self.sample_period
         if sp is not None and not (math.isfinite(sp) and sp >= 0.0):
-            return f"sample_period={sp!r}: must be a non-negative number of seconds"
+            return f"{shown('sample_period')}={sp!r}: must be a non-negative number of seconds"
         if not (math.isfinite(self.dynamics_spacing) and self.dynamics_spacing >= 0.0):
-            return f"dynamics_spacing={self.dynamics_spacing!r}: must be ≥ 0"
+            return f"{shown('dynamics_spacing')}={self.dynamics_spacing!r}: must be ≥ 0"
         if not (math.isfinite(self.reversal_cos) and -1.0 <= self.reversal_cos <= 1.0):
-            return f"reversal_cos={self.reversal_cos!r}: must be in [-1, 1]"
+            return f"{shown('reversal_cos')}={self.reversal_cos!r}: must be in [-1, 1]"
         return None
 
 

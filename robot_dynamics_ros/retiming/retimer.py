@@ -185,10 +185,9 @@ class Retimer:
                     or np.isfinite(self.checks.jerk_limits(options)).any()):   # a jerk-limited solve's LPs grow with
                 raise                                                          # the grid: not retried blindly
             refused = f
-        count = max(DEFAULT_GRIDPOINTS, wp.shape[0])
         for factor in REFINE_FACTORS:
             try:
-                res = self._retime(wp, v0, v1, replace(options, gridpoints=factor * count), t_start)
+                res = self._retime(wp, v0, v1, options, t_start, grid_factor=factor)
             except RetimeFailure:
                 continue
             res.message += (f"; on the default grid {refused.message.partition('; refused')[0]}: "
@@ -208,7 +207,7 @@ class Retimer:
         return replace(options, velocity_scale=pick(options.velocity_scale, m.default_velocity_scaling_factor),
                        acceleration_scale=pick(options.acceleration_scale, m.default_acceleration_scaling_factor))
 
-    def _retime(self, wp, v0, v1, options: RetimeOptions, t_start: float) -> RetimeResult:
+    def _retime(self, wp, v0, v1, options: RetimeOptions, t_start: float, grid_factor: int = 1) -> RetimeResult:
         m = self.model
         names = tuple(m.joint_names)
         wp = self.checks.unwrap(wp)
@@ -251,7 +250,8 @@ class Retimer:
         _, last_b = bounds[-1]
         self.checks.check_direction(v0, kept[first_a + 1] - kept[first_a], "start_velocity", int(kept_idx[first_a]))
         self.checks.check_direction(v1, kept[last_b] - kept[last_b - 1], "end_velocity", int(kept_idx[last_b]))
-        requested = options.gridpoints or max(DEFAULT_GRIDPOINTS, kept.shape[0])
+        # the default grid (× grid_factor when _retime_refined redoes a refused timing)
+        requested = options.gridpoints or grid_factor * max(DEFAULT_GRIDPOINTS, kept.shape[0])
         work = kept.shape[0] * max(requested, kept.shape[0]) * m.n
         if work > MAX_WORK:
             raise RetimeFailure(RetimeStatus.INVALID_REQUEST,

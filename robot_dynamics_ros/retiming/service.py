@@ -224,10 +224,9 @@ def handle_request(request, retimer, model, params: Mapping, measured: MeasuredP
             return RetimeAnswer.failure(f"path.points[{i}].positions has {len(row)} values for "
                                         f"{k} joint_names")
     options = options_from_request(request, params)
-    problem = options.problem()
-    if problem:   # named as the request names it (the retimer says velocity_scale, the request velocity_scaling)
-        field_name, _, rest = problem.partition("=")
-        return RetimeAnswer.failure(f"{REQUEST_FIELD_OF.get(field_name, field_name)}={rest}")
+    problem = options.problem(names=REQUEST_FIELD_OF)   # named as the request names it
+    if problem:
+        return RetimeAnswer.failure(problem)
     v0 = list(request.start_velocity)
     v1 = list(request.end_velocity)
     for what, v in (("start_velocity", v0), ("end_velocity", v1)):

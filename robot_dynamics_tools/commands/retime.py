@@ -230,10 +230,9 @@ def run(args: argparse.Namespace) -> int:
                             sample_period=args.dt or None, friction=args.friction,
                             jerk_scale=args.jerk_scale, jerk_limit=args.jerk_limit,
                             **({} if args.path_tolerance is None else {"path_tolerance": args.path_tolerance}))
-    problem = options.problem()
+    problem = options.problem(names=_OPTION_OF)
     if problem:
-        field_name, _, rest = problem.partition("=")
-        raise UserError(f"{_OPTION_OF.get(field_name, field_name)}{'=' + rest if rest else ''}")
+        raise UserError(problem)
     model = build_model(args)
     unknown = [c for c in names if c not in model.index]
     if unknown:
