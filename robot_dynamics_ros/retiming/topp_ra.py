@@ -36,7 +36,7 @@ import threading
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.stage_lp import _BIG_U, _TOL, _least_violating_u, _lp2d_x, _u_range
+from robot_dynamics_ros.retiming.stage_lp import _BIG_U, _BIG_X, _TOL, _least_violating_u, _lp2d_x, _u_range
 
 
 class SolveStatus(enum.IntEnum):
@@ -252,8 +252,79 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
     """
     d = 1e-6 * xhi
     y1 = _next_best(H, m, ds, xhi)
-    if y1 >= _next_best(H, m, ds, xhi - d):
+    y0 = _next_best(H, m, ds, xhi - d)
+    if y1 >= y0:
         return xhi   # y does not fall towards xhi
+    # y is x + 2Δ min_k hi_k(x) over the rows bounding u from above, hi_k(x) = p_k − q_k x with p = γ/α,
+    # q = β/α: piecewise linear and concave. Walk left from xhi − d along it, from breakpoint to breakpoint
+    # (where the next row takes over as the least bound), until it stops rising to the left; the segments
+    # walked are kept in Hc (x at the segment's left end, its row)
+    two = 2.0 * ds
+    x = xhi - d
+    k = -1
+    best = np.inf
+    for j in range(m):
+        aj = H[j, 0]
+        if aj > 1e-12:
+            v = (H[j, 2] - H[j, 1] * x) / aj
+            if v < best:
+                best = v
+                k = j
+    nseg = 0
+    x_best = x
+    while k >= 0 and nseg <= m:
+        pk = H[k, 2] / H[k, 0]
+        qk = H[k, 1] / H[k, 0]
+        if 1.0 - two * qk >= 0.0:   # y rises (or stays level) along row k going right: its best is here
+            x_best = x
+            break
+        # the next row to take over going left: the largest crossing below x of a row with a smaller q;
+        # of rows crossing there together (to round-off) the one with the least q, which is least beyond it
+        xc = xlo
+        kn = -1
+        qn = qk
+        tie = 1e-9 * x
+        for j in range(m):
+            aj = H[j, 0]
+            if aj <= 1e-12 or j == k:
+                continue
+            qj = H[j, 1] / aj
+            if qj < qk:
+                c = (H[j, 2] / aj - pk) / (qj - qk)
+                if c < x and (c > xc + tie or (c >= xc - tie and kn >= 0 and qj < qn)):
+                    xc = max(c, xc)
+                    kn = j
+                    qn = qj
+        Hc[nseg, 0] = xc
+        Hc[nseg, 1] = k
+        nseg += 1
+        x = xc
+        x_best = xc
+        k = kn
+    y_best = _next_best(H, m, ds, x_best)
+    if y1 >= y_best * (1.0 - _ENTRY_RTOL):
+        return xhi
+    # the largest x whose y reaches y_best (1 − rtol): on the first segment walked that reaches it (y is
+    # monotone along the walk); then checked, and the two LPs of the polygon decide where the walk is not
+    # to be trusted (a breakpoint within d of xhi, round-off between nearly parallel rows)
+    target = y_best * (1.0 - _ENTRY_RTOL)
+    x_entry = -1.0
+    for t in range(nseg):
+        kt = int(Hc[t, 1])
+        pk = H[kt, 2] / H[kt, 0]
+        slope = 1.0 - two * H[kt, 1] / H[kt, 0]
+        if two * pk + slope * Hc[t, 0] >= target:
+            x_entry = (target - two * pk) / slope
+            break
+    if xlo <= x_entry <= xhi - d and _next_best(H, m, ds, x_entry) >= target * (1.0 - 1e-9):
+        return x_entry
+    return _best_entry_lp(H, m, ds, xlo, xhi, y1, Hc, out)
+
+
+@njit(cache=True, nogil=True)
+def _best_entry_lp(H, m, ds, xlo, xhi, y1, Hc, out):  # pragma: no cover - compiled
+    """:func:`_best_entry` by two 2-variable LPs over the stage's polygon: the best y, then the largest x
+    reaching it within :data:`_ENTRY_RTOL` (the fallback of the walk along y's breakpoints)."""
     # best y: maximize y = x + 2Δu over the polygon, in the coordinates (x, y): u = (y − x) / (2Δ)
     inv = 1.0 / (2.0 * ds)
     for k in range(m):
@@ -366,6 +437,30 @@ def _exact_top(H, m, xlo, xhi):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _pair_top(H, m, ds, klo, khi):  # pragma: no cover - compiled
+    """The least upper bound on x that a row of the stage and the next controllable set [klo, khi] give
+    together: a row α u + β x ≤ γ with α < 0 (u ≥ (γ − βx)/α) and x + 2Δu ≤ khi leave some u only if
+    (2Δβ − α) x ≤ 2Δγ − α khi; with α > 0 (u ≤ (γ − βx)/α) and x + 2Δu ≥ klo, only if
+    (2Δβ − α) x ≤ 2Δγ − α klo; a u-free row (|α| ≤ 1e-12, as :func:`_u_range` judges it) with β > 0 gives
+    x ≤ γ/β (the row's own cap: :func:`_u_range` accepts it to within round-off). Each is necessary, O(m) in all; at most the LP box's :data:`_BIG_X`. (The pairs of
+    two rows of the stage, the maximum velocity curve, are left to :func:`_exact_top`.)"""
+    top = _BIG_X
+    two = 2.0 * ds
+    for k in range(m):
+        a = H[k, 0]
+        b = H[k, 1]
+        g = H[k, 2]
+        if abs(a) <= 1e-12:
+            if b > 0.0:
+                top = min(top, g / b)
+            continue
+        c = two * b - a
+        if c > 0.0:
+            top = min(top, (two * g - a * (khi if a < 0.0 else klo)) / c)
+    return max(top, 0.0)
+
+
+@njit(cache=True, nogil=True)
 def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store):  # pragma: no cover - compiled
     n_grid = s.shape[0]
     nrow = G.shape[1]
@@ -381,8 +476,6 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     # --- backward pass: controllable sets
     K[n_grid - 1, 0] = x_end
     K[n_grid - 1, 1] = x_end
-    a1 = -1
-    a2 = -1
     for i in range(n_grid - 2, -1, -1):
         H = work[top:top + mmax * 3].reshape((mmax, 3))
         m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
@@ -392,17 +485,6 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
         off[i] = top
         if store:
             top += 3 * m
-        # warm start: the half-plane at the position active at the previous stage's optimum, then the next
-        # controllable set's upper bound x + 2Δu ≤ khi (position m - 2, always pushed), which bounds the
-        # optimum at almost every stage (halves the LP's time on the benchmark paths)
-        if not _lp2d_x(H, m, 1.0, m - 2, a1 if a1 != m - 2 else a2, out) and not _lp2d_x(H, m, 1.0, -1, -1, out):
-            # warm-started, the incremental LP may first walk to a far corner of its box (|u| ~ _BIG_U) where
-            # the round-off in the nearly parallel rows of a tight corner between long chords exceeds _TOL;
-            # the cold order stays near the optimum
-            return 1, i
-        xhi = out[1]
-        a1 = int(out[2])
-        a2 = int(out[3])
         # min x: 0 whenever x = 0 admits a control (the usual case: u = 0 works when every γ ≥ 0)
         origin = True
         for k in range(m):
@@ -419,9 +501,16 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
                 if not _lp2d_x(H, m, -1.0, -1, -1, out):
                     return 1, i
                 xlo = max(out[1], 0.0)
+        # max x without an LP: every pair of a row with the next controllable set bounds x (a row that bounds
+        # u from below against x + 2Δu ≤ khi, one that bounds it from above against x + 2Δu ≥ klo); the
+        # least of those bounds is the top of K_i when the rows still leave some u there, else two rows of
+        # the stage cross below it and Newton steps from above find where (:func:`_exact_top`)
+        ds = s[i + 1] - s[i]
+        xhi = _exact_top(H, m, xlo, _pair_top(H, m, ds, K[i + 1, 0], K[i + 1, 1]))
         if xhi > xlo:
-            xhi = _best_entry(H, m, s[i + 1] - s[i], xlo, xhi, Hc, out)
-            xhi = _exact_top(H, m, xlo, xhi)
+            entry = _best_entry(H, m, ds, xlo, xhi, Hc, out)
+            if entry < xhi:
+                xhi = _exact_top(H, m, xlo, entry)
         if xhi < xlo:
             xhi = xlo
         K[i, 0] = xlo

@@ -43,19 +43,25 @@ def test_solver_matches_the_reference_on_random_paths(robot, monkeypatch):
         opts = RetimeOptions(gridpoints=grid, velocity_scale=v_scale, acceleration_scale=a_scale, torque_margin=MARGIN)
         assert retimer.retime(wp, options=opts).success
     assert len(calls) >= len(cases)
-    differing = 0
+    differing = k_differing = 0
     for args, (status, idx, x, _, K) in calls:
         r_status, r_idx, r_x, _, r_K = reference.solve_topp_ra(*args)
         assert (status, idx) == (r_status, r_idx)
         s = args[0]
         t, r_t = stage_times(s, x)[-1], stage_times(s, r_x)[-1]
         assert abs(t - r_t) <= 1e-9 * r_t
-        np.testing.assert_allclose(K, r_K, rtol=1e-9, atol=1e-12 * r_K.max())
+        # K agrees to 1e-9, but for the few tops lowered by the entry rule (_best_entry): its target is the
+        # best next state, which the reference takes from an LP optimum (rows held to its absolute tolerance,
+        # 1e-9) and the solver from an exact evaluation at the breakpoint its walk ends on
+        k_err = np.abs(K - r_K) / (np.abs(r_K) + 1e-12 * r_K.max())
+        assert k_err.max() <= 1e-8
+        k_differing += int((k_err > 1e-9).sum())
         sd, r_sd = np.sqrt(x), np.sqrt(r_x)
         err = np.abs(sd - r_sd) / r_sd.max()
         assert err.max() <= 1e-6
         differing += int((err > 1e-9).sum())
     assert differing <= 1e-3 * sum(a[0].shape[0] for a, _ in calls)
+    assert k_differing <= 1e-3 * sum(a[0].shape[0] for a, _ in calls)
 
 
 def test_velocity_rows_hold_inside_stages_that_share_a_knot_interval():
