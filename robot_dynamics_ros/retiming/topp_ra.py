@@ -17,16 +17,23 @@ O(Δ³) residual — so a dense check of the output finds no overshoot.
 
 Algorithm (paper §III–IV):
 1. Backward pass: K_{N-1} = {x_end}; K_i = {x ≥ 0 | ∃u: stage-i constraints hold and x + 2Δ_i u ∈ K_{i+1}},
-   an interval [min, max] found with two 2-variable LPs per stage (maximize / minimize x over the polygon
-   of stage i, eq. 13). An empty K_i means the path is infeasible at s_i.
+   an interval [min, max]. The paper finds each end with a 2-variable LP (eq. 13); here the top needs none:
+   a row bounding u from below (α < 0) leaves room for x + 2Δu ≤ max K_{i+1} only up to an x it fixes in
+   closed form, and a row bounding it from above only for x + 2Δu ≥ min K_{i+1} (:func:`_pair_top`, O(m)).
+   The least of those bounds is the top whenever the stage's rows still leave some u there (one O(m) check,
+   :func:`_u_range`); where two rows of the stage cross below it (the maximum velocity curve binds), Newton
+   steps from above on the concave width of the u interval reach the crossing (:func:`_exact_top`, usually
+   one or two). The bottom is 0 whenever x = 0 admits a control (u = 0 when every γ ≥ 0); only else an
+   LP. An empty K_i means the path is infeasible at s_i.
 2. Forward pass: starting at x_0 = sd_start² ∈ K_0, take the greedy control u_i = max{u | stage-i
-   constraints at x_i, x_i + 2Δ_i u ∈ K_{i+1}} (eq. 16), a 1-variable LP. Theorem 3 of the paper: the
-   result is time-optimal for the discretized problem.
+   constraints at x_i, x_i + 2Δ_i u ∈ K_{i+1}} (eq. 16), the upper end of :func:`_u_range`. Theorem 3 of
+   the paper: the result is time-optimal for the discretized problem.
 
 Rows arrive roughly normalized (|(G0, G1)| ≈ 1, :func:`~.constraints.build_constraints`), so one absolute
-feasibility tolerance fits all of them. The 2-variable LPs are solved by our own compiled Seidel-style
-incremental solver (:mod:`.stage_lp`), warm-started with the next controllable set's upper bound (active at
-almost every stage) and the half-plane at the position active at the previous stage's optimum.
+feasibility tolerance fits all of them. The 2-variable LPs left (the bottom of K_i when x = 0 admits no
+control, the fallback of :func:`_best_entry`) are solved by our own compiled Seidel-style incremental
+solver (:mod:`.stage_lp`). ``test/retiming/test_topp_ra_floor.py`` holds the result to the LP-based solver it
+replaced (``test/retiming/topp_ra_reference.py``): same statuses, durations to 1e-9.
 """
 from __future__ import annotations
 
