@@ -16,6 +16,7 @@ there (and merges more waypoints); the measured trade-off on a recorded path is 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 __all__ = ["CURVATURE_SHARE", "MAX_LISTED", "tolerance_bound"]
 
@@ -31,6 +32,37 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
     """(first, last) index of every run of True in ``mask``."""
     edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
     return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1))
+
+
+@njit(cache=True, nogil=True)
+def _bend_bound(dq, ddq, x, vlim, alim):  # pragma: no cover - compiled
+    """Per gridpoint k: whether the bend takes at least :data:`CURVATURE_SHARE` of some finite acceleration
+    limit while x_k is below the velocity rows' bound (by 1e-3), and max_j |bend_kj| (1/rad); dq, ddq
+    (N, n) q', q'' at the gridpoints, x (N,) sd², vlim, alim (n,) (inf: none)."""
+    n_pt, n = dq.shape
+    bound = np.zeros(n_pt, dtype=np.bool_)
+    curvature = np.zeros(n_pt)
+    for k in range(n_pt):
+        xk = max(x[k], 0.0)
+        norm2 = 0.0
+        along = 0.0
+        for j in range(n):
+            norm2 += dq[k, j] * dq[k, j]
+            along += ddq[k, j] * dq[k, j]
+        # the bend: q'' without its part along q' (that part only changes the speed along the path)
+        f = along / norm2 if norm2 > 0.0 else 0.0
+        share = 0.0
+        xvel = np.inf
+        for j in range(n):
+            bend = abs(ddq[k, j] - f * dq[k, j])
+            curvature[k] = max(curvature[k], bend)
+            if np.isfinite(alim[j]) and alim[j] > 0.0:
+                share = max(share, bend * xk / alim[j])
+            d2 = dq[k, j] * dq[k, j]
+            if d2 > 0.0:
+                xvel = min(xvel, vlim[j] * vlim[j] / d2)
+        bound[k] = share >= CURVATURE_SHARE and xk < xvel * (1.0 - 1e-3)
+    return bound, curvature
 
 
 def tolerance_bound(segments, velocity_limit, acceleration_limit, kept_idx, path_tolerance: float) -> dict | None:
@@ -58,14 +90,8 @@ def tolerance_bound(segments, velocity_limit, acceleration_limit, kept_idx, path
         if seg.jerk is not None:
             continue
         _, dq, ddq = seg.path.evaluate(seg.s)
-        x = np.maximum(seg.x, 0.0)
-        # the bend: q'' without its part along q' (that part only changes the speed along the path)
-        e = dq / np.maximum(np.linalg.norm(dq, axis=1), 1e-300)[:, None]
-        bend = ddq - np.sum(ddq * e, axis=1)[:, None] * e
-        share = (np.abs(bend[:, finite]) * x[:, None] / alim[finite]).max(axis=1)
-        with np.errstate(divide="ignore", over="ignore"):  # (inf: no velocity bound there)
-            xvel = np.where(dq * dq > 0.0, (vlim * vlim) / (dq * dq), np.inf).min(axis=1)
-        bound = (share >= CURVATURE_SHARE) & (x < xvel * (1.0 - 1e-3))
+        bound, curvature = _bend_bound(np.ascontiguousarray(dq), np.ascontiguousarray(ddq),
+                                       np.ascontiguousarray(seg.x, dtype=float), vlim, alim)
         knots = seg.path.knots if seg.path.waypoint_knots is None else seg.path.waypoint_knots
         t = seg.t_grid + seg.t_offset
         for a, b in _runs(bound):
@@ -73,7 +99,7 @@ def tolerance_bound(segments, velocity_limit, acceleration_limit, kept_idx, path
             mid = 0.5 * (seg.s[a] + seg.s[b])
             k = int(np.argmin(np.abs(knots - mid)))
             corner = {"waypoint": int(kept_idx[seg.first + k]), "t_start": float(t[lo]), "t_end": float(t[hi]),
-                      "seconds": float(t[hi] - t[lo]), "curvature": float(np.abs(bend[a:b + 1]).max())}
+                      "seconds": float(t[hi] - t[lo]), "curvature": float(curvature[a:b + 1].max())}
             prev = corners[-1] if corners and corners[-1]["segment"] == id(seg) else None
             if prev is not None and prev["waypoint"] == corner["waypoint"]:
                 # the bend of one corner peaks at several knots: one corner, its runs' seconds added
