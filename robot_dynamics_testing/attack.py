@@ -254,13 +254,19 @@ def rss_mb(pid: int) -> float:
 
 
 def child_pids(pid: int) -> list[int]:
+    """The child processes of ``pid`` (from every thread's ``/proc/<pid>/task/<tid>/children``); a thread or a
+    process that ends while they are read is skipped, not an error."""
     out = []
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
             with open(f"/proc/{pid}/task/{task}/children") as f:
                 out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
+        except OSError:
+            continue
     return out
 
 

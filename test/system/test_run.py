@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import rclpy
 
+from robot_dynamics_testing.attack import child_pids
 from robot_dynamics_tools.commands.run import check_params_file, start_nodes, undeclared_parameters
 from robot_dynamics_ros.errors import UserError
 
@@ -101,11 +102,13 @@ def _retime_client(ctx, service: str):
 
 
 def _children(pid: int) -> list[tuple[int, str]]:
-    """(pid, command line) of the child processes of ``pid``."""
+    """(pid, command line) of the child processes of ``pid`` (one that ends meanwhile is left out)."""
     out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            out.append((int(child), Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()))
+    for child in child_pids(pid):
+        try:
+            out.append((child, Path(f"/proc/{child}/cmdline").read_bytes().replace(b"\0", b" ").decode()))
+        except OSError:
+            continue
     return out
 
 
