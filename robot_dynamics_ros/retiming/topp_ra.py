@@ -263,55 +263,51 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
     if y1 >= y0:
         return xhi   # y does not fall towards xhi
     # y is x + 2Δ min_k hi_k(x) over the rows bounding u from above, hi_k(x) = p_k − q_k x with p = γ/α,
-    # q = β/α (kept in Hc[:, 0:2]): piecewise linear and concave. Walk left from xhi − d along it, from
+    # q = β/α (kept in Hc[:, 0:2]): piecewise linear and concave. Walk left from xhi along it, from
     # breakpoint to breakpoint (where the next row takes over as the least bound), until it stops rising to
     # the left; the segments walked are kept in Hc[:, 2] (x at the left end of the segment on row k)
     two = 2.0 * ds
-    x = xhi - d
+    x = xhi
     nu = 0
-    k = -1
-    best = np.inf
     for j in range(m):
         aj = H[j, 0]
         if aj > 1e-12:
-            pj = H[j, 2] / aj
-            qj = H[j, 1] / aj
-            Hc[nu, 0] = pj
-            Hc[nu, 1] = qj
+            Hc[nu, 0] = H[j, 2] / aj
+            Hc[nu, 1] = H[j, 1] / aj
             Hc[nu, 2] = np.nan
-            v = pj - qj * x
+            nu += 1
+    x_best = xlo
+    for _ in range(nu + 1):
+        # the row least just left of x (breakpoints closer than 1e-12 x to it are passed over: they move y
+        # by less than its slope times that)
+        xl = x - 1e-12 * x
+        k = -1
+        best = np.inf
+        for j in range(nu):
+            v = Hc[j, 0] - Hc[j, 1] * xl
             if v < best:
                 best = v
-                k = nu
-            nu += 1
-    x_best = x
-    walked = 0
-    while k >= 0 and walked <= nu:
-        walked += 1
+                k = j
         pk = Hc[k, 0]
         qk = Hc[k, 1]
         if 1.0 - two * qk >= 0.0:   # y rises (or stays level) along row k going right: its best is here
             x_best = x
             break
-        # the next row to take over going left: the largest crossing below x of a row with a smaller q
-        # (c = (p_j − p_k) / (q_j − q_k)); of rows crossing there together (to round-off) the one with the
-        # least q, which is least beyond it
+        # the next breakpoint going left: the largest crossing below xl of a row with a smaller q
+        # (c = (p_j − p_k) / (q_j − q_k)); none above xlo: y's best over K_i is at xlo
         xc = xlo
-        kn = -1
-        qn = qk
-        tie = 1e-9 * x
         for j in range(nu):
             qj = Hc[j, 1]
-            if qj < qk and j != k:
+            if qj < qk:
                 c = (Hc[j, 0] - pk) / (qj - qk)
-                if c < x and (c > xc + tie or (c >= xc - tie and kn >= 0 and qj < qn)):
-                    xc = max(c, xc)
-                    kn = j
-                    qn = qj
+                if xc < c < xl:
+                    xc = c
         Hc[k, 2] = xc
         x = xc
-        x_best = xc
-        k = kn
+        if x <= xlo:
+            break
+    else:
+        return _best_entry_lp(H, m, ds, xlo, xhi, y1, Hc, out)
     hi = np.inf
     for j in range(nu):
         hi = min(hi, Hc[j, 0] - Hc[j, 1] * x_best)
@@ -320,7 +316,7 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
         return xhi
     # the largest x whose y reaches y_best (1 − rtol): on the segment walked where y crosses it (y falls
     # along the walk, from its best towards xhi); checked, and the two LPs of the polygon decide where the
-    # walk is not to be trusted (a breakpoint within d of xhi, round-off between nearly parallel rows)
+    # walk is not to be trusted (round-off between nearly parallel rows)
     target = y_best * (1.0 - _ENTRY_RTOL)
     x_entry = -1.0
     left_best = -np.inf
@@ -331,7 +327,7 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
             if slope < 0.0 and two * Hc[j, 0] + slope * left >= target:
                 left_best = left
                 x_entry = (target - two * Hc[j, 0]) / slope
-    if xlo <= x_entry <= xhi - d and _next_best(H, m, ds, x_entry) >= target * (1.0 - 1e-9):
+    if xlo <= x_entry <= xhi and _next_best(H, m, ds, x_entry) >= target * (1.0 - 1e-9):
         return x_entry
     return _best_entry_lp(H, m, ds, xlo, xhi, y1, Hc, out)
 
