@@ -28,6 +28,19 @@ def _slack_kernel(cols, data, b, z, idx, out):  # pragma: no cover - compiled
         out[k] = b[r] - (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]])
 
 
+@njit(cache=True, nogil=True)
+def _least_per_stage_kernel(slack, row_stage, start, stop, n_stages, keep):  # pragma: no cover - compiled
+    # keep[r] = True for the row r in [start, stop) with the least slack on each stage
+    best = np.full(n_stages, -1)
+    for r in range(start, stop):
+        st = row_stage[r]
+        if best[st] < 0 or slack[r] < slack[best[st]]:
+            best[st] = r
+    for st in range(n_stages):
+        if best[st] >= 0:
+            keep[best[st]] = True
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _jerk_rows_kernel(xb_pts, floor, kj, Lj, Xj, Jr, nf, data, b):  # pragma: no cover - compiled
     # row nf + r: L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) for check point kj[r], limit J = Jr[r], scaled by √x̄ / (1.5 J)
@@ -271,6 +284,19 @@ class JerkRows:
         out = np.empty(idx.shape[0])
         _slack_kernel(self.cols, self.data, self.b_ub, np.ascontiguousarray(z, dtype=float), idx, out)
         return out
+
+    def working_set(self, z, threshold):
+        """(slack (m,), keep (m,) bool): the slack of every row at z and the rows of an LP's working set —
+        those with slack below ``threshold``, and on every stage the + and the − jerk row with the least
+        slack. Without the latter a stage whose jerk rows are all slack at z has no row on v = du/ds in the
+        LP, so its answer puts u far off and the rows then added (violated by up to ~100× their right-hand
+        side on the case) take as many pivots as the LP itself."""
+        slack = self.slack_at(z)
+        keep = slack < threshold
+        for half in range(2 if self.mj else 0):
+            a = self.nf + half * self.mj
+            _least_per_stage_kernel(slack, self.row_stage, a, a + self.mj, self.N - 1, keep)
+        return slack, keep
 
     def take(self, idx):
         """The rows ``idx`` as (cols, data, b)."""
