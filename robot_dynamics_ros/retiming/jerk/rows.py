@@ -218,9 +218,9 @@ def _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed):
 
 
 class _Csr:
-    """A CSR matrix as HighsLP reads it (shape, nnz, indptr, indices, data), without importing scipy.sparse
-    (~8 MB in a retiming node that may never get a jerk-limited request; building one costs more than
-    these rows)."""
+    """A CSR matrix as HighsLP reads it (shape, nnz, indptr, indices, data), without scipy.sparse: ~8 MB in a
+    retiming node that may never get a jerk-limited request, and its constructor's checks take longer than
+    building these arrays."""
 
     def __init__(self, shape, indptr, indices, data):
         self.shape, self.indptr, self.indices, self.data = shape, indptr, indices, data

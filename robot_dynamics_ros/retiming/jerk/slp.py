@@ -14,9 +14,9 @@ from robot_dynamics_ros.retiming.jerk.rows import JerkRows, build_rows
 
 #: working set of an LP: the rows whose slack (rows scaled to a largest coefficient of 1) at the previous
 #: answer is below this, and the least-slack jerk rows of each stage (:meth:`JerkRows.working_set`); rows
-#: added after a solve: the violated ones and those with slack below _WS_ADD. 0.05 against 0.3: on the case
-#: the full-size LPs' working sets ~1 100 rows instead of ~1 850 (HiGHS's time per pivot grows with the
-#: rows), with as few added rows
+#: added after a solve: the violated ones and those with slack below _WS_ADD. HiGHS's time per solve and
+#: per pivot grows with the model's rows (~1 100 on the case's full-size LPs at 0.05, ~1 850 at 0.3);
+#: below 0.05 the rows added after the solve make up for it
 _WS_SLACK = 0.05
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
