@@ -11,9 +11,11 @@ Reported: durations, whether full is closer to topp_ra than to scurve, a lower b
 timing (per joint, the 1-D time-optimal double-S over its net displacement, and for a joint that turns
 back along the path the two legs from rest to its first turn and from its last turn to rest, at zero
 velocity at the turns, :func:`joint_bound`: where it is past the midpoint of topp_ra and scurve no timing can
-be closer to topp_ra), wall time of each solve (medians of warm calls: 5 of TOPP-RA, ``--full-repeat``
-of the full solve; one sample of either is easily doubled by the other processes on a shared machine) and
-their ratio, and an independent dense check of
+be closer to topp_ra) and full / that bound, the time of each solve (medians of warm calls: 5 of TOPP-RA,
+``--full-repeat`` of the full solve), both wall (``*_ms``) and CPU time of the calling thread
+(``*_cpu_ms``, ``time.thread_time``; the solvers are single-threaded, and CPU time is what other processes
+on a shared machine disturb least: one wall sample of either is easily doubled by them) and their ratios
+(``ratio`` wall, ``cpu_ratio``), and an independent dense check of
 the full output at 1 kHz (Pinocchio RNEA with the payload, jerk from finite differences of the returned
 accelerations): the largest |value| / limit over velocity, torque and jerk (≤ 1 + 1e-3 passes).
 
@@ -100,31 +102,35 @@ def one(model, pm, waypoints, jerk, gridpoints=None, repeat=5, full_repeat=3):
     res = retimer.retime(waypoints, options=opts)
     if not res.success or len(res.segments) != 1:
         return {"skipped": res.message if not res.success else "direction reversal (several segments)"}
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         retimer.retime(waypoints, options=opts)
         times.append((time.perf_counter() - t0) * 1e3)
+        cpu.append((time.thread_time() - c0) * 1e3)
     seg = res.segments[0]
     ne = NewtonEulerDynamics(model)
     tlim = MARGIN * model.effort_limit
-    full_times = []
+    full_times, full_cpu = [], []
     for _ in range(max(1, full_repeat)):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         sol = solve_jerk_limited(seg.path, seg.s, seg.x, ne, velocity_limit=model.velocity_limit,
                                  acceleration_limit=model.acceleration_limit, torque_limit=tlim,
                                  jerk_limit=np.full(model.n, jerk))
         full_times.append((time.perf_counter() - t0) * 1e3)
+        full_cpu.append((time.thread_time() - c0) * 1e3)
     full_ms = statistics.median(full_times)
+    topp_cpu, full_cpu = statistics.median(cpu), statistics.median(full_cpu)
     row = {"gridpoints": int(seg.s.shape[0]), "topp_ra_s": res.duration, "full_s": sol.duration,
            "topp_ra_ms": statistics.median(times), "full_ms": full_ms, "ratio": full_ms / statistics.median(times),
+           "topp_ra_cpu_ms": topp_cpu, "full_cpu_ms": full_cpu, "cpu_ratio": full_cpu / topp_cpu,
            "lps": sol.iterations, "rounds": sol.rounds, "parts": sol.parts,
            "dense_max_fraction": _dense(pm, sol, model, tlim, jerk)}
     sc = cs.scurve_baseline(model, seg.path, res, jerk, tlim, ne)  # one double-S per part between stops
     bound = joint_bound(model, seg.path, jerk)
     return {**row, "topp_ra_s": res.duration, "full_s": sol.duration,
             "scurve_s": sc.duration, "closer": bool(sol.duration - res.duration < sc.duration - sol.duration),
-            "joint_bound_s": bound,
+            "joint_bound_s": bound, "full_over_bound": sol.duration / bound,
             # no timing can be closer to TOPP-RA than to the S-curve when the joint bound is past the midpoint
             "closer_impossible": bool(bound >= 0.5 * (res.duration + sc.duration))}
 
@@ -139,6 +145,19 @@ def random_ur10_line(model, rng):
         except Exception:  # unreachable start or line: draw again
             continue
     raise RuntimeError("no reachable random line in 50 draws")
+
+
+def _cpu_summary(done):
+    """The CPU-time ratios full / torque-only of the case and (median, max) per family of random paths."""
+    out = {}
+    for family, rows in (("case", [r for r in done if r["path"] == "case study"]),
+                         ("ur10_lines", [r for r in done if r["path"].startswith("ur10 line")]),
+                         ("panda", [r for r in done if r["path"].startswith("panda")])):
+        if rows:
+            out[f"cpu_ratio_{family}_median"] = statistics.median(r["cpu_ratio"] for r in rows)
+            out[f"cpu_ratio_{family}_max"] = max(r["cpu_ratio"] for r in rows)
+            out[f"full_cpu_ms_{family}_median"] = statistics.median(r["full_cpu_ms"] for r in rows)
+    return out
 
 
 def main(argv=None) -> int:
@@ -198,6 +217,7 @@ def main(argv=None) -> int:
                "median_solve_ratio": statistics.median(r["ratio"] for r in done),
                "max_solve_ratio": max(r["ratio"] for r in done),
                "median_full_ms": statistics.median(r["full_ms"] for r in done),
+               **_cpu_summary(done),
                "seconds": round(time.perf_counter() - t_run, 1)}
     print(json.dumps(summary))
     if args.json:

@@ -52,14 +52,16 @@ torque-only TOPP-RA duration, a lower bound of the jerk-limited one.
 
 LPs: HiGHS's dual simplex with Devex pricing (the HiGHS scipy ships). Of the ~15 000 rows (200
 gridpoints, 6 joints) a few hundred are active, so each LP is solved on a working set — the rows with
-little slack at the current profile — and then every row is evaluated at the answer; violated rows
+little slack at the current profile, and on every stage the + and the − jerk row with the least slack, so
+that no stage's v is unconstrained in the LP — and then every row is evaluated at the answer; violated rows
 (and near neighbours) are added to the solved model and the dual simplex goes on from its basis, until
 none is violated: the answer is then the full LP's optimum. Each SLP iteration's LP
 starts from the previous LP's final basis and rows (its inactive rows with much slack dropped, the rows
 with little slack at the new profile added as basic): between iterations the active set changes little, so
-the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis. The first
-LP after a coarse start begins from a guessed basis: the least-slack row of each stage at the start profile
-active (a vertex has about one active row per stage), which HiGHS repairs where it is singular.
+the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis (that basis
+stays one, so HiGHS takes it without a rank check). The first LP after a coarse start begins from a
+guessed basis: the least-slack row of each stage at the start profile active (a vertex has about one
+active row per stage), which HiGHS checks and repairs where it is singular.
 
 Data layout: every inequality row has three entries (the variables of one stage), so the rows are held as
 (m, 3) column and coefficient arrays, built once per solve; an LP takes a subset by row index, the jerk

@@ -28,6 +28,19 @@ def _slack_kernel(cols, data, b, z, idx, out):  # pragma: no cover - compiled
         out[k] = b[r] - (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]])
 
 
+@njit(cache=True, nogil=True)
+def _least_per_stage_kernel(slack, row_stage, start, stop, n_stages, keep):  # pragma: no cover - compiled
+    # keep[r] = True for the row r in [start, stop) with the least slack on each stage
+    best = np.full(n_stages, -1)
+    for r in range(start, stop):
+        st = row_stage[r]
+        if best[st] < 0 or slack[r] < slack[best[st]]:
+            best[st] = r
+    for st in range(n_stages):
+        if best[st] >= 0:
+            keep[best[st]] = True
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def _jerk_rows_kernel(xb_pts, floor, kj, Lj, Xj, Jr, nf, data, b):  # pragma: no cover - compiled
     # row nf + r: L z ≤ (J/√x̄)(3/2 − x/(2 x̄)) for check point kj[r], limit J = Jr[r], scaled by √x̄ / (1.5 J)
@@ -95,95 +108,137 @@ def check_points(s, M=None):
             np.concatenate((np.zeros(2 * M, bool), np.ones((M + 1) * m, bool))))
 
 
-def _forms(X, U, V, alpha, beta, gamma):
-    """(K, n, 3) coefficients of alpha X + beta U + gamma V at the check points, alpha.. (K, n)."""
-    return (alpha[:, :, None] * X[:, None, :] + beta[:, :, None] * U[:, None, :]
-            + gamma[:, :, None] * V[:, None, :])
+@njit(cache=True, nogil=True, error_model="numpy")
+def _put_row(cols, data, b, row, var_k, c0, c1, c2, rhs):  # pragma: no cover - compiled
+    # one row, scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
+    scale = max(abs(c0), abs(c1), abs(c2))
+    if not scale > 0.0:
+        scale = 1.0
+    for k in range(3):
+        cols[row, k] = var_k[k]
+    data[row, 0] = c0 / scale
+    data[row, 1] = c1 / scale
+    data[row, 2] = c2 / scale
+    b[row] = rhs / scale
 
 
-def _assemble(blocks, rhs, vars_):
-    """(cols (m, 3), data (m, 3), b (m,)) of the finite rows of ``blocks``."""
-    data, ci, bb = [], [], []
-    for f, r, vv in zip(blocks, rhs, vars_):
-        keep = np.isfinite(r)
-        kk, jj = np.nonzero(keep)
-        m = kk.shape[0]
-        if m == 0:
+@njit(cache=True, nogil=True, error_model="numpy")
+def _fixed_rows_kernel(var, X, U, dqp, ddqp, tight, alim, tlim, ta, tb, tc, skip, mids):  # pragma: no cover
+    # the rows of _limit_rows in its order: velocity (one per point, if tight has K entries), then
+    # acceleration +, −, torque +, − (point by point, joint by joint, finite limits only; if ta has K rows),
+    # then x ≥ 0 at the mids; no velocity, acceleration or torque row at a point where skip
+    K, n = dqp.shape
+    has_tq = ta.shape[0] == K
+    n_vel = 0
+    n_acc = 0
+    n_tq = 0
+    n_pos = 0
+    for k in range(K):
+        n_pos += mids[k]
+        if skip[k]:
             continue
-        coef = f[kk, jj, :]  # (m, 3)
-        cols = vv[kk, :]
-        # each row scaled to a largest coefficient of 1 (HiGHS's tolerances are absolute)
-        scale = np.abs(coef).max(axis=1)
-        scale = np.where(scale > 0, scale, 1.0)
-        data.append(coef / scale[:, None])
-        ci.append(cols)
-        bb.append(r[kk, jj] / scale)
-    return np.concatenate(ci), np.concatenate(data), np.concatenate(bb)
+        n_vel += 1
+        for j in range(n):
+            n_acc += np.isfinite(alim[k, j])
+            n_tq += np.isfinite(tlim[k, j])
+    if tight.shape[0] != K:
+        n_vel = 0
+    if not has_tq:
+        n_tq = 0
+    m = n_vel + 2 * n_acc + 2 * n_tq + n_pos
+    cols = np.empty((m, 3), np.int64)
+    data = np.empty((m, 3))
+    b = np.empty(m)
+    row = 0
+    for k in range(K):
+        if n_vel and not skip[k]:
+            t = tight[k]
+            _put_row(cols, data, b, row, var[k], t * X[k, 0], t * X[k, 1], t * X[k, 2], 1.0)
+            row += 1
+    for blk in range(4):
+        if blk < 2 and n_acc == 0 or blk >= 2 and n_tq == 0:
+            continue
+        sgn = 1.0 if blk % 2 == 0 else -1.0
+        for k in range(K):
+            if skip[k]:
+                continue
+            for j in range(n):
+                if blk < 2:
+                    lim = alim[k, j]
+                    if not np.isfinite(lim):
+                        continue
+                    al = ddqp[k, j] / lim
+                    be = dqp[k, j] / lim
+                    rhs = 1.0
+                else:
+                    lim = tlim[k, j]
+                    if not np.isfinite(lim):
+                        continue
+                    al = tb[k, j] / lim
+                    be = ta[k, j] / lim
+                    rhs = 1.0 - sgn * tc[k, j] / lim
+                _put_row(cols, data, b, row, var[k], sgn * (al * X[k, 0] + be * U[k, 0]),
+                         sgn * (al * X[k, 1] + be * U[k, 1]), sgn * (al * X[k, 2] + be * U[k, 2]), rhs)
+                row += 1
+    for k in range(K):
+        if mids[k]:
+            _put_row(cols, data, b, row, var[k], -X[k, 0], -X[k, 1], -X[k, 2], 0.0)
+            row += 1
+    return cols, data, b
 
 
 def _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed):
     """The fixed inequality rows (velocity and tool speed, acceleration, torque, x ≥ 0 inside the interior
-    stages) as (cols, data, b); limits (M (N-1) + 1, n) per collocation point; ``torque`` the path's torque
-    coefficients (a, b, c) at every collocation point, or None (no torque limit)."""
+    stages) as (cols, data, b) (:func:`_fixed_rows_kernel`); limits (M (N-1) + 1, n) per collocation point;
+    ``torque`` the path's torque coefficients (a, b, c) at every collocation point, or None (no torque
+    limit)."""
     p, st, var, X, U, V, interior = pts
     M = SUBDIVISIONS
-    K, n = p.shape[0], dq.shape[1]
-    rows_fixed, rhs_fixed = [], []
-    zero = np.zeros((K, n))
+    K = p.shape[0]
     dqp, ddqp = dq[p], ddq[p]
     vlim, alim, tlim_p = vlim[p], alim[p], tlim[p]  # (K, n)
     vel = np.isfinite(vlim)
+    tight = np.zeros(0)
     if vel.any() or tool_speed is not None:
         # q'^2 x / V^2 ≤ 1 (and |dp/ds|² x / v_tool² ≤ 1): the same linear form in x for every joint, so
         # only the tightest row per point
-        tight = np.where(vel, dqp ** 2 / np.where(vel, vlim, 1.0) ** 2, 0.0).max(axis=1, keepdims=True)
+        tight = np.where(vel, dqp ** 2 / np.where(vel, vlim, 1.0) ** 2, 0.0).max(axis=1)
         if tool_speed is not None:
             speed = np.asarray(tool_speed[0](q, dq), float)[p]
-            tight = np.maximum(tight, ((speed / (tool_speed[1] * (1.0 - margin))) ** 2)[:, None])
-        rows_fixed.append(tight[:, :, None] * X[:, None, :])
-        rhs_fixed.append(np.ones((K, 1)))
-    acc = np.isfinite(alim)
-    if acc.any():
-        A = np.where(acc, alim, 1.0)
-        f = _forms(X, U, V, ddqp / A, dqp / A, zero)
-        rows_fixed += [f, -f]
-        r = np.where(acc, 1.0, np.inf)
-        rhs_fixed += [r, r]
-    if torque is not None:
-        a, b, c = torque
-        T = np.where(np.isfinite(tlim_p), tlim_p, 1.0)
-        f = _forms(X, U, V, b[p] / T, a[p] / T, zero)
-        fin = np.isfinite(tlim_p)
-        rows_fixed += [f, -f]
-        rhs_fixed += [np.where(fin, 1.0 - c[p] / T, np.inf), np.where(fin, 1.0 + c[p] / T, np.inf)]
+            tight = np.maximum(tight, (speed / (tool_speed[1] * (1.0 - margin))) ** 2)
+    none = np.zeros((0, dq.shape[1]))
+    ta, tb, tc = (none, none, none) if torque is None else (torque[0][p], torque[1][p], torque[2][p])
     # x and u are continuous at a gridpoint, so a row without v (all but the jerk rows) at the end of a stage
     # is, under the equalities, the same row as at the start of the next stage: imposed once
     dup = (interior & (p == M * st + M)) | (~interior & (st == 0) & (p == M))
-    rhs_fixed = [np.where(dup[:, None], np.inf, r) for r in rhs_fixed]
     # x ≥ 0 at the check points inside the interior stages (x is quadratic there)
     mids = interior & (p % M != 0)
-    pos_rows = -X[mids][:, None, :]
-    pos_var = var[mids]
-    return _assemble(rows_fixed + [pos_rows], rhs_fixed + [np.zeros((pos_rows.shape[0], 1))],
-                     [var] * len(rows_fixed) + [pos_var])
+    return _fixed_rows_kernel(var, X, U, dqp, ddqp, tight, np.ascontiguousarray(alim),
+                              np.ascontiguousarray(tlim_p), ta, tb, tc, dup, mids)
+
+
+class _Csr:
+    """A CSR matrix as HighsLP reads it (shape, nnz, indptr, indices, data), without scipy.sparse: ~8 MB in a
+    retiming node that may never get a jerk-limited request, and its constructor's checks take longer than
+    building these arrays."""
+
+    def __init__(self, shape, indptr, indices, data):
+        self.shape, self.indptr, self.indices, self.data = shape, indptr, indices, data
+        self.nnz = indices.shape[0]
 
 
 def _equalities(s):
-    """A_eq (N − 1, 2N) sparse, A_eq z = 0: interior stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0;
-    u_1 = 2 x_1 / (3 Δ_0); u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})."""
+    """A_eq (N − 1, 2N) CSR (:class:`_Csr`, column indices ascending in each row), A_eq z = 0: interior
+    stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0; u_1 = 2 x_1 / (3 Δ_0); u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})."""
     N = s.shape[0]
     d = np.diff(s)
     i = np.arange(1, N - 2)
     m = i.shape[0]
-    er = np.concatenate((np.repeat(np.arange(m), 4), [m, m, m + 1, m + 1]))
-    ec = np.concatenate((np.stack([i + 1, i, N + i, N + i + 1], 1).ravel(), [N + 1, 1, 2 * N - 2, N - 2]))
-    ev = np.concatenate((np.stack([np.ones(m), -np.ones(m), -d[i], -d[i]], 1).ravel(),
-                         [1.0, -2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2])]))
-    row = m + 2
-    # imported on the first jerk-limited request (scipy.sparse: ~8 MB the retiming node may never need)
-    import scipy.sparse as sp
-
-    return sp.csr_matrix((ev, (er, ec)), shape=(row, 2 * N))
+    indices = np.concatenate((np.stack([i, i + 1, N + i, N + i + 1], 1).ravel(), [1, N + 1, N - 2, 2 * N - 2]))
+    data = np.concatenate((np.stack([-np.ones(m), np.ones(m), -d[i], -d[i]], 1).ravel(),
+                           [-2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2]), 1.0]))
+    indptr = np.concatenate((np.arange(0, 4 * m + 1, 4), [4 * m + 2, 4 * m + 4]))
+    return _Csr((m + 2, 2 * N), indptr.astype(np.int32), indices.astype(np.int32), data)
 
 
 def _bounds(s, x_ref, dq, ddq, dddq, jlim):
@@ -233,7 +288,7 @@ class JerkRows:
         s (N,) gridpoints; N; nv = 2N variables (x_0..x_{N-1}, u_0..u_{N-1}).
         X, var (K, 3): x at each check point as a linear form in the variables ``var``; interior (K,) bool;
         points_s (K,): the check points' path positions.
-        A_eq: (N − 1, nv) sparse equalities; lo, hi (nv,) bounds; u_box: the bound on |u|.
+        A_eq: (N − 1, nv) equalities (CSR); lo, hi (nv,) bounds; u_box: the bound on |u|.
         cols (m, 3) int32, data (m, 3), b_ub (m,): the inequality rows (the fixed rows, then the jerk rows,
         + then −, which :meth:`set_jerk_rows` rewrites); row_stage (m,): the stage of each row.
         w_grid (N,): trapezoid weights of the gridpoints (the first LP's objective).
@@ -271,6 +326,19 @@ class JerkRows:
         out = np.empty(idx.shape[0])
         _slack_kernel(self.cols, self.data, self.b_ub, np.ascontiguousarray(z, dtype=float), idx, out)
         return out
+
+    def working_set(self, z, threshold):
+        """(slack (m,), keep (m,) bool): the slack of every row at z and the rows of an LP's working set —
+        those with slack below ``threshold``, and on every stage the + and the − jerk row with the least
+        slack. Without the latter a stage whose jerk rows are all slack at z has no row on v = du/ds in the
+        LP, so its answer puts u far off and the rows then added (violated by up to ~100× their right-hand
+        side on the case) take as many pivots as the LP itself."""
+        slack = self.slack_at(z)
+        keep = slack < threshold
+        for half in range(2 if self.mj else 0):
+            a = self.nf + half * self.mj
+            _least_per_stage_kernel(slack, self.row_stage, a, a + self.mj, self.N - 1, keep)
+        return slack, keep
 
     def take(self, idx):
         """The rows ``idx`` as (cols, data, b)."""
@@ -312,25 +380,30 @@ def build_rows(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, 
     A_eq = _equalities(s)
     lo, hi, u_box = _bounds(s, x_ref, dq, ddq, dddq, jlim)
     jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
-    L = _forms(X, U, V, dddq[st], 3 * ddq[p], dq[p])  # (K, n, 3): q''' x + 3 q'' u + q' v
     w_grid = np.zeros(N)
     w_grid[1:] += 0.5 * d
     w_grid[:-1] += 0.5 * d
     # all inequality rows, built once, 3 entries each (cols, data (m, 3), b_ub (m,)): the fixed rows, then
     # the jerk rows (interior check points (kj) × joints with a jerk limit (jj), + then −), whose values
     # every LP rewrites
-    jlim_p = jlim[p]
-    kj, jj = np.nonzero(np.isfinite(jlim_p[interior]))
-    Jr = jlim_p[interior][kj, jj]  # (mj,) the limit of each jerk row
-    Lj = L[interior][kj, jj, :]  # (mj, 3)
-    Xj = X[interior][kj]
+    inner = np.flatnonzero(interior)
+    jlim_p = jlim[p[inner]]
+    kj, jj = np.nonzero(np.isfinite(jlim_p))
+    Jr = jlim_p[kj, jj]  # (mj,) the limit of each jerk row
+    ki = inner[kj]
+    pk = p[ki]
+    # (mj, 3): q''' x + 3 q'' u + q' v at the row's check point as a linear form in its variables
+    Lj = (dddq[st[ki], jj][:, None] * X[ki] + (3 * ddq[pk, jj])[:, None] * U[ki]
+          + dq[pk, jj][:, None] * V[ki])
+    Xj = X[ki]
     mj = kj.shape[0] if jerk_on else 0
     nf = fixed_b.shape[0]
-    cols = np.concatenate((fixed_c, np.tile(var[interior][kj], (2, 1))[:2 * mj])).astype(np.int32)
+    cols = np.concatenate((fixed_c, np.tile(var[ki], (2, 1))[:2 * mj])).astype(np.int32)
     data = np.concatenate((fixed_d, np.zeros((2 * mj, 3))))
     b_ub = np.concatenate((fixed_b, np.zeros(2 * mj)))
     # the stage of every inequality row: the smallest gridpoint index among its variables
-    row_stage = np.where(cols < N, cols, cols - N).min(axis=1)
+    grid = np.where(cols < N, cols, cols - N)
+    row_stage = np.minimum(np.minimum(grid[:, 0], grid[:, 1]), grid[:, 2])
     # the end stages' rows hold x_1 (resp. x_{N-2}) alone (var repeats it, the other coefficients 0): their
     # zero entries moved to the fixed columns x_0 and u_0, so that no row names a column twice
     same = cols[:, 1] == cols[:, 0]

@@ -13,8 +13,11 @@ from robot_dynamics_ros.retiming.jerk.profile import JerkSolution, stage_times, 
 from robot_dynamics_ros.retiming.jerk.rows import JerkRows, build_rows
 
 #: working set of an LP: the rows whose slack (rows scaled to a largest coefficient of 1) at the previous
-#: answer is below this; rows added after a solve: the violated ones and those with slack below _WS_ADD
-_WS_SLACK = 0.3
+#: answer is below this, and the least-slack jerk rows of each stage (:meth:`JerkRows.working_set`); rows
+#: added after a solve: the violated ones and those with slack below _WS_ADD. HiGHS's time per solve and
+#: per pivot grows with the model's rows (~1 100 on the case's full-size LPs at 0.05, ~1 850 at 0.3);
+#: below 0.05 the rows added after the solve make up for it
+_WS_SLACK = 0.05
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
@@ -41,15 +44,14 @@ class _WorkingSetLP:
         ws.update(lps=0, rows=[])
         ws.setdefault("order", None)
 
-    def guessed_basis(self, order, z0):
+    def guessed_basis(self, order, slack):
         """A starting basis for the LP on rows ``order`` from a profile z0 near its answer: a vertex has as
         many active rows as degrees of freedom (N − 3: 2N variables, N − 1 equalities, 4 fixed), about one
         per stage, so in each stage the row with the least slack at z0 is taken active (nonbasic at its
         bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
-        singular guess is repaired by HiGHS (slack columns swapped in)."""
+        singular guess is repaired by HiGHS (slack columns swapped in). ``slack``: the rows' slack at z0."""
         r = self.rows
         N = r.N
-        slack = r.slack_at(z0, order)
         stage = r.row_stage[order]
         by = np.lexsort((slack, stage))  # by stage, least slack first
         least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
@@ -72,9 +74,10 @@ class _WorkingSetLP:
             cost = time_gradient(r.s, np.maximum(zfull[:N], 1e-300), zfull[N:])
         return cost / np.abs(cost).max()
 
-    def _start(self, keep, z0, guess):
-        """The rows (order) and basis the LP starts from; ``keep`` (m,) bool, the rows with little slack at
-        z0, is updated to the rows in the model."""
+    def _start(self, keep, slack, guess):
+        """The rows (order), basis and whether that basis is a guess (HighsLP's ``alien``) the LP starts
+        from; ``keep`` (m,) bool, the working set at z0 (``slack`` (m,) there), is updated to the rows in
+        the model."""
         r, ws = self.rows, self.ws
         order, basis = ws["order"], None
         if order is not None and ws["shape"] != r.data.shape:  # a different row set: a cold start
@@ -89,7 +92,7 @@ class _WorkingSetLP:
             # rows basic in the last basis (inactive) with much slack at z leave: removing a basic row keeps
             # the basis valid, and the model small
             basic = row_status[me:] == HighsLP.BASIC
-            stay = ~basic | (r.slack_at(z0, order) < _WS_SLACK)
+            stay = ~basic | (slack[order] < _WS_SLACK)
             keep[:] = False
             keep[order[stay]] = True
             keep[new] = True
@@ -99,8 +102,8 @@ class _WorkingSetLP:
         else:
             order = np.flatnonzero(keep)
             if guess:
-                basis = self.guessed_basis(order, z0)
-        return order, basis
+                return order, self.guessed_basis(order, slack[order]), True
+        return order, basis, False
 
     def solve(self, xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
         """The LP with the jerk rows' tangents at ``xbar_pts`` (K,); objective: at the first LP (``zfull``
@@ -119,9 +122,9 @@ class _WorkingSetLP:
             lo_t, hi_t = r.lo.copy(), r.hi.copy()
             hi_t[1:N - 1] = np.minimum(r.hi[1:N - 1], _TRUST * zfull[1:N - 1])
             lo_t[1:N - 1] = np.minimum(np.maximum(r.lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
-        keep = r.slack_at(z0) < _WS_SLACK
-        order, basis = self._start(keep, z0, guess)
-        lpk = HighsLP(cost, r.A_eq, r.take(order), lo_t, hi_t, basis)
+        slack, keep = r.working_set(z0, _WS_SLACK)
+        order, basis, guessed = self._start(keep, slack, guess)
+        lpk = HighsLP(cost, r.A_eq, r.take(order), lo_t, hi_t, basis, alien=guessed)
         res = lpk.solve()
         rounds = 1
         while res.status == 0:
