@@ -224,7 +224,9 @@ class RequestChecks:
                                f"{options.velocity_scale:g})")
         if gravity is not None:
             g = np.atleast_2d(gravity)
-            ratio = np.abs(g) / tlim
+            with np.errstate(divide="ignore", invalid="ignore"):  # a zero torque limit (URDF effort="0"): a
+                # joint gravity does not load stays within it, one it loads does not (inf)
+                ratio = np.where(np.abs(g) > 0.0, np.abs(g) / tlim, 0.0)
             if ratio.max() <= 1.0:
                 return
             over = np.flatnonzero((ratio > 1.0).any(axis=1))
