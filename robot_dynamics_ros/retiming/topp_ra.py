@@ -453,8 +453,9 @@ def _pair_top(H, m, ds, klo, khi):  # pragma: no cover - compiled
     together: a row α u + β x ≤ γ with α < 0 (u ≥ (γ − βx)/α) and x + 2Δu ≤ khi leave some u only if
     (2Δβ − α) x ≤ 2Δγ − α khi; with α > 0 (u ≤ (γ − βx)/α) and x + 2Δu ≥ klo, only if
     (2Δβ − α) x ≤ 2Δγ − α klo; a u-free row (|α| ≤ 1e-12, as :func:`_u_range` judges it) with β > 0 gives
-    x ≤ γ/β (the row's own cap: :func:`_u_range` accepts it to within round-off). Each is necessary, O(m) in all; at most the LP box's :data:`_BIG_X`. (The pairs of
-    two rows of the stage, the maximum velocity curve, are left to :func:`_exact_top`.)"""
+    x ≤ γ/β (the row's own cap; :func:`_u_range` accepts it to within round-off). Each bound is necessary;
+    O(m) in all, at most the LP box's :data:`_BIG_X`. (Pairs of two rows of the stage, the maximum velocity
+    curve, are left to :func:`_exact_top`.)"""
     top = _BIG_X
     two = 2.0 * ds
     for k in range(m):
