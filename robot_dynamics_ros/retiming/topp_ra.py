@@ -502,14 +502,14 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     K[n_grid - 1, 0] = x_end
     K[n_grid - 1, 1] = x_end
     for i in range(n_grid - 2, -1, -1):
-        H = work[top:top + mmax * 3].reshape((mmax, 3))
+        H = work[top:top + mmax]
         m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
         if m < 0:
             return 1, i
         ms[i] = m
         off[i] = top
         if store:
-            top += 3 * m
+            top += m
         # min x: 0 whenever x = 0 admits a control (the usual case: u = 0 works when every γ ≥ 0)
         origin = True
         for k in range(m):
@@ -546,10 +546,10 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
     x[0] = min(max(x_start, K[0, 0]), K[0, 1])
     for i in range(n_grid - 1):
         if store:
-            H = work[off[i]:off[i] + mmax * 3].reshape((mmax, 3))
+            H = work[off[i]:off[i] + mmax]
             m = ms[i]
         else:
-            H = work[:mmax * 3].reshape((mmax, 3))
+            H = work[:mmax]
             m = _stage_halfplanes(i, s, G, h, K[i + 1, 0], K[i + 1, 1], H, scheme, vel_rows, xmin)
         lo, hi = _u_range(H, m, x[i])
         ds = s[i + 1] - s[i]
@@ -578,7 +578,7 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
 
 #: keep every stage's half-planes (for the forward pass) up to this many doubles (~64 MB)
 _STORE_LIMIT = 8_000_000
-_WORK = np.empty(0)
+_WORK = np.empty((0, 3))
 _WORK_LOCK = threading.Lock()
 
 
@@ -619,13 +619,13 @@ def solve_topp_ra(s: np.ndarray, G: np.ndarray, h: np.ndarray, x_start: float = 
     K = np.zeros((n_grid, 2))
     x = np.zeros(n_grid)
     u = np.zeros(n_grid - 1)
-    per_stage = (5 * G.shape[1] + 8) * 3
-    store = (n_grid - 1) * per_stage <= _STORE_LIMIT
+    per_stage = 5 * G.shape[1] + 8
+    store = 3 * (n_grid - 1) * per_stage <= _STORE_LIMIT
     need = (n_grid - 1 if store else 1) * per_stage
     with _WORK_LOCK:  # one reused buffer: a fresh multi-MB array per call costs page faults
         global _WORK
         if _WORK.shape[0] < need:
-            _WORK = np.empty(need)
+            _WORK = np.empty((need, 3))
         code, idx = _solve(s, G, h, scheme, int(vel_rows), xmin, float(x_start), float(x_end), K, x, u,
                            _WORK, store)
     return SolveStatus(code), int(idx), x, u, K
