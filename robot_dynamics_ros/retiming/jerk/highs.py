@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["HighsLP"]
+__all__ = ["HighsLP", "lp_result"]
 
 #: per thread: the HiGHS instance of the last :class:`HighsLP` and a weak reference to that LP. An LP made
 #: after the previous one is gone takes the instance over (``clearModel``: model and solver state dropped,
@@ -22,6 +22,13 @@ _REUSE = threading.local()
 
 class _LPResult:
     __slots__ = ("status", "x", "message")
+
+
+def lp_result(status, x, message):
+    """An LP answer as :meth:`HighsLP.solve` returns it (``status``, ``x``, ``message``)."""
+    out = _LPResult()
+    out.status, out.x, out.message = status, x, message
+    return out
 
 
 class HighsLP:

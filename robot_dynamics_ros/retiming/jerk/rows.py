@@ -423,6 +423,9 @@ class JerkRows:
 
     def __post_init__(self):
         self.all_rows = np.arange(self.b_ub.shape[0])
+        # the variables by gridpoint (x_i, then u_i): every row's variables are close together in this order
+        g = np.arange(self.N)
+        self.grid_key = np.concatenate((2 * g, 2 * g + 1))
 
     def slack_at(self, z, idx=None):
         """b − A z of the inequality rows ``idx`` (None: all)."""
