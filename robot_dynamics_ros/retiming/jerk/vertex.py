@@ -95,10 +95,10 @@ def _band_solve(ab, kl, ku, n, ipiv, x, trans):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band):  # pragma: no cover - compiled
+def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band, y):  # pragma: no cover - compiled
     # the active rows' entries (row ri, column ci, value vi; nb rows), their bound rhs (nb,), the basic
     # columns (basic) and their order (rank: position among the unknowns), z (nv,) holding the nonbasic
-    # columns' values: fills z's basic entries and returns the rows' multipliers y (nb,); None where the band
+    # columns' values: fills z's basic entries and the rows' multipliers y (nb,); returns False where the band
     # is wider than max_band or the matrix singular
     nb = rhs.shape[0]
     b = rhs.copy()
@@ -109,10 +109,17 @@ def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band):  # pragma: 
             first[ri[e]] = min(first[ri[e]], rank[c])
         else:
             b[ri[e]] -= vi[e] * z[c]
-    order = np.argsort(first, kind="mergesort")
+    # the rows' ranks: by first unknown, ties in row order (a counting sort; every row has a basic entry in a
+    # nonsingular matrix, first == nb otherwise and the band check or the LU refuses it)
+    count = np.zeros(nb + 2, np.int64)
+    for r in range(nb):
+        count[first[r] + 1] += 1
+    for k in range(1, nb + 2):
+        count[k] += count[k - 1]
     row_rank = np.empty(nb, np.int64)
-    for k in range(nb):
-        row_rank[order[k]] = k
+    for r in range(nb):
+        row_rank[r] = count[first[r]]
+        count[first[r]] += 1
     kl = 0
     ku = 0
     for e in range(ri.shape[0]):
@@ -121,7 +128,7 @@ def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band):  # pragma: 
             kl = max(kl, d)
             ku = max(ku, -d)
     if kl + ku > max_band:
-        return None
+        return False
     ab = np.zeros((2 * kl + ku + 1, nb))
     for e in range(ri.shape[0]):
         c = ci[e]
@@ -129,7 +136,7 @@ def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band):  # pragma: 
             ab[kl + ku + row_rank[ri[e]] - rank[c], rank[c]] += vi[e]
     ipiv = np.empty(nb, np.int64)
     if not _band_lu(ab, kl, ku, nb, ipiv):
-        return None
+        return False
     x = np.empty(nb)
     for r in range(nb):
         x[row_rank[r]] = b[r]
@@ -140,10 +147,9 @@ def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band):  # pragma: 
             z[c] = x[rank[c]]
             yp[rank[c]] = cost[c]
     _band_solve(ab, kl, ku, nb, ipiv, yp, True)
-    y = np.empty(nb)
     for r in range(nb):
         y[r] = yp[row_rank[r]]
-    return y
+    return True
 
 
 def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
@@ -178,9 +184,11 @@ def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
     bcols = np.flatnonzero(basic)
     rank = np.zeros(cost.shape[0], np.int64)
     rank[bcols[np.argsort(key[bcols], kind="stable")]] = np.arange(nb)
-    y = _vertex_kernel(ri, ci, vi, np.concatenate((np.zeros(me), b[act])), basic, rank, z,
-                       np.ascontiguousarray(cost, float), _MAX_BAND)
-    if y is None or not (np.isfinite(z).all() and np.isfinite(y).all()):
+    y = np.empty(nb)
+    if not _vertex_kernel(ri, ci, vi, np.concatenate((np.zeros(me), b[act])), basic, rank, z,
+                          np.ascontiguousarray(cost, float), _MAX_BAND, y):
+        return None
+    if not (np.isfinite(z).all() and np.isfinite(y).all()):
         return None
     if (z < lo - PRIMAL_TOL).any() or (z > hi + PRIMAL_TOL).any() or (y[me:] > DUAL_TOL).any():
         return None
