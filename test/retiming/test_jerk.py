@@ -259,3 +259,43 @@ def test_lp_basis_from_basic_variables_matches_highs_statuses():
         compared += 1
         at_upper += int((col[~fixed_col] == HighsLP.UPPER).sum())
     assert compared >= 10 and at_upper > 0  # both bounds of the columns occur
+
+
+def test_basis_vertex_is_the_lp_optimum_of_an_optimal_basis_and_refuses_others():
+    """jerk.vertex.basis_vertex (the LP answer from a basis, without HiGHS) on random LPs with equality rows,
+    ≤ rows of three entries and bounded columns: from HiGHS's final basis it returns HiGHS's answer; for the
+    negated cost that basis is not optimal (it returns None, or a vertex as good as HiGHS's optimum there)."""
+    import scipy.sparse as sp
+
+    from robot_dynamics_ros.retiming.jerk.highs import HighsLP
+    from robot_dynamics_ros.retiming.jerk.vertex import basis_vertex
+
+    rng = np.random.default_rng(5)
+    same = refused = 0
+    for _ in range(40):
+        nv, me, m = 12, 3, 30
+        A_eq = sp.csr_matrix(rng.normal(size=(me, nv)) * (rng.random((me, nv)) < 0.4))
+        cols = np.array([rng.choice(nv, 3, replace=False) for _ in range(m)])
+        data = rng.normal(size=(m, 3))
+        x0 = rng.uniform(0.2, 0.8, nv)
+        b = (data * x0[cols]).sum(axis=1) + rng.uniform(0.0, 0.5, m)
+        lo, hi = np.zeros(nv), np.where(rng.random(nv) < 0.5, 1.0, 2.0)
+        A_eq = sp.csr_matrix(A_eq.toarray() - np.outer(A_eq @ x0, x0) / (x0 @ x0))
+        cost = rng.normal(size=nv)
+        cost /= np.abs(cost).max()
+        lp = HighsLP(cost, A_eq, (cols, data, b), lo, hi)
+        res = lp.solve()
+        if res.status != 0:
+            continue
+        basis = lp.basis()
+        z = basis_vertex(cost, A_eq, (cols, data, b), lo, hi, basis, np.arange(nv))
+        assert z is not None
+        np.testing.assert_allclose(z, res.x, atol=1e-9)
+        same += 1
+        other = basis_vertex(-cost, A_eq, (cols, data, b), lo, hi, basis, np.arange(nv))
+        if other is None:
+            refused += 1
+        else:
+            best = HighsLP(-cost, A_eq, (cols, data, b), lo, hi).solve()
+            assert -cost @ other == pytest.approx(-cost @ best.x, abs=1e-9)
+    assert same >= 20 and refused >= 10

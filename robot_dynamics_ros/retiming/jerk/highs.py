@@ -6,9 +6,29 @@ can neither continue from a basis after adding rows nor start from a given basis
 """
 from __future__ import annotations
 
+import threading
+import weakref
+
 import numpy as np
 
-__all__ = ["HighsLP"]
+__all__ = ["HighsLP", "lp_result"]
+
+#: per thread: the HiGHS instance of the last :class:`HighsLP` and a weak reference to that LP. An LP made
+#: after the previous one is gone takes the instance over (``clearModel``: model and solver state dropped,
+#: the options kept) instead of constructing and configuring another (~55 µs, as much as a warm-started
+#: small LP's simplex iterations)
+_REUSE = threading.local()
+
+
+class _LPResult:
+    __slots__ = ("status", "x", "message")
+
+
+def lp_result(status, x, message):
+    """An LP answer as :meth:`HighsLP.solve` returns it (``status``, ``x``, ``message``)."""
+    out = _LPResult()
+    out.status, out.x, out.message = status, x, message
+    return out
 
 
 class HighsLP:
@@ -49,6 +69,38 @@ class HighsLP:
         e = HighsLP._core().HighsBasisStatus
         return tuple(sorted(e.__members__.values(), key=lambda m: m.value))
 
+    @staticmethod
+    def _status_objects():
+        # the enum members as an object array: a basis (int8 values) becomes the list setBasis takes by one
+        # fancy index and tolist
+        arr = getattr(HighsLP, "_members_arr", None)
+        if arr is None:
+            arr = HighsLP._members_arr = np.array(HighsLP._status_members(), dtype=object)
+        return arr
+
+    def _instance(self):
+        """A HiGHS instance for this LP: the thread's last one, cleared, if its LP is gone, else a new one."""
+        h, owner = getattr(_REUSE, "h", None), getattr(_REUSE, "owner", None)
+        if h is not None and owner() is None:
+            h.clearModel()
+        else:
+            h = self._new_instance()
+        _REUSE.h, _REUSE.owner = h, weakref.ref(self)
+        return h
+
+    def _new_instance(self):
+        h = self._hs._Highs()
+        h.setOptionValue("output_flag", False)
+        h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
+        h.setOptionValue("simplex_strategy", 1)  # dual simplex
+        # Devex pricing: steepest-edge weights cost a factorization solve per row at every (re)start, more
+        # than the few iterations a warm start then needs
+        h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
+        # no presolve: the rows are already scaled and without redundancy, presolve costs more than it saves
+        # on these LPs and would discard a given basis
+        h.setOptionValue("presolve", "off")
+        return h
+
     def __init__(self, cost, A_eq, rows, lo, hi, basis=None, alien=True):
         hs = self._hs = self._core()
         nc = A_eq.shape[1]
@@ -60,16 +112,7 @@ class HighsLP:
         lp.col_lower_ = np.asarray(lo, float)
         lp.col_upper_ = np.asarray(hi, float)
         me = A_eq.shape[0]
-        h = hs._Highs()
-        h.setOptionValue("output_flag", False)
-        h.setOptionValue("threads", 1)  # these LPs are too small for parallel simplex to pay on shared cores
-        h.setOptionValue("simplex_strategy", 1)  # dual simplex
-        # Devex pricing: steepest-edge weights cost a factorization solve per row at every (re)start, more
-        # than the few iterations a warm start then needs
-        h.setOptionValue("simplex_dual_edge_weight_strategy", 1)
-        # no presolve: the rows are already scaled and without redundancy, presolve costs more than it saves
-        # on these LPs and would discard a given basis
-        h.setOptionValue("presolve", "off")
+        h = self._instance()
         h.passModel(lp)
         h.addRows(me, np.zeros(me), np.zeros(me), A_eq.nnz, A_eq.indptr[:-1].astype(np.int32),
                   A_eq.indices.astype(np.int32), A_eq.data)
@@ -77,10 +120,10 @@ class HighsLP:
         self._lo, self._hi, self._me, self._x = np.asarray(lo, float), np.asarray(hi, float), me, None
         self._add(rows)
         if basis is not None:
-            members = self._status_members()
+            members = self._status_objects()
             b = hs.HighsBasis()
-            b.col_status = [members[v] for v in basis[0].tolist()]
-            b.row_status = [members[v] for v in basis[1].tolist()]
+            b.col_status = members[basis[0]].tolist()
+            b.row_status = members[basis[1]].tolist()
             b.valid = True
             b.alien = alien
             h.setBasis(b)
@@ -89,10 +132,13 @@ class HighsLP:
         h, hs = self._h, self._hs
         h.run()
         st = h.getModelStatus()
-        out = type("LPResult", (), {})()
+        out = _LPResult()
         out.message = h.modelStatusToString(st)
-        out.status = {hs.HighsModelStatus.kOptimal: 0, hs.HighsModelStatus.kInfeasible: 2,
-                      hs.HighsModelStatus.kUnbounded: 3}.get(st, 4)
+        codes = HighsLP.__dict__.get("_codes")
+        if codes is None:
+            codes = HighsLP._codes = {hs.HighsModelStatus.kOptimal: 0, hs.HighsModelStatus.kInfeasible: 2,
+                                      hs.HighsModelStatus.kUnbounded: 3}
+        out.status = codes.get(st, 4)
         out.x = self._x = np.array(h.getSolution().col_value) if out.status == 0 else None
         return out
 

@@ -65,6 +65,120 @@ def _jerk_rows_kernel(xb_pts, floor, kj, Lj, Xj, Jr, nf, data, b):  # pragma: no
             b[row] = 1.0 / scale
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _check_points_kernel(s, M, r43, cbrt_r):  # pragma: no cover - compiled
+    # check_points' arrays, end stages first (start then end, k = 1..M), then the interior stages point by
+    # point; r43, cbrt_r (M,): r^{4/3} and ∛r at r = k/M, k = 1..M, from numpy (numba's cbrt differs from
+    # numpy's in the last bit at some r, and the rows stay bit for bit as they were)
+    N = s.shape[0]
+    e = N - 2
+    m = N - 3
+    K = 2 * M + (M + 1) * m
+    P = np.empty(K, np.int64)
+    ST = np.empty(K, np.int64)
+    VAR = np.empty((K, 3), np.int64)
+    X = np.zeros((K, 3))
+    U = np.zeros((K, 3))
+    V = np.zeros((K, 3))
+    interior = np.zeros(K, np.bool_)
+    d0 = s[1] - s[0]
+    de = s[e + 1] - s[e]
+    # start stage: x = x1 r^{4/3}, u = (2/3) x1 r^{1/3} / Δ; end stage its mirror, r = (L - s) / Δ
+    for k in range(M):
+        P[k] = k + 1
+        ST[k] = 0
+        VAR[k, :] = 1
+        X[k, 0] = r43[k]
+        U[k, 0] = 1.0 * 2 / 3 * cbrt_r[k] / d0
+        P[M + k] = M * e + M - (M - k)
+        ST[M + k] = e
+        VAR[M + k, :] = e
+        X[M + k, 0] = r43[M - 1 - k]
+        U[M + k, 0] = -1.0 * 2 / 3 * cbrt_r[M - 1 - k] / de
+    # interior stage i at σ = kΔ/M: x = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ, u = u_i + (u_{i+1} − u_i) σ/Δ,
+    # v = (u_{i+1} − u_i)/Δ
+    row = 2 * M
+    for i in range(1, N - 2):
+        dd = s[i + 1] - s[i]
+        for k in range(M + 1):
+            f = k / M  # σ/Δ
+            P[row] = M * i + k
+            ST[row] = i
+            VAR[row, 0] = i
+            VAR[row, 1] = N + i
+            VAR[row, 2] = N + i + 1
+            X[row, 0] = 1.0
+            X[row, 1] = dd * (2 * f - f * f)
+            X[row, 2] = dd * (f * f)
+            U[row, 1] = 1 - f
+            U[row, 2] = f
+            V[row, 1] = -1.0 / dd
+            V[row, 2] = 1.0 / dd
+            interior[row] = True
+            row += 1
+    return P, ST, VAR, X, U, V, interior
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _jerk_setup_kernel(p, st, var, X, U, V, interior, jlim, dq, ddq, dddq):  # pragma: no cover - compiled
+    # the jerk rows of build_rows: one per interior check point and joint with a finite limit (point by
+    # point, joint by joint): the check point (kj, an index into the interior points), the limit (Jr), the
+    # linear form q''' x + 3 q'' u + q' v (Lj) and x (Xj) in its variables (cols); the arithmetic in the order
+    # of the array forms it replaced (identical values)
+    K = p.shape[0]
+    n = jlim.shape[1]
+    mj = 0
+    for k in range(K):
+        if interior[k]:
+            for j in range(n):
+                mj += np.isfinite(jlim[p[k], j])
+    kj = np.empty(mj, np.int64)
+    Jr = np.empty(mj)
+    Lj = np.empty((mj, 3))
+    Xj = np.empty((mj, 3))
+    cols = np.empty((mj, 3), np.int64)
+    r = 0
+    ii = 0
+    for k in range(K):
+        if not interior[k]:
+            continue
+        pk = p[k]
+        for j in range(n):
+            lim = jlim[pk, j]
+            if not np.isfinite(lim):
+                continue
+            kj[r] = ii
+            Jr[r] = lim
+            a, b3, c = dddq[st[k], j], 3 * ddq[pk, j], dq[pk, j]
+            for e in range(3):
+                Lj[r, e] = a * X[k, e] + b3 * U[k, e] + c * V[k, e]
+                Xj[r, e] = X[k, e]
+                cols[r, e] = var[k, e]
+            r += 1
+        ii += 1
+    return kj, Jr, Lj, Xj, cols
+
+
+@njit(cache=True, nogil=True)
+def _row_stage_kernel(cols, N):  # pragma: no cover - compiled
+    # the stage of every inequality row: the smallest gridpoint index among its variables; the end stages'
+    # rows hold x_1 (resp. x_{N-2}) alone (var repeats it, the other coefficients 0): their zero entries
+    # moved to the fixed columns x_0 and u_0, so that no row names a column twice
+    m = cols.shape[0]
+    row_stage = np.empty(m, cols.dtype)
+    for r in range(m):
+        best = N
+        for e in range(3):
+            c = cols[r, e]
+            g = c if c < N else c - N
+            best = min(best, g)
+        row_stage[r] = best
+        if cols[r, 1] == cols[r, 0]:
+            cols[r, 1] = 0
+            cols[r, 2] = N
+    return row_stage
+
+
 def check_points(s, M=None):
     """The check points of every stage and x, u, v at each as linear forms in the variables.
 
@@ -72,40 +186,11 @@ def check_points(s, M=None):
         are at σ = kΔ/M, k = 0..M (k ≥ 1 on the two end stages: x = 0 at rest).
     Returns (p, stage, var (K, 3), X (K, 3), U (K, 3), V (K, 3), interior (K,) bool) where p indexes the
     M(N-1)+1 collocation points s_i + kΔ_i/M (index M i + k) and the variables are ordered
-    (x_0..x_{N-1}, u_0..u_{N-1}).
+    (x_0..x_{N-1}, u_0..u_{N-1}); compiled (:func:`_check_points_kernel`).
     """
-    M = SUBDIVISIONS if M is None else M
-    N = s.shape[0]
-    d = np.diff(s)
-    e = N - 2
+    M = SUBDIVISIONS if M is None else int(M)
     r = np.arange(1, M + 1) / M
-    # start stage: x = x1 r^{4/3}, u = (2/3) x1 r^{1/3} / Δ; end stage its mirror, r = (L - s) / Δ
-    P = np.concatenate((np.arange(1, M + 1), M * e + M - np.arange(M, 0, -1)))
-    rr = np.concatenate((r, r[::-1]))
-    ST = np.concatenate((np.zeros(M, int), np.full(M, e)))
-    VAR = np.concatenate((np.full((M, 3), 1), np.full((M, 3), e)))
-    sgn = np.concatenate((np.ones(M), -np.ones(M)))
-    dd0 = np.concatenate((np.full(M, d[0]), np.full(M, d[e])))
-    zero2 = np.zeros(2 * M)
-    X = np.stack([rr ** (4 / 3), zero2, zero2], 1)
-    U = np.stack([sgn * 2 / 3 * np.cbrt(rr) / dd0, zero2, zero2], 1)
-    V = np.zeros((2 * M, 3))
-    i = np.arange(1, N - 2)
-    m = i.shape[0]
-    # interior stage i at σ = kΔ/M: x = x_i + u_i (2σ − σ²/Δ) + u_{i+1} σ²/Δ, u = u_i + (u_{i+1} − u_i) σ/Δ,
-    # v = (u_{i+1} − u_i)/Δ
-    f = np.arange(M + 1) / M  # σ/Δ
-    dd = np.repeat(d[i], M + 1)
-    ff = np.tile(f, m)
-    one = np.ones(m * (M + 1))
-    Xi = np.stack([one, dd * (2 * ff - ff ** 2), dd * ff ** 2], 1)
-    Ui = np.stack([0 * one, 1 - ff, ff], 1)
-    Vi = np.stack([0 * one, -1.0 / dd, 1.0 / dd], 1)
-    vari = np.repeat(np.stack([i, N + i, N + i + 1], 1), M + 1, axis=0)
-    return (np.concatenate((P, (M * i[:, None] + np.arange(M + 1)[None, :]).ravel())),
-            np.concatenate((ST, np.repeat(i, M + 1))), np.concatenate((VAR, vari)),
-            np.concatenate((X, Xi)), np.concatenate((U, Ui)), np.concatenate((V, Vi)),
-            np.concatenate((np.zeros(2 * M, bool), np.ones((M + 1) * m, bool))))
+    return _check_points_kernel(np.ascontiguousarray(s, dtype=float), M, r ** (4 / 3), np.cbrt(r))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -241,6 +326,34 @@ def _equalities(s):
     return _Csr((m + 2, 2 * N), indptr.astype(np.int32), indices.astype(np.int32), data)
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _end_gmax_kernel(d, dq, ddq, dddq, jlim, M, gmax, jl):  # pragma: no cover - compiled
+    # for the two end stages (rows 0: start, 1: end) and every joint: the largest |g| on the stage (gmax) and
+    # the smallest jerk limit at its check points (jl), see _bounds; the arithmetic in the order of the array
+    # forms it replaced (identical values)
+    N = d.shape[0] + 1
+    n = dq.shape[1]
+    g = np.empty(3)
+    for end in range(2):
+        stage, sgn = (0, 1) if end == 0 else (N - 2, -1)
+        ds = d[stage]
+        for j in range(n):
+            for k in range(3):
+                # the path walked away from the end at rest: p(Δ r) = q(s_0 + Δ r) resp. q(L − Δ r), so
+                # p' = sgn q', p'' = q'', p''' = sgn q'''; g at r = 0, 1/2, 1 (check points in that order)
+                pt = M * stage + (k * M) // 2 if sgn > 0 else M * stage + M - (k * M) // 2
+                g[k] = (sgn * dddq[stage, j] * (0.25 * k * k) + 2 * ddq[pt, j] * (0.5 * k) / ds
+                        + sgn * (2 / 9) * dq[pt, j] / ds ** 2)
+            # q' is quadratic, q'' linear and q''' constant on a stage, so g is a quadratic in r: its largest
+            # |g| on [0, 1] is at an end or at the vertex
+            a2 = 2 * g[2] - 4 * g[1] + 2 * g[0]
+            a1 = 4 * g[1] - 3 * g[0] - g[2]
+            rv = -a1 / (2 * a2) if a2 != 0 else 0.0
+            rv = min(max(rv, 0.0), 1.0)
+            gmax[end, j] = max(max(abs(g[0]), abs(g[1]), abs(g[2])), abs(a2 * rv ** 2 + a1 * rv + g[0]))
+            jl[end, j] = min(jlim[M * stage, j], jlim[M * stage + M // 2, j], jlim[M * stage + M, j])
+
+
 def _bounds(s, x_ref, dq, ddq, dddq, jlim):
     """(lo, hi (2N,), u_box): x_0 = u_0 = x_{N-1} = u_{N-1} = 0, x ≥ 0, |u| ≤ u_box, and the end stages'
     jerk limit as a bound on x_1 and x_{N-2}; dq, ddq (M (N-1) + 1, n) at the collocation points, dddq
@@ -258,23 +371,14 @@ def _bounds(s, x_ref, dq, ddq, dddq, jlim):
     hi = np.concatenate((np.full(N, np.inf), np.full(N, u_box)))
     hi[[0, N - 1, N, 2 * N - 1]] = 0.0
     lo[[N, 2 * N - 1]] = 0.0
-    for stage, xi, sgn in ((0, 1, 1), (N - 2, N - 2, -1)):
-        # the path walked away from the end at rest: p(Δ r) = q(s_0 + Δ r) resp. q(L − Δ r), so p' = sgn q',
-        # p'' = q'', p''' = sgn q'''; g at r = 0, 1/2, 1 (check points in that order)
-        pts = [M * stage, M * stage + M // 2, M * stage + M][::sgn]
-        g = (sgn * dddq[stage] * np.array([0.0, 0.25, 1.0])[:, None]
-             + 2 * ddq[pts] * np.array([0.0, 0.5, 1.0])[:, None] / d[stage]
-             + sgn * (2 / 9) * dq[pts] / d[stage] ** 2)  # (3, n)
-        # q' is quadratic, q'' linear and q''' constant on a stage, so g is a quadratic in r: its largest
-        # |g| on [0, 1] is at an end or at the vertex
-        a2 = 2 * g[2] - 4 * g[1] + 2 * g[0]
-        a1 = 4 * g[1] - 3 * g[0] - g[2]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rv = np.clip(np.where(a2 != 0, -a1 / (2 * a2), 0.0), 0.0, 1.0)
-        gmax = np.maximum(np.abs(g).max(0), np.abs(a2 * rv ** 2 + a1 * rv + g[0]))
-        jl = jlim[pts].min(axis=0)  # the stage's check points
+    n = dq.shape[1]
+    gmax, jl = np.empty((2, n)), np.empty((2, n))
+    _end_gmax_kernel(d, np.ascontiguousarray(dq, dtype=float), np.ascontiguousarray(ddq, dtype=float),
+                     np.ascontiguousarray(dddq, dtype=float), np.ascontiguousarray(jlim, dtype=float), M, gmax, jl)
+    for end, xi in ((0, 1), (1, N - 2)):
+        # the power in numpy as before (its SIMD pow may differ from the scalar one in the last bit)
         with np.errstate(divide="ignore"):
-            cap = np.where(np.isfinite(jl), (jl / gmax) ** (2 / 3), np.inf).min()
+            cap = np.where(np.isfinite(jl[end]), (jl[end] / gmax[end]) ** (2 / 3), np.inf).min()
         hi[xi] = min(hi[xi], cap)
     return lo, hi, u_box
 
@@ -319,6 +423,9 @@ class JerkRows:
 
     def __post_init__(self):
         self.all_rows = np.arange(self.b_ub.shape[0])
+        # the variables by gridpoint (x_i, then u_i): every row's variables are close together in this order
+        g = np.arange(self.N)
+        self.grid_key = np.concatenate((2 * g, 2 * g + 1))
 
     def slack_at(self, z, idx=None):
         """b − A z of the inequality rows ``idx`` (None: all)."""
@@ -386,28 +493,13 @@ def build_rows(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, 
     # all inequality rows, built once, 3 entries each (cols, data (m, 3), b_ub (m,)): the fixed rows, then
     # the jerk rows (interior check points (kj) × joints with a jerk limit (jj), + then −), whose values
     # every LP rewrites
-    inner = np.flatnonzero(interior)
-    jlim_p = jlim[p[inner]]
-    kj, jj = np.nonzero(np.isfinite(jlim_p))
-    Jr = jlim_p[kj, jj]  # (mj,) the limit of each jerk row
-    ki = inner[kj]
-    pk = p[ki]
-    # (mj, 3): q''' x + 3 q'' u + q' v at the row's check point as a linear form in its variables
-    Lj = (dddq[st[ki], jj][:, None] * X[ki] + (3 * ddq[pk, jj])[:, None] * U[ki]
-          + dq[pk, jj][:, None] * V[ki])
-    Xj = X[ki]
+    kj, Jr, Lj, Xj, jcols = _jerk_setup_kernel(p, st, var, X, U, V, interior, np.ascontiguousarray(jlim), dq,
+                                               ddq, dddq)
     mj = kj.shape[0] if jerk_on else 0
     nf = fixed_b.shape[0]
-    cols = np.concatenate((fixed_c, np.tile(var[ki], (2, 1))[:2 * mj])).astype(np.int32)
+    cols = np.concatenate((fixed_c, jcols, jcols)).astype(np.int32)
     data = np.concatenate((fixed_d, np.zeros((2 * mj, 3))))
     b_ub = np.concatenate((fixed_b, np.zeros(2 * mj)))
-    # the stage of every inequality row: the smallest gridpoint index among its variables
-    grid = np.where(cols < N, cols, cols - N)
-    row_stage = np.minimum(np.minimum(grid[:, 0], grid[:, 1]), grid[:, 2])
-    # the end stages' rows hold x_1 (resp. x_{N-2}) alone (var repeats it, the other coefficients 0): their
-    # zero entries moved to the fixed columns x_0 and u_0, so that no row names a column twice
-    same = cols[:, 1] == cols[:, 0]
-    cols[same, 1] = 0
-    cols[same, 2] = N
+    row_stage = _row_stage_kernel(cols, N)  # (and the end stages' repeated columns moved, see there)
     return JerkRows(s, N, 2 * N, X, var, interior, s_eval[p], A_eq, lo, hi, u_box, cols, data, b_ub, row_stage,
                     w_grid, kj, Lj, Xj, Jr, nf, mj)

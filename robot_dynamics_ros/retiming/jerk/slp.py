@@ -8,9 +8,10 @@ import time
 
 import numpy as np
 
-from robot_dynamics_ros.retiming.jerk.highs import HighsLP
+from robot_dynamics_ros.retiming.jerk.highs import HighsLP, lp_result
 from robot_dynamics_ros.retiming.jerk.profile import JerkSolution, stage_times, time_gradient
 from robot_dynamics_ros.retiming.jerk.rows import JerkRows, build_rows
+from robot_dynamics_ros.retiming.jerk.vertex import basis_vertex
 
 #: working set of an LP: the rows whose slack (rows scaled to a largest coefficient of 1) at the previous
 #: answer is below this, and the least-slack jerk rows of each stage (:meth:`JerkRows.working_set`); rows
@@ -124,6 +125,15 @@ class _WorkingSetLP:
             lo_t[1:N - 1] = np.minimum(np.maximum(r.lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         slack, keep = r.working_set(z0, _WS_SLACK)
         order, basis, guessed = self._start(keep, slack, guess)
+        if basis is not None and not guessed:
+            # the previous LP's final basis often stays optimal (the last SLP iterations move little): then its
+            # vertex is this LP's answer, without HiGHS (which would take no iteration from it)
+            z = basis_vertex(cost, r.A_eq, r.take(order), lo_t, hi_t, basis, r.grid_key)
+            if z is not None and not ((r.slack_at(z) < -1e-9) & ~keep).any():
+                ws["basis"], ws["order"], ws["shape"] = basis, order, r.data.shape
+                ws["lps"] += 1
+                ws["rows"].append(int(keep.sum()))
+                return lp_result(0, z, "Optimal (the previous LP's basis)"), (time.perf_counter() - t0) * 1e3
         lpk = HighsLP(cost, r.A_eq, r.take(order), lo_t, hi_t, basis, alien=guessed)
         res = lpk.solve()
         rounds = 1
