@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-import robot_dynamics_ros.retiming.retimer as retimer_module
 from robot_dynamics_ros.retiming.request import RetimeOptions
-from robot_dynamics_ros.retiming.topp_ra import stage_times
-from robot_dynamics_testing.retiming_cases import MARGIN, load_model, smooth_waypoints
+from robot_dynamics_ros.retiming.retimer import Retimer
+from robot_dynamics_ros.retiming.topp_ra import solve_topp_ra, stage_times
+from robot_dynamics_testing.retiming_cases import MARGIN, load_model, recorded_solves, smooth_waypoints
 
 REFERENCE = Path(__file__).resolve().parents[1] / "test" / "retiming" / "topp_ra_reference.py"
 
@@ -42,22 +42,12 @@ def load_reference():
 
 def recorded_call(model, count, grid):
     """The arguments of the last solve_topp_ra call of one retime request."""
-    calls = []
-    solve = retimer_module.solve_topp_ra
-
-    def recording(*args):
-        calls.append(args)
-        return solve(*args)
-
-    retimer_module.solve_topp_ra = recording
-    try:
-        opts = RetimeOptions(gridpoints=grid or None, torque_margin=MARGIN, sample_period=0.01)
-        res = retimer_module.Retimer(model).retime(smooth_waypoints(model, count), options=opts)
-    finally:
-        retimer_module.solve_topp_ra = solve
+    opts = RetimeOptions(gridpoints=grid or None, torque_margin=MARGIN, sample_period=0.01)
+    with recorded_solves() as calls:
+        res = Retimer(model).retime(smooth_waypoints(model, count), options=opts)
     if not res.success:
         raise SystemExit(f"W={count} N={grid}: {res.message}")
-    return calls[-1]
+    return calls[-1][0]
 
 
 def all_urdfs(reference) -> None:
@@ -65,20 +55,11 @@ def all_urdfs(reference) -> None:
     from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.robots import example_robot_data_dir
 
-    calls = []
-    solve = retimer_module.solve_topp_ra
-
-    def recording(*args):
-        out = solve(*args)
-        calls.append((args, out))
-        return out
-
     files = sorted(example_robot_data_dir().rglob("*.urdf"))
     loaded = compared = 0
     worst = 0.0
     differing = []
-    retimer_module.solve_topp_ra = recording
-    try:
+    with recorded_solves() as calls:
         for path in files:
             try:
                 model = RobotModel.from_urdf(path)
@@ -90,7 +71,7 @@ def all_urdfs(reference) -> None:
             model.lower = np.where(np.isfinite(model.lower), model.lower, -np.pi)
             model.upper = np.where(np.isfinite(model.upper), model.upper, np.pi)
             model.acceleration_limit = np.full(model.n, 10.0)
-            retimer = retimer_module.Retimer(model)
+            retimer = Retimer(model)
             for seed, (count, grid, margin) in enumerate([(6, None, 0.9), (20, None, 0.5), (10, 800, 0.9)]):
                 calls.clear()
                 wp = smooth_waypoints(model, count, seed=seed, amplitude=0.3)
@@ -103,8 +84,6 @@ def all_urdfs(reference) -> None:
                     elif int(out[0]) == 0:
                         t, r_t = stage_times(args[0], out[2])[-1], stage_times(args[0], ref[2])[-1]
                         worst = max(worst, abs(t - r_t) / r_t)
-    finally:
-        retimer_module.solve_topp_ra = solve
     print(f"{len(files)} URDFs, {loaded} loaded, {compared} solves compared, {len(differing)} statuses differ, "
           f"largest relative duration difference {worst:.1e}")
     for line in differing:
@@ -123,7 +102,6 @@ def main(argv=None) -> int:
     if args.all_urdfs:
         all_urdfs(reference)
         return 0
-    solve = retimer_module.solve_topp_ra
     print(f"{'robot':6} {'W':>4} {'N':>6} {'ours ms':>8} {'LP ms':>8} {'LP/ours':>8} {'status':>7} {'dT rel':>9}")
     for robot in args.robots:
         model = load_model(robot)
@@ -133,7 +111,7 @@ def main(argv=None) -> int:
                 ours, theirs = [], []
                 for _ in range(args.repeat):
                     c0 = time.thread_time()
-                    out = solve(*call)
+                    out = solve_topp_ra(*call)
                     ours.append(time.thread_time() - c0)
                     c0 = time.thread_time()
                     ref = reference.solve_topp_ra(*call)

@@ -1,6 +1,8 @@
 """Shared test helpers (moved here from test/test_topp_ra.py so tests of other areas import them from the harness)."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pinocchio as pin
 from robot_dynamics_ros.robots import ROBOTS
@@ -68,3 +70,25 @@ def dense_peaks(pm, q, qd, qdd, vlim, alim, tlim, damping=None, coulomb=None):
                        # at rest static friction holds anything in [-F, F]: the motor needs |tau| - F at least
                        np.sign(tau) * np.maximum(np.abs(tau) - coulomb, 0.0))
     return ((np.abs(qd) / vlim).max(), (np.abs(qdd) / alim).max(), (np.abs(tau) / tlim).max())
+
+
+@contextlib.contextmanager
+def recorded_solves():
+    """Within the block, every call the retimer makes of
+    :func:`~robot_dynamics_ros.retiming.topp_ra.solve_topp_ra` is made and appended, as (args, result), to
+    the list this yields (for comparing the solver against another on the rows real requests build)."""
+    import robot_dynamics_ros.retiming.retimer as retimer_module
+
+    calls = []
+    solve = retimer_module.solve_topp_ra
+
+    def recording(*args):
+        out = solve(*args)
+        calls.append((args, out))
+        return out
+
+    retimer_module.solve_topp_ra = recording
+    try:
+        yield calls
+    finally:
+        retimer_module.solve_topp_ra = solve

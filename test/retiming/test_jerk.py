@@ -224,25 +224,14 @@ def test_lp_basis_from_basic_variables_matches_highs_statuses():
     """jerk.highs.HighsLP.basis (built from HiGHS's basic-variable list and the solution) against HiGHS's own basis
     statuses, on random LPs with equality rows, ≤ rows of three entries, columns with finite, infinite and
     equal bounds (nonbasic fixed rows and columns: only 'nonbasic' compared, either bound is the value)."""
-    import scipy.sparse as sp
-
     from robot_dynamics_ros.retiming.jerk.highs import HighsLP
 
     rng = np.random.default_rng(3)
     compared = at_upper = 0
     for _ in range(20):
-        nv, me, m = 12, 3, 30
-        A_eq = sp.csr_matrix(rng.normal(size=(me, nv)) * (rng.random((me, nv)) < 0.4))
-        cols = np.array([rng.choice(nv, 3, replace=False) for _ in range(m)])
-        data = rng.normal(size=(m, 3))
-        x0 = rng.uniform(0.2, 0.8, nv)  # a feasible point: the rows are built to hold there
-        b = (data * x0[cols]).sum(axis=1) + rng.uniform(0.0, 0.5, m)
-        lo = np.zeros(nv)
-        hi = np.where(rng.random(nv) < 0.5, 1.0, np.inf)
-        lo[0] = hi[0] = x0[0]  # a fixed column
-        # x0 into the equalities' kernel (A_eq z = 0)
-        A_eq = sp.csr_matrix(A_eq.toarray() - np.outer(A_eq @ x0, x0) / (x0 @ x0))
-        lp = HighsLP(rng.normal(size=nv), A_eq, (cols, data, b), lo, hi)
+        A_eq, rows, lo, hi = _random_lp(rng, upper=np.inf, fixed_first=True)
+        nv, me = lo.shape[0], A_eq.shape[0]
+        lp = HighsLP(rng.normal(size=nv), A_eq, rows, lo, hi)
         res = lp.solve()
         if res.status != 0:
             continue
@@ -261,26 +250,39 @@ def test_lp_basis_from_basic_variables_matches_highs_statuses():
     assert compared >= 10 and at_upper > 0  # both bounds of the columns occur
 
 
+def _random_lp(rng, upper, fixed_first):
+    """A random feasible LP of the jerk solver's shape: 12 columns in [0, 1 or ``upper``] (column 0 fixed at
+    a feasible value when ``fixed_first``), 3 equality rows, 30 ≤ rows of three entries, all built to hold
+    at a random interior point x0 (the equalities' rows projected so that A_eq x0 = 0).
+    Returns (A_eq (CSR), (cols, data, b), lo, hi)."""
+    import scipy.sparse as sp
+
+    nv, me, m = 12, 3, 30
+    A_eq = sp.csr_matrix(rng.normal(size=(me, nv)) * (rng.random((me, nv)) < 0.4))
+    cols = np.array([rng.choice(nv, 3, replace=False) for _ in range(m)])
+    data = rng.normal(size=(m, 3))
+    x0 = rng.uniform(0.2, 0.8, nv)  # a feasible point: the rows are built to hold there
+    b = (data * x0[cols]).sum(axis=1) + rng.uniform(0.0, 0.5, m)
+    lo = np.zeros(nv)
+    hi = np.where(rng.random(nv) < 0.5, 1.0, upper)
+    if fixed_first:
+        lo[0] = hi[0] = x0[0]
+    A_eq = sp.csr_matrix(A_eq.toarray() - np.outer(A_eq @ x0, x0) / (x0 @ x0))
+    return A_eq, (cols, data, b), lo, hi
+
+
 def test_basis_vertex_is_the_lp_optimum_of_an_optimal_basis_and_refuses_others():
     """jerk.vertex.basis_vertex (the LP answer from a basis, without HiGHS) on random LPs with equality rows,
     ≤ rows of three entries and bounded columns: from HiGHS's final basis it returns HiGHS's answer; for the
     negated cost that basis is not optimal (it returns None, or a vertex as good as HiGHS's optimum there)."""
-    import scipy.sparse as sp
-
     from robot_dynamics_ros.retiming.jerk.highs import HighsLP
     from robot_dynamics_ros.retiming.jerk.vertex import basis_vertex
 
     rng = np.random.default_rng(5)
     same = refused = 0
     for _ in range(40):
-        nv, me, m = 12, 3, 30
-        A_eq = sp.csr_matrix(rng.normal(size=(me, nv)) * (rng.random((me, nv)) < 0.4))
-        cols = np.array([rng.choice(nv, 3, replace=False) for _ in range(m)])
-        data = rng.normal(size=(m, 3))
-        x0 = rng.uniform(0.2, 0.8, nv)
-        b = (data * x0[cols]).sum(axis=1) + rng.uniform(0.0, 0.5, m)
-        lo, hi = np.zeros(nv), np.where(rng.random(nv) < 0.5, 1.0, 2.0)
-        A_eq = sp.csr_matrix(A_eq.toarray() - np.outer(A_eq @ x0, x0) / (x0 @ x0))
+        A_eq, (cols, data, b), lo, hi = _random_lp(rng, upper=2.0, fixed_first=False)
+        nv = lo.shape[0]
         cost = rng.normal(size=nv)
         cost /= np.abs(cost).max()
         lp = HighsLP(cost, A_eq, (cols, data, b), lo, hi)

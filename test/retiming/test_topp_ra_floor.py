@@ -13,35 +13,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import robot_dynamics_ros.retiming.retimer as retimer_module
 from robot_dynamics_ros.retiming.request import RetimeOptions
 from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_ros.retiming.topp_ra import stage_times
-from robot_dynamics_testing.retiming_cases import MARGIN, load_model, smooth_waypoints
+from robot_dynamics_testing.retiming_cases import MARGIN, load_model, recorded_solves, smooth_waypoints
 
 import topp_ra_reference as reference  # (test/retiming is on sys.path: pytest rootdir-less test dirs)
 
 
 @pytest.mark.parametrize("robot", ["panda", "ur5"])
-def test_solver_matches_the_reference_on_random_paths(robot, monkeypatch):
+def test_solver_matches_the_reference_on_random_paths(robot):
     model = load_model(robot)
-    calls = []
-    solve = retimer_module.solve_topp_ra
-
-    def recording(*args):
-        out = solve(*args)
-        calls.append((args, out))
-        return out
-
-    monkeypatch.setattr(retimer_module, "solve_topp_ra", recording)
     retimer = Retimer(model)
     rng = np.random.default_rng(23)
     # (waypoints, gridpoints, velocity scale, acceleration scale): torque-bound, denser, kinematic-bound
     cases = [(10, None, 1.0, 1.0), (30, 1500, 0.5, 1.0), (6, 400, 1.0, 0.05), (12, None, 0.2, 0.3)]
-    for count, grid, v_scale, a_scale in cases:
-        wp = smooth_waypoints(model, count, seed=int(rng.integers(1000)))
-        opts = RetimeOptions(gridpoints=grid, velocity_scale=v_scale, acceleration_scale=a_scale, torque_margin=MARGIN)
-        assert retimer.retime(wp, options=opts).success
+    with recorded_solves() as calls:
+        for count, grid, v_scale, a_scale in cases:
+            wp = smooth_waypoints(model, count, seed=int(rng.integers(1000)))
+            opts = RetimeOptions(gridpoints=grid, velocity_scale=v_scale, acceleration_scale=a_scale,
+                                 torque_margin=MARGIN)
+            assert retimer.retime(wp, options=opts).success
     assert len(calls) >= len(cases)
     differing = k_differing = 0
     for args, (status, idx, x, _, K) in calls:
@@ -97,25 +89,17 @@ REAL_ROBOT_CASES = [("ur_description/urdf/ur5_robot.urdf", 6, 0, None, 0.9),
 
 
 @pytest.mark.parametrize("urdf, count, seed, grid, margin", REAL_ROBOT_CASES)
-def test_solver_matches_the_reference_on_real_robots(urdf, count, seed, grid, margin, monkeypatch):
+def test_solver_matches_the_reference_on_real_robots(urdf, count, seed, grid, margin):
     from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.robots import example_robot_data_dir
 
-    calls = []
-    solve = retimer_module.solve_topp_ra
-
-    def recording(*args):
-        out = solve(*args)
-        calls.append((args, out))
-        return out
-
-    monkeypatch.setattr(retimer_module, "solve_topp_ra", recording)
     model = RobotModel.from_urdf(example_robot_data_dir() / urdf)
     model.lower = np.where(np.isfinite(model.lower), model.lower, -np.pi)
     model.upper = np.where(np.isfinite(model.upper), model.upper, np.pi)
     model.acceleration_limit = np.full(model.n, 10.0)
     wp = smooth_waypoints(model, count, seed=seed, amplitude=0.3)
-    assert Retimer(model).retime(wp, options=RetimeOptions(gridpoints=grid, torque_margin=margin)).success
+    with recorded_solves() as calls:
+        assert Retimer(model).retime(wp, options=RetimeOptions(gridpoints=grid, torque_margin=margin)).success
     assert calls
     for args, (status, idx, x, _, _) in calls:
         r_status, r_idx, r_x, _, _ = reference.solve_topp_ra(*args)
