@@ -7,7 +7,6 @@ the URDF with the payload added to the parent joint (the solver uses the in-pack
 from __future__ import annotations
 
 import numpy as np
-import pinocchio as pin
 import pytest
 
 from robot_dynamics_ros.dynamics.newton_euler import NewtonEulerDynamics
@@ -16,7 +15,6 @@ from robot_dynamics_ros.retiming.jerk import solve_jerk_limited, third_derivativ
 from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.request import RetimeOptions
 from robot_dynamics_ros.retiming.retimer import Retimer
-from robot_dynamics_ros.robots import ROBOTS, example_robot_data_dir
 from robot_dynamics_testing.jerk_cases import CASES, TOL, UR10, dense_check, dense_samples, package_model, pinocchio_model, random_panda_waypoints  # noqa: F401
 from robot_dynamics_testing.corner_cases import corners_kept
 
@@ -274,14 +272,16 @@ def _random_lp(rng, upper, fixed_first):
 def test_basis_vertex_is_the_lp_optimum_of_an_optimal_basis_and_refuses_others():
     """jerk.vertex.basis_vertex (the LP answer from a basis, without HiGHS) on random LPs with equality rows,
     ≤ rows of three entries and bounded columns: from HiGHS's final basis it returns HiGHS's answer; for the
-    negated cost that basis is not optimal (it returns None, or a vertex as good as HiGHS's optimum there)."""
+    negated cost that basis is not optimal (it returns None, or a vertex as good as HiGHS's optimum there);
+    with one inactive row moved past HiGHS's answer (the case the SLP meets: new tangents, the old basis
+    still dual feasible) the basis's vertex breaks that row and is refused. Half the draws fix a column."""
     from robot_dynamics_ros.retiming.jerk.highs import HighsLP
     from robot_dynamics_ros.retiming.jerk.vertex import basis_vertex
 
     rng = np.random.default_rng(5)
-    same = refused = 0
-    for _ in range(40):
-        A_eq, (cols, data, b), lo, hi = _random_lp(rng, upper=2.0, fixed_first=False)
+    same = refused = moved = 0
+    for draw in range(40):
+        A_eq, (cols, data, b), lo, hi = _random_lp(rng, upper=2.0, fixed_first=draw % 2 == 1)
         nv = lo.shape[0]
         cost = rng.normal(size=nv)
         cost /= np.abs(cost).max()
@@ -300,4 +300,12 @@ def test_basis_vertex_is_the_lp_optimum_of_an_optimal_basis_and_refuses_others()
         else:
             best = HighsLP(-cost, A_eq, (cols, data, b), lo, hi).solve()
             assert -cost @ other == pytest.approx(-cost @ best.x, abs=1e-9)
-    assert same >= 20 and refused >= 10
+        value = (data * res.x[cols]).sum(axis=1)
+        slack = b - value
+        k = int(np.argmax(slack))
+        if slack[k] > 1e-3:   # an inactive row, moved to cut HiGHS's answer off
+            b_moved = b.copy()
+            b_moved[k] = value[k] - 0.5 * slack[k]
+            assert basis_vertex(cost, A_eq, (cols, data, b_moved), lo, hi, basis, np.arange(nv)) is None
+            moved += 1
+    assert same >= 20 and refused >= 10 and moved >= 20

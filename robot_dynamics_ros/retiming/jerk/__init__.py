@@ -74,8 +74,9 @@ travel as int8 arrays of HiGHS's basis-status values.
 Modules: :mod:`.rounds` (:func:`solve_jerk_limited`: verification rounds on the output, stops inside the
 path), :mod:`.slp` (one solve: the coarse start, the working-set LPs and the SLP iteration), :mod:`.rows`
 (check points and every LP row, bound and equality), :mod:`.highs` (the HiGHS LP wrapper, the one import of
-scipy's private HiGHS bindings), :mod:`.vertex` (an LP's answer from an optimal basis), :mod:`.profile` (:class:`JerkSolution`: a timing x(s), u(s), its stage
-times, their gradient and its sampling), :mod:`.stage_time` (exact stage times and their inverse).
+scipy's private HiGHS bindings), :mod:`.vertex` (an LP's answer from an optimal basis), :mod:`.profile`
+(:class:`JerkSolution`: a timing x(s), u(s), its stage times, their gradient and its sampling),
+:mod:`.stage_time` (exact stage times and their inverse).
 """
 from __future__ import annotations
 

@@ -68,8 +68,8 @@ def _jerk_rows_kernel(xb_pts, floor, kj, Lj, Xj, Jr, nf, data, b):  # pragma: no
 @njit(cache=True, nogil=True, error_model="numpy")
 def _check_points_kernel(s, M, r43, cbrt_r):  # pragma: no cover - compiled
     # check_points' arrays, end stages first (start then end, k = 1..M), then the interior stages point by
-    # point; r43, cbrt_r (M,): r^{4/3} and ∛r at r = k/M, k = 1..M, from numpy (numba's cbrt differs from
-    # numpy's in the last bit at some r, and the rows stay bit for bit as they were)
+    # point; r43, cbrt_r (M,): r^{4/3} and ∛r at r = k/M, k = 1..M, computed by numpy and passed in (numba's
+    # cbrt differs from numpy's in the last bit at some r)
     N = s.shape[0]
     e = N - 2
     m = N - 3
@@ -123,8 +123,7 @@ def _check_points_kernel(s, M, r43, cbrt_r):  # pragma: no cover - compiled
 def _jerk_setup_kernel(p, st, var, X, U, V, interior, jlim, dq, ddq, dddq):  # pragma: no cover - compiled
     # the jerk rows of build_rows: one per interior check point and joint with a finite limit (point by
     # point, joint by joint): the check point (kj, an index into the interior points), the limit (Jr), the
-    # linear form q''' x + 3 q'' u + q' v (Lj) and x (Xj) in its variables (cols); the arithmetic in the order
-    # of the array forms it replaced (identical values)
+    # linear form q''' x + 3 q'' u + q' v (Lj) and x (Xj) in its variables (cols)
     K = p.shape[0]
     n = jlim.shape[1]
     mj = 0
@@ -277,9 +276,8 @@ def _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed):
     stages) as (cols, data, b) (:func:`_fixed_rows_kernel`); limits (M (N-1) + 1, n) per collocation point;
     ``torque`` the path's torque coefficients (a, b, c) at every collocation point, or None (no torque
     limit)."""
-    p, st, var, X, U, V, interior = pts
+    p, st, var, X, U, _, interior = pts
     M = SUBDIVISIONS
-    K = p.shape[0]
     dqp, ddqp = dq[p], ddq[p]
     vlim, alim, tlim_p = vlim[p], alim[p], tlim[p]  # (K, n)
     vel = np.isfinite(vlim)
@@ -302,18 +300,8 @@ def _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed):
                               np.ascontiguousarray(tlim_p), ta, tb, tc, dup, mids)
 
 
-class _Csr:
-    """A CSR matrix as HighsLP reads it (shape, nnz, indptr, indices, data), without scipy.sparse: ~8 MB in a
-    retiming node that may never get a jerk-limited request, and its constructor's checks take longer than
-    building these arrays."""
-
-    def __init__(self, shape, indptr, indices, data):
-        self.shape, self.indptr, self.indices, self.data = shape, indptr, indices, data
-        self.nnz = indices.shape[0]
-
-
 def _equalities(s):
-    """A_eq (N − 1, 2N) CSR (:class:`_Csr`, column indices ascending in each row), A_eq z = 0: interior
+    """A_eq (N − 1, 2N) scipy.sparse CSR (column indices ascending in each row), A_eq z = 0: interior
     stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0; u_1 = 2 x_1 / (3 Δ_0); u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})."""
     N = s.shape[0]
     d = np.diff(s)
@@ -323,14 +311,15 @@ def _equalities(s):
     data = np.concatenate((np.stack([-np.ones(m), np.ones(m), -d[i], -d[i]], 1).ravel(),
                            [-2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2]), 1.0]))
     indptr = np.concatenate((np.arange(0, 4 * m + 1, 4), [4 * m + 2, 4 * m + 4]))
-    return _Csr((m + 2, 2 * N), indptr.astype(np.int32), indices.astype(np.int32), data)
+    import scipy.sparse as sp   # (here: a retiming node without jerk-limited requests never loads it)
+
+    return sp.csr_matrix((data, indices.astype(np.int32), indptr.astype(np.int32)), shape=(m + 2, 2 * N))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _end_gmax_kernel(d, dq, ddq, dddq, jlim, M, gmax, jl):  # pragma: no cover - compiled
     # for the two end stages (rows 0: start, 1: end) and every joint: the largest |g| on the stage (gmax) and
-    # the smallest jerk limit at its check points (jl), see _bounds; the arithmetic in the order of the array
-    # forms it replaced (identical values)
+    # the smallest jerk limit at its check points (jl), see _bounds
     N = d.shape[0] + 1
     n = dq.shape[1]
     g = np.empty(3)
@@ -376,7 +365,7 @@ def _bounds(s, x_ref, dq, ddq, dddq, jlim):
     _end_gmax_kernel(d, np.ascontiguousarray(dq, dtype=float), np.ascontiguousarray(ddq, dtype=float),
                      np.ascontiguousarray(dddq, dtype=float), np.ascontiguousarray(jlim, dtype=float), M, gmax, jl)
     for end, xi in ((0, 1), (1, N - 2)):
-        # the power in numpy as before (its SIMD pow may differ from the scalar one in the last bit)
+        # the power in numpy, not in the kernel (numba's scalar pow may differ from numpy's in the last bit)
         with np.errstate(divide="ignore"):
             cap = np.where(np.isfinite(jl[end]), (jl[end] / gmax[end]) ** (2 / 3), np.inf).min()
         hi[xi] = min(hi[xi], cap)
@@ -486,7 +475,6 @@ def build_rows(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, 
     fixed_c, fixed_d, fixed_b = _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed)
     A_eq = _equalities(s)
     lo, hi, u_box = _bounds(s, x_ref, dq, ddq, dddq, jlim)
-    jerk_on = bool(np.isfinite(jlim).any())  # jerk rows on the interior stages (the end stages: bounds above)
     w_grid = np.zeros(N)
     w_grid[1:] += 0.5 * d
     w_grid[:-1] += 0.5 * d
@@ -495,7 +483,7 @@ def build_rows(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, 
     # every LP rewrites
     kj, Jr, Lj, Xj, jcols = _jerk_setup_kernel(p, st, var, X, U, V, interior, np.ascontiguousarray(jlim), dq,
                                                ddq, dddq)
-    mj = kj.shape[0] if jerk_on else 0
+    mj = kj.shape[0]   # 0 without a finite jerk limit
     nf = fixed_b.shape[0]
     cols = np.concatenate((fixed_c, jcols, jcols)).astype(np.int32)
     data = np.concatenate((fixed_d, np.zeros((2 * mj, 3))))

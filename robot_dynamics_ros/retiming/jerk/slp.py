@@ -106,6 +106,11 @@ class _WorkingSetLP:
                 return order, self.guessed_basis(order, slack[order]), True
         return order, basis, False
 
+    def _outside(self, z, keep):
+        """(slack (m,) of every row at z, whether a row outside the working set ``keep`` is violated there)."""
+        slack = self.rows.slack_at(z)
+        return slack, bool(((slack < -1e-9) & ~keep).any())
+
     def solve(self, xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
         """The LP with the jerk rows' tangents at ``xbar_pts`` (K,); objective: at the first LP (``zfull``
         None) the gridpoint x̄ ``xbar_grid``'s weighted Σ x^{-1/2} gradient, else the traversal time's gradient
@@ -125,30 +130,31 @@ class _WorkingSetLP:
             lo_t[1:N - 1] = np.minimum(np.maximum(r.lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         slack, keep = r.working_set(z0, _WS_SLACK)
         order, basis, guessed = self._start(keep, slack, guess)
+        rows_k = r.take(order)
+        res = None
         if basis is not None and not guessed:
             # the previous LP's final basis often stays optimal (the last SLP iterations move little): then its
             # vertex is this LP's answer, without HiGHS (which would take no iteration from it)
-            z = basis_vertex(cost, r.A_eq, r.take(order), lo_t, hi_t, basis, r.grid_key)
-            if z is not None and not ((r.slack_at(z) < -1e-9) & ~keep).any():
-                ws["basis"], ws["order"], ws["shape"] = basis, order, r.data.shape
-                ws["lps"] += 1
-                ws["rows"].append(int(keep.sum()))
-                return lp_result(0, z, "Optimal (the previous LP's basis)"), (time.perf_counter() - t0) * 1e3
-        lpk = HighsLP(cost, r.A_eq, r.take(order), lo_t, hi_t, basis, alien=guessed)
-        res = lpk.solve()
-        rounds = 1
-        while res.status == 0:
-            slack = r.slack_at(res.x)
-            if not ((slack < -1e-9) & ~keep).any():
-                break
-            add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
-            keep[add] = True
-            order = np.concatenate((order, add))
-            res = lpk.add_rows_and_solve(r.take(add))  # from the last basis (dual simplex)
-            rounds += 1
+            z = basis_vertex(cost, r.A_eq, rows_k, lo_t, hi_t, basis, r.grid_key)
+            if z is not None and not self._outside(z, keep)[1]:
+                res, rounds, final = lp_result(0, z, "Optimal (the previous LP's basis)"), 1, basis
+        if res is None:
+            lpk = HighsLP(cost, r.A_eq, rows_k, lo_t, hi_t, basis, alien=guessed)
+            res = lpk.solve()
+            rounds = 1
+            while res.status == 0:
+                slack, violated = self._outside(res.x, keep)
+                if not violated:
+                    break
+                add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
+                keep[add] = True
+                order = np.concatenate((order, add))
+                res = lpk.add_rows_and_solve(r.take(add))  # from the last basis (dual simplex)
+                rounds += 1
+            final = lpk.basis() if res.status == 0 else None
         if res.status == 0:
-            ws["basis"] = lpk.basis()
-            ws["order"], ws["shape"] = (order if ws["basis"] is not None else None), r.data.shape
+            ws["basis"] = final
+            ws["order"], ws["shape"] = (order if final is not None else None), r.data.shape
         ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3

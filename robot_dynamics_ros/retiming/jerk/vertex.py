@@ -4,7 +4,7 @@ The SLP's last iterations move the profile little, and the previous LP's final b
 for the next LP (new tangents, objective and trust region): HiGHS, started from it, takes no simplex
 iteration and returns its vertex, but building, scaling and factorizing its model costs ~0.7 ms at 200
 gridpoints. Here the vertex is solved for directly and the basis checked for optimality (compiled, ~50 µs);
-where it is not optimal the caller solves the LP with HiGHS as before. Every row holds the variables of one
+where it is not optimal the caller solves the LP with HiGHS. Every row holds the variables of one
 stage, so with the variables ordered by gridpoint and the rows by their first variable the active rows make a
 banded matrix: a banded LU with partial pivoting (LAPACK's gbtf2 / gbtrs, written out) solves for the vertex
 and, transposed, for the rows' multipliers.
@@ -196,8 +196,8 @@ def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
         return None
     # reduced costs c − Aᵀ y of the nonbasic columns
     d = cost - np.bincount(ci, vi * y[ri], minlength=cost.shape[0])
-    free = lo == hi
-    lower = ~basic & ~upper & ~free
-    if (lower & (d < -DUAL_TOL)).any() or (upper & ~free & (d > DUAL_TOL)).any():
+    fixed = lo == hi
+    lower = ~basic & ~upper & ~fixed
+    if (lower & (d < -DUAL_TOL)).any() or (upper & ~fixed & (d > DUAL_TOL)).any():
         return None
     return z
