@@ -27,7 +27,7 @@ import numpy as np
 from robot_dynamics_ros.retiming.request import RetimeOptions
 from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_ros.retiming.topp_ra import solve_topp_ra, stage_times
-from robot_dynamics_testing.retiming_cases import MARGIN, load_model, recorded_solves, smooth_waypoints
+from robot_dynamics_testing.retiming_cases import MARGIN, load_model, recorded_solves, smooth_waypoints, urdf_model
 
 REFERENCE = Path(__file__).resolve().parents[1] / "test" / "retiming" / "topp_ra_reference.py"
 
@@ -52,7 +52,6 @@ def recorded_call(model, count, grid):
 
 def all_urdfs(reference) -> None:
     """Statuses and durations of the package's solver against the frozen one on every example-robot-data URDF."""
-    from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.robots import example_robot_data_dir
 
     files = sorted(example_robot_data_dir().rglob("*.urdf"))
@@ -62,15 +61,12 @@ def all_urdfs(reference) -> None:
     with recorded_solves() as calls:
         for path in files:
             try:
-                model = RobotModel.from_urdf(path)
+                model = urdf_model(path)
             except Exception:  # (a URDF our reader refuses is not this benchmark's subject)
                 continue
             if model.n == 0:
                 continue
             loaded += 1
-            model.lower = np.where(np.isfinite(model.lower), model.lower, -np.pi)
-            model.upper = np.where(np.isfinite(model.upper), model.upper, np.pi)
-            model.acceleration_limit = np.full(model.n, 10.0)
             retimer = Retimer(model)
             for seed, (count, grid, margin) in enumerate([(6, None, 0.9), (20, None, 0.5), (10, 800, 0.9)]):
                 calls.clear()

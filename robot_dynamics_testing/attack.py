@@ -33,10 +33,9 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -595,9 +594,6 @@ def publish_main(plan_path: str) -> int:
         next_t = t0
         k = 0
         period = 1e-3
-        hostile_msgs = None
-        if kind == "names_10000":
-            hostile_msgs = None  # built per message: every one carries new names
         # a phase with "until_signal": ends "after_signal" s after the benchmark writes a line on stdin (it
         # has seen every node handle the description), or after "duration" s without one
         signal_wait = "until_signal" in ph

@@ -50,6 +50,19 @@ def load_model(robot: str, payload=True):
     return model
 
 
+def urdf_model(path, acceleration: float = ACC):
+    """The package's model of any URDF for random requests on it: infinite position limits (continuous
+    joints) replaced by ±π so that :func:`smooth_waypoints` stays finite, every acceleration limit
+    ``acceleration`` rad/s² (a URDF has none)."""
+    from robot_dynamics_ros.model import RobotModel
+
+    model = RobotModel.from_urdf(path)
+    model.lower = np.where(np.isfinite(model.lower), model.lower, -np.pi)
+    model.upper = np.where(np.isfinite(model.upper), model.upper, np.pi)
+    model.acceleration_limit = np.full(model.n, float(acceleration))
+    return model
+
+
 def smooth_waypoints(model, count: int, seed: int = 0, amplitude=0.42):
     """A smooth joint-space path without direction reversals, inside the position limits."""
     rng = np.random.default_rng(seed)

@@ -16,7 +16,7 @@ import pytest
 from robot_dynamics_ros.retiming.request import RetimeOptions
 from robot_dynamics_ros.retiming.retimer import Retimer
 from robot_dynamics_ros.retiming.topp_ra import stage_times
-from robot_dynamics_testing.retiming_cases import MARGIN, load_model, recorded_solves, smooth_waypoints
+from robot_dynamics_testing.retiming_cases import MARGIN, load_model, recorded_solves, smooth_waypoints, urdf_model
 
 import topp_ra_reference as reference  # (test/retiming is on sys.path: pytest rootdir-less test dirs)
 
@@ -90,13 +90,9 @@ REAL_ROBOT_CASES = [("ur_description/urdf/ur5_robot.urdf", 6, 0, None, 0.9),
 
 @pytest.mark.parametrize("urdf, count, seed, grid, margin", REAL_ROBOT_CASES)
 def test_solver_matches_the_reference_on_real_robots(urdf, count, seed, grid, margin):
-    from robot_dynamics_ros.model import RobotModel
     from robot_dynamics_ros.robots import example_robot_data_dir
 
-    model = RobotModel.from_urdf(example_robot_data_dir() / urdf)
-    model.lower = np.where(np.isfinite(model.lower), model.lower, -np.pi)
-    model.upper = np.where(np.isfinite(model.upper), model.upper, np.pi)
-    model.acceleration_limit = np.full(model.n, 10.0)
+    model = urdf_model(example_robot_data_dir() / urdf)
     wp = smooth_waypoints(model, count, seed=seed, amplitude=0.3)
     with recorded_solves() as calls:
         assert Retimer(model).retime(wp, options=RetimeOptions(gridpoints=grid, torque_margin=margin)).success
