@@ -256,8 +256,51 @@ def _next_best(H, m, ds, x):  # pragma: no cover - compiled
     return x + 2.0 * ds * max(hi, lo)
 
 
+@njit(cache=True, inline="always")
+def _u_ranges(H, m, x1, x0):  # pragma: no cover - compiled
+    """:func:`_u_range` at two x in one pass over the rows: (lo, hi) at x1, then at x0."""
+    lo1 = lo0 = -_BIG_U
+    hi1 = hi0 = _BIG_U
+    free1 = free0 = True
+    for k in range(m):
+        a = H[k, 0]
+        r1 = H[k, 2] - H[k, 1] * x1
+        r0 = H[k, 2] - H[k, 1] * x0
+        if abs(a) <= 1e-12:  # (as _u_range: a round-off a is a row without u)
+            free1 = free1 and not r1 < -_TOL
+            free0 = free0 and not r0 < -_TOL
+            continue
+        if a > 0:
+            if r1 < hi1 * a:
+                hi1 = r1 / a
+            if r0 < hi0 * a:
+                hi0 = r0 / a
+        else:
+            if r1 < lo1 * a:
+                lo1 = r1 / a
+            if r0 < lo0 * a:
+                lo0 = r0 / a
+    if not free1:
+        lo1, hi1 = np.inf, -np.inf
+    if not free0:
+        lo0, hi0 = np.inf, -np.inf
+    return lo1, hi1, lo0, hi0
+
+
+@njit(cache=True, inline="always")
+def _y_falls(H, m, ds, xhi):  # pragma: no cover - compiled
+    """(whether the rows leave some u at xhi (:func:`_u_range` non-empty), whether y(x) = x + 2Δ u_max(x)
+    falls towards xhi — compared at xhi and 1e-6 xhi below it —, y(xhi)), in one pass over the rows: the
+    tests that decide whether :func:`_exact_top` and :func:`_best_entry` have anything to do (the usual
+    answer is no to both)."""
+    lo1, hi1, lo0, hi0 = _u_ranges(H, m, xhi, xhi - 1e-6 * xhi)
+    y1 = -np.inf if lo1 > hi1 + 1e-9 * (1.0 + abs(hi1)) else xhi + 2.0 * ds * max(hi1, lo1)
+    y0 = -np.inf if lo0 > hi0 + 1e-9 * (1.0 + abs(hi0)) else (xhi - 1e-6 * xhi) + 2.0 * ds * max(hi0, lo0)
+    return lo1 <= hi1, y1 < y0, y1
+
+
 @njit(cache=True, nogil=True)
-def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
+def _best_entry(H, m, ds, xlo, xhi, y1, Hc, out):  # pragma: no cover - compiled
     """The upper end of K_i that keeps the greedy pass from a forced near-stop.
 
     From x_i the best next state is y(x_i) = x_i + 2 Δ u_max(x_i), concave in x_i (u_max is a minimum of
@@ -270,11 +313,6 @@ def _best_entry(H, m, ds, xlo, xhi, Hc, out):  # pragma: no cover - compiled
     is no gain); elsewhere xhi is returned unchanged. Every x_i below it stays controllable (K_i is an
     interval of a convex polygon's projection).
     """
-    d = 1e-6 * xhi
-    y1 = _next_best(H, m, ds, xhi)
-    y0 = _next_best(H, m, ds, xhi - d)
-    if y1 >= y0:
-        return xhi   # y does not fall towards xhi
     # y is x + 2Δ min_k hi_k(x) over the rows bounding u from above, hi_k(x) = p_k − q_k x with p = γ/α,
     # q = β/α (kept in Hc[:, 0:2]): piecewise linear and concave. Walk left from xhi along it, from
     # breakpoint to breakpoint (where the next row takes over as the least bound), until it stops rising to
@@ -531,11 +569,20 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
         # least of those bounds is the top of K_i when the rows still leave some u there, else two rows of
         # the stage cross below it and Newton steps from above find where (:func:`_exact_top`)
         ds = s[i + 1] - s[i]
-        xhi = _exact_top(H, m, xlo, _pair_top(H, m, ds, K[i + 1, 0], K[i + 1, 1]))
+        x_top = _pair_top(H, m, ds, K[i + 1, 0], K[i + 1, 1])
+        # one pass over the rows: whether they leave a u at that top (usually: it is the top of K_i) and
+        # whether y falls towards it
+        feasible, falls, y1 = _y_falls(H, m, ds, x_top)
+        xhi = x_top
+        if not feasible:
+            xhi = _exact_top(H, m, xlo, x_top)
+            if xhi > xlo:
+                _, falls, y1 = _y_falls(H, m, ds, xhi)
         if xhi > xlo:
-            entry = _best_entry(H, m, ds, xlo, xhi, Hc, out)
-            if entry < xhi:
-                xhi = _exact_top(H, m, xlo, entry)
+            if falls:
+                entry = _best_entry(H, m, ds, xlo, xhi, y1, Hc, out)
+                if entry < xhi:
+                    xhi = _exact_top(H, m, xlo, entry)
         if xhi < xlo:
             xhi = xlo
         K[i, 0] = xlo
