@@ -7,7 +7,8 @@ Each node of ``robot-dynamics run`` (:data:`robot_dynamics_tools.commands.run.NO
 other, exactly as ``run`` starts it (:func:`~robot_dynamics_tools.commands.run.child_command`: ``python -m
 robot_dynamics_ros.nodes.<module> --ros-args --params-file config/panda.yaml``, in a namespace of its own),
 while this process publishes Panda joint states at 1 kHz (the demo pose, velocity 0, effort = g(q) from
-Pinocchio on the URDF) on the node's ``joint_states``. The node counts as started when it answers: a command
+Pinocchio on the URDF) on the node's ``joint_states`` (not to the simulator: it publishes them itself and
+refuses to share the topic with another publisher). The node counts as started when it answers: a command
 on ``effort_controller/commands`` (gravity, computed torque), a ``~/external_torque`` (observer), a joint
 state of its own (simulator), a retime request answered (retiming service; the lifecycle nodes configure and
 activate themselves, ``autostart``). Then ``VmRSS`` of its process (``/proc/<pid>/status``, its child
@@ -59,9 +60,10 @@ def heavy_mapped(pid: int) -> list[str]:
 
 
 class Probe:
-    """This process's side: a 1 kHz joint-state publisher and the readiness check of one node's namespace."""
+    """This process's side: a 1 kHz joint-state publisher (``publish``) and the readiness check of one node's
+    namespace."""
 
-    def __init__(self, ns: str):
+    def __init__(self, ns: str, publish: bool = True):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from sensor_msgs.msg import JointState
@@ -77,7 +79,7 @@ class Probe:
         self.node.create_subscription(Float64MultiArray, "/effort_controller/commands", mark, 10)
         self.node.create_subscription(JointState, f"/{ns}/external_torque_observer/external_torque", mark, 10)
         self._own = self.node.create_subscription(JointState, f"/{ns}/joint_states", self._on_state, 10)
-        self._pub = self.node.create_publisher(JointState, f"/{ns}/joint_states", 10)
+        self._pub = self.node.create_publisher(JointState, f"/{ns}/joint_states", 10) if publish else None
         self._msg = JointState(name=list(PANDA.joint_names), position=PANDA.base_pose.tolist(),
                                velocity=[0.0] * len(PANDA.joint_names),
                                effort=expected_gravity(PANDA, PANDA.base_pose[None])[0].tolist())
@@ -89,7 +91,8 @@ class Probe:
         self._stop = threading.Event()
         self.sent = 0
         self._thread = threading.Thread(target=self._publish, daemon=True)
-        self._thread.start()
+        if publish:
+            self._thread.start()
 
     def _on_state(self, msg) -> None:
         if msg.header.frame_id != self._frame:  # the simulator's own joint state
@@ -131,7 +134,8 @@ class Probe:
         import rclpy
 
         self._stop.set()
-        self._thread.join(5.0)
+        if self._thread.ident is not None:
+            self._thread.join(5.0)
         self._spin.stop()
         self.executor.shutdown()
         self.node.destroy_node()
@@ -162,7 +166,7 @@ def measure(node: str, settle_s: float, timeout_s: float) -> dict:
     """Start ``node`` in its own process, wait until it answers, read its RSS (module docstring)."""
     ns = f"memory_{node}_{os.getpid()}"
     cmd = child_command(node, ["--params-file", str(PARAMS), *EXTRA.get(node, []), "-r", f"__ns:=/{ns}"])
-    probe = Probe(ns)
+    probe = Probe(ns, publish=node != "mujoco_simulator")
     log = tempfile.TemporaryFile()   # the node's log: a pipe nobody reads could fill and block the node
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, env=child_env(), start_new_session=True)
     kids = ChildPeak(proc.pid)
