@@ -311,7 +311,8 @@ def _best_entry(H, m, ds, xlo, xhi, y1, Hc, out):  # pragma: no cover - compiled
     :data:`_ENTRY_RTOL` below the best y over K_i, the upper end becomes the largest x_i whose y(x_i) is
     within that of the best (a gently falling y is left alone: trading speed at s_i for a hair at s_{i+1}
     is no gain); elsewhere xhi is returned unchanged. Every x_i below it stays controllable (K_i is an
-    interval of a convex polygon's projection).
+    interval of a convex polygon's projection). Called where :func:`_y_falls` finds y falling towards xhi;
+    y1 = y(xhi).
     """
     # y is x + 2Δ min_k hi_k(x) over the rows bounding u from above, hi_k(x) = p_k − q_k x with p = γ/α,
     # q = β/α (kept in Hc[:, 0:2]): piecewise linear and concave. Walk left from xhi along it, from
