@@ -579,8 +579,10 @@ def _solve(s, G, h, scheme, vel_rows, xmin, x_start, x_end, K, x, u, work, store
             xhi = _exact_top(H, m, xlo, x_top)
             if xhi > xlo:
                 _, falls, y1 = _y_falls(H, m, ds, xhi)
+        # (y never passes max K_{i+1}, one of the stage's half-planes: when y(xhi) is within the entry rule's
+        # tolerance of it, it is within that of y's best, and the rule keeps xhi)
         if xhi > xlo:
-            if falls:
+            if falls and y1 < K[i + 1, 1] * (1.0 - _ENTRY_RTOL):
                 entry = _best_entry(H, m, ds, xlo, xhi, y1, Hc, out)
                 if entry < xhi:
                     xhi = _exact_top(H, m, xlo, entry)
