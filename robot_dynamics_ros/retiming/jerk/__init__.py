@@ -61,7 +61,7 @@ with little slack at the new profile added as basic): between iterations the act
 the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis (that basis
 stays one, so HiGHS takes it without a rank check). The first LP after a coarse start begins from a
 guessed basis: the least-slack row of each stage at the start profile active (a vertex has about one
-active row per stage), which HiGHS checks and repairs where it is singular. Where the previous LP's final
+active row per stage), which HiGHS repairs where it is singular. Where the previous LP's final
 basis is still optimal (primal and dual feasible: typically the SLP's last, confirming LP) its vertex is the
 answer, solved for without HiGHS (:mod:`.vertex`, a banded LU of the active rows).
 

@@ -50,12 +50,15 @@ class _WorkingSetLP:
         many active rows as degrees of freedom (N − 3: 2N variables, N − 1 equalities, 4 fixed), about one
         per stage, so in each stage the row with the least slack at z0 is taken active (nonbasic at its
         bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
-        singular guess is repaired by HiGHS (slack columns swapped in). ``slack``: the rows' slack at z0."""
+        singular guess is repaired by HiGHS (slack columns swapped in). ``slack``: the rows' slack at z0.
+        None where fewer than N − 3 stages have a row in the working set (no jerk limit): no basis then."""
         r = self.rows
         N = r.N
         stage = r.row_stage[order]
         by = np.lexsort((slack, stage))  # by stage, least slack first
         least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
+        if least.shape[0] < N - 3:
+            return None
         active = np.zeros(order.shape[0], bool)
         active[least[np.argsort(slack[least])][:N - 3]] = True
         col_status = np.full(r.nv, HighsLP.BASIC, np.int8)
@@ -76,7 +79,7 @@ class _WorkingSetLP:
         return cost / np.abs(cost).max()
 
     def _start(self, keep, slack, guess):
-        """The rows (order), basis and whether that basis is a guess (HighsLP's ``alien``) the LP starts
+        """The rows (order), basis and whether that basis is a guess (:meth:`guessed_basis`) the LP starts
         from; ``keep`` (m,) bool, the working set at z0 (``slack`` (m,) there), is updated to the rows in
         the model."""
         r, ws = self.rows, self.ws
@@ -103,13 +106,22 @@ class _WorkingSetLP:
         else:
             order = np.flatnonzero(keep)
             if guess:
-                return order, self.guessed_basis(order, slack[order]), True
+                basis = self.guessed_basis(order, slack[order])
+                return order, basis, basis is not None
         return order, basis, False
 
     def _outside(self, z, keep):
         """(slack (m,) of every row at z, whether a row outside the working set ``keep`` is violated there)."""
         slack = self.rows.slack_at(z)
         return slack, bool(((slack < -1e-9) & ~keep).any())
+
+    @staticmethod
+    def _added(slack, keep):
+        """The rows outside the working set ``keep`` (updated) that are violated or nearly active at a
+        point with rows' ``slack`` there (m,): the violated rows and their near neighbours."""
+        add = np.flatnonzero((slack < _WS_ADD) & ~keep)
+        keep[add] = True
+        return add
 
     def solve(self, xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
         """The LP with the jerk rows' tangents at ``xbar_pts`` (K,); objective: at the first LP (``zfull``
@@ -136,18 +148,27 @@ class _WorkingSetLP:
             # the previous LP's final basis often stays optimal (the last SLP iterations move little): then its
             # vertex is this LP's answer, without HiGHS (which would take no iteration from it)
             z = basis_vertex(cost, r.A_eq, rows_k, lo_t, hi_t, basis, r.grid_key)
-            if z is not None and not self._outside(z, keep)[1]:
-                res, rounds, final = lp_result(0, z, "Optimal (the previous LP's basis)"), 1, basis
+            if z is not None:
+                slack, violated = self._outside(z, keep)
+                if not violated:
+                    res, rounds, final = lp_result(0, z, "Optimal (the previous LP's basis)"), 1, basis
+                else:
+                    # optimal on the working set but violating rows outside it: HiGHS, started from that
+                    # basis, would stop at this vertex first; the rows go in before it starts (basic: the
+                    # basis stays one, dual feasible)
+                    add = self._added(slack, keep)
+                    order = np.concatenate((order, add))
+                    basis = (basis[0], np.concatenate((basis[1], np.full(add.shape[0], HighsLP.BASIC, np.int8))))
+                    rows_k = r.take(order)
         if res is None:
-            lpk = HighsLP(cost, r.A_eq, rows_k, lo_t, hi_t, basis, alien=guessed)
+            lpk = HighsLP(cost, r.A_eq, rows_k, lo_t, hi_t, basis)
             res = lpk.solve()
             rounds = 1
             while res.status == 0:
                 slack, violated = self._outside(res.x, keep)
                 if not violated:
                     break
-                add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
-                keep[add] = True
+                add = self._added(slack, keep)
                 order = np.concatenate((order, add))
                 res = lpk.add_rows_and_solve(r.take(add))  # from the last basis (dual simplex)
                 rounds += 1
