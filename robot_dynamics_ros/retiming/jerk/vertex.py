@@ -152,6 +152,90 @@ def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band, y):  # pragm
     return True
 
 
+#: HighsBasisStatus values (:class:`HighsLP`), as compile-time constants of the kernels
+_LOWER, _BASIC, _UPPER = HighsLP.LOWER, HighsLP.BASIC, HighsLP.UPPER
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, col_status, row_status, by_key,
+                           max_band, primal_tol, dual_tol, z):  # pragma: no cover - compiled
+    # basis_vertex's test, z (nv,) filled with the vertex; True where the basis is optimal (see there)
+    nv = cost.shape[0]
+    me = eq_ptr.shape[0] - 1
+    m = b.shape[0]
+    for r in range(me):
+        if row_status[r] == _BASIC:
+            return False
+    basic = np.empty(nv, np.bool_)
+    nb = 0
+    for c in range(nv):
+        basic[c] = col_status[c] == _BASIC
+        if basic[c]:
+            z[c] = 0.0
+            nb += 1
+        else:
+            z[c] = hi[c] if col_status[c] == _UPPER else lo[c]
+            if not np.isfinite(z[c]):
+                return False
+    nact = 0
+    for r in range(m):
+        nact += row_status[me + r] != _BASIC
+    if me + nact != nb:
+        return False
+    # the active rows' entries: the equalities, then the active ≤ rows (row index in that order)
+    ne = eq_ptr[me] + 3 * nact
+    ri = np.empty(ne, np.int64)
+    ci = np.empty(ne, np.int64)
+    vi = np.empty(ne)
+    rhs = np.zeros(nb)
+    e = 0
+    for r in range(me):
+        for k in range(eq_ptr[r], eq_ptr[r + 1]):
+            ri[e] = r
+            ci[e] = eq_idx[k]
+            vi[e] = eq_val[k]
+            e += 1
+    a = me
+    for r in range(m):
+        if row_status[me + r] != _BASIC:
+            rhs[a] = b[r]
+            for k in range(3):
+                ri[e] = a
+                ci[e] = cols[r, k]
+                vi[e] = data[r, k]
+                e += 1
+            a += 1
+    # the basic columns' positions among the unknowns: in the order of their keys
+    rank = np.zeros(nv, np.int64)
+    nxt = 0
+    for c in by_key:
+        if basic[c]:
+            rank[c] = nxt
+            nxt += 1
+    y = np.empty(nb)
+    if not _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band, y):
+        return False
+    for c in range(nv):
+        if not np.isfinite(z[c]) or z[c] < lo[c] - primal_tol or z[c] > hi[c] + primal_tol:
+            return False
+    for r in range(nb):
+        if not np.isfinite(y[r]) or (r >= me and y[r] > dual_tol):
+            return False
+    for r in range(m):
+        if b[r] - (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]]) < -primal_tol:
+            return False
+    # reduced costs c − Aᵀ y of the nonbasic columns
+    d = cost.copy()
+    for k in range(ne):
+        d[ci[k]] -= vi[k] * y[ri[k]]
+    for c in range(nv):
+        if basic[c] or lo[c] == hi[c]:
+            continue
+        if (col_status[c] == _UPPER and d[c] > dual_tol) or (col_status[c] != _UPPER and d[c] < -dual_tol):
+            return False
+    return True
+
+
 def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
     """The optimum of the LP of :class:`~robot_dynamics_ros.retiming.jerk.highs.HighsLP` (same arguments:
     min cost·z, A_eq z = 0, rows A z ≤ b, lo ≤ z ≤ hi) if ``basis`` (col_status, row_status) is an optimal
@@ -163,41 +247,15 @@ def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
     ≤ :data:`DUAL_TOL`, the reduced costs of the columns at their lower bound ≥ −DUAL_TOL and at their upper
     bound ≤ DUAL_TOL; fixed columns either). ``key`` (nv,): an order of the columns in which every row's
     columns are close together (the gridpoint of each variable). None also where the basis is not square, the
-    band is wider than ``_MAX_BAND`` or the matrix singular.
+    band is wider than ``_MAX_BAND`` or the matrix singular. Compiled (:func:`_optimal_vertex_kernel`).
     """
     col_status, row_status = basis
     cols, data, b = rows
-    me = A_eq.shape[0]
-    if (row_status[:me] == HighsLP.BASIC).any():
-        return None
-    basic = col_status == HighsLP.BASIC
-    upper = col_status == HighsLP.UPPER
-    z = np.where(basic, 0.0, np.where(upper, hi, lo))
-    act = np.flatnonzero(row_status[me:] != HighsLP.BASIC)
-    nb = int(basic.sum())
-    if me + act.shape[0] != nb or not np.isfinite(z).all():
-        return None
-    # the active rows' entries: the equalities, then the active ≤ rows (row index in that order)
-    ri = np.concatenate((np.repeat(np.arange(me), np.diff(A_eq.indptr)), np.repeat(np.arange(me, nb), 3)))
-    ci = np.concatenate((A_eq.indices, cols[act].ravel())).astype(np.int64)
-    vi = np.concatenate((A_eq.data, data[act].ravel()))
-    bcols = np.flatnonzero(basic)
-    rank = np.zeros(cost.shape[0], np.int64)
-    rank[bcols[np.argsort(key[bcols], kind="stable")]] = np.arange(nb)
-    y = np.empty(nb)
-    if not _vertex_kernel(ri, ci, vi, np.concatenate((np.zeros(me), b[act])), basic, rank, z,
-                          np.ascontiguousarray(cost, float), _MAX_BAND, y):
-        return None
-    if not (np.isfinite(z).all() and np.isfinite(y).all()):
-        return None
-    if (z < lo - PRIMAL_TOL).any() or (z > hi + PRIMAL_TOL).any() or (y[me:] > DUAL_TOL).any():
-        return None
-    if (b - (data * z[cols]).sum(axis=1) < -PRIMAL_TOL).any():
-        return None
-    # reduced costs c − Aᵀ y of the nonbasic columns
-    d = cost - np.bincount(ci, vi * y[ri], minlength=cost.shape[0])
-    fixed = lo == hi
-    lower = ~basic & ~upper & ~fixed
-    if (lower & (d < -DUAL_TOL)).any() or (upper & ~fixed & (d > DUAL_TOL)).any():
+    z = np.empty(cost.shape[0])
+    if not _optimal_vertex_kernel(np.ascontiguousarray(cost, float), A_eq.indptr, A_eq.indices, A_eq.data,
+                                  np.ascontiguousarray(cols), np.ascontiguousarray(data, float),
+                                  np.ascontiguousarray(b, float), np.asarray(lo, float), np.asarray(hi, float),
+                                  col_status, row_status, np.argsort(key, kind="stable"), _MAX_BAND, PRIMAL_TOL,
+                                  DUAL_TOL, z):
         return None
     return z
