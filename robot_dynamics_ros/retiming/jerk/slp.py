@@ -11,7 +11,7 @@ import numpy as np
 from robot_dynamics_ros.retiming.jerk.highs import HighsLP, lp_result
 from robot_dynamics_ros.retiming.jerk.profile import JerkSolution, stage_times, time_gradient
 from robot_dynamics_ros.retiming.jerk.rows import JerkRows, build_rows
-from robot_dynamics_ros.retiming.jerk.vertex import basis_vertex
+from robot_dynamics_ros.retiming.jerk.vertex import dual_simplex
 
 #: working set of an LP: the rows whose slack (rows scaled to a largest coefficient of 1) at the previous
 #: answer is below this, and the least-slack jerk rows of each stage (:meth:`JerkRows.working_set`); rows
@@ -22,12 +22,22 @@ _WS_SLACK = 0.05
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
+#: dual simplex pivots from a dual feasible basis before HiGHS takes over (each refactorizes the band matrix:
+#: ~10–40 µs at 40–200 gridpoints; the LPs after the first of a solve take a few)
+_PIVOTS = 30
 #: the first linearization point comes from the problem on the knots (where at most half the gridpoints)
 #: or every _COARSE-th gridpoint (paths of at least _COARSE_MIN gridpoints, recursively), solved with at
 #: most _COARSE_ITERATIONS SLP iterations
 _COARSE = 4
 _COARSE_MIN = 40
 _COARSE_ITERATIONS = 4
+
+
+def _extended(order, basis, add):
+    """The rows ``order`` and their ``basis`` (col_status, row_status) with the rows ``add`` appended, basic (a
+    basis of the larger model, dual feasible where ``basis`` was)."""
+    return np.concatenate((order, add)), (basis[0], np.concatenate((basis[1], np.full(add.shape[0], HighsLP.BASIC,
+                                                                                       np.int8))))
 
 
 class _WorkingSetLP:
@@ -115,6 +125,22 @@ class _WorkingSetLP:
         slack = self.rows.slack_at(z)
         return slack, bool(((slack < -1e-9) & ~keep).any())
 
+    def _pivots(self, cost, lo, hi, order, basis, keep):
+        """This LP's answer by dual simplex pivots (:func:`~robot_dynamics_ros.retiming.jerk.vertex.dual_simplex`)
+        from ``basis`` on the rows ``order``, the rows outside the working set ``keep`` it violates added (basic:
+        the basis stays dual feasible) and pivoted on until none is. Returns (z (nv,) or None, the basis
+        reached, its rows): None where the pivots fail (HiGHS then goes on from the basis reached)."""
+        r = self.rows
+        while True:
+            z, basis = dual_simplex(cost, r.A_eq, r.take(order), lo, hi, basis, r.grid_key, _PIVOTS)
+            self.ws["lps"] += 1
+            if z is None:
+                return None, basis, order
+            slack, violated = self._outside(z, keep)
+            if not violated:
+                return z, basis, order
+            order, basis = _extended(order, basis, self._added(slack, keep))
+
     @staticmethod
     def _added(slack, keep):
         """The rows outside the working set ``keep`` (updated) that are violated or nearly active at a
@@ -142,41 +168,35 @@ class _WorkingSetLP:
             lo_t[1:N - 1] = np.minimum(np.maximum(r.lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         slack, keep = r.working_set(z0, _WS_SLACK)
         order, basis, guessed = self._start(keep, slack, guess)
-        rows_k = r.take(order)
-        res = None
+        z, final, res = None, basis, None
         if basis is not None and not guessed:
-            # the previous LP's final basis often stays optimal (the last SLP iterations move little): then its
-            # vertex is this LP's answer, without HiGHS (which would take no iteration from it)
-            z = basis_vertex(cost, r.A_eq, rows_k, lo_t, hi_t, basis, r.grid_key)
-            if z is not None:
-                slack, violated = self._outside(z, keep)
-                if not violated:
-                    res, rounds, final = lp_result(0, z, "Optimal (the previous LP's basis)"), 1, basis
-                else:
-                    # optimal on the working set but violating rows outside it: HiGHS, started from that
-                    # basis, would stop at this vertex first; the rows go in before it starts (basic: the
-                    # basis stays one, dual feasible)
-                    add = self._added(slack, keep)
-                    order = np.concatenate((order, add))
-                    basis = (basis[0], np.concatenate((basis[1], np.full(add.shape[0], HighsLP.BASIC, np.int8))))
-                    rows_k = r.take(order)
-        if res is None:
-            lpk = HighsLP(cost, r.A_eq, rows_k, lo_t, hi_t, basis)
+            # the previous LP's final basis often stays optimal, or dual feasible a few pivots from the optimum
+            # (the last SLP iterations move little): then no HiGHS, whose model set-up and factorization alone
+            # cost ~0.5 ms at 200 gridpoints
+            z, final, order = self._pivots(cost, lo_t, hi_t, order, basis, keep)
+        while z is None:
+            lpk = HighsLP(cost, r.A_eq, r.take(order), lo_t, hi_t, final)  # from the basis reached, if any
             res = lpk.solve()
-            rounds = 1
-            while res.status == 0:
-                slack, violated = self._outside(res.x, keep)
-                if not violated:
-                    break
-                add = self._added(slack, keep)
+            ws["lps"] += 1
+            if res.status != 0:
+                final = None
+                break
+            final = lpk.basis()
+            slack, violated = self._outside(res.x, keep)
+            if not violated:
+                z = res.x
+                break
+            add = self._added(slack, keep)
+            if final is None:  # HiGHS has no basis to go on from: again on the larger working set
                 order = np.concatenate((order, add))
-                res = lpk.add_rows_and_solve(r.take(add))  # from the last basis (dual simplex)
-                rounds += 1
-            final = lpk.basis() if res.status == 0 else None
-        if res.status == 0:
+                continue
+            # HiGHS's optimal basis with the added rows basic is dual feasible: dual simplex pivots from it
+            order, final = _extended(order, final, add)
+            z, final, order = self._pivots(cost, lo_t, hi_t, order, final, keep)
+        if z is not None:
+            res = lp_result(0, z, "Optimal")
             ws["basis"] = final
             ws["order"], ws["shape"] = (order if final is not None else None), r.data.shape
-        ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
 

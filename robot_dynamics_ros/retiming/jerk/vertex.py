@@ -1,13 +1,16 @@
-"""An LP's answer from a basis known to be optimal, without HiGHS: :func:`basis_vertex`.
+"""An LP's answer from a basis without HiGHS: :func:`basis_vertex` (a basis known to be optimal) and
+:func:`dual_simplex` (a dual feasible basis a few pivots from the optimum).
 
-The SLP's last iterations move the profile little, and the previous LP's final basis then often stays optimal
-for the next LP (new tangents, objective and trust region): HiGHS, started from it, takes no simplex
-iteration and returns its vertex, but building, scaling and factorizing its model costs ~0.7 ms at 200
-gridpoints. Here the vertex is solved for directly and the basis checked for optimality (compiled, ~50 µs);
-where it is not optimal the caller solves the LP with HiGHS. Every row holds the variables of one
-stage, so with the variables ordered by gridpoint and the rows by their first variable the active rows make a
-banded matrix: a banded LU with partial pivoting (LAPACK's gbtf2 / gbtrs, written out) solves for the vertex
-and, transposed, for the rows' multipliers.
+The SLP's last iterations move the profile little, and the previous LP's final basis then often stays optimal,
+or dual feasible, for the next LP (new tangents, objective and trust region); an optimal basis with violated
+rows added basic (the working-set step) is dual feasible too. HiGHS, started from such a basis, takes none or
+a few simplex iterations, but building, scaling and factorizing its model costs ~0.5 ms at 200 gridpoints.
+Here the vertex is solved for directly, the basis checked for optimality and, where it is dual but not primal
+feasible, dual simplex pivots taken (compiled, ~20–50 µs per pivot at 200 gridpoints); where that fails the
+caller solves the LP with HiGHS. Every row holds the variables of one stage, so with the variables ordered
+by gridpoint and the rows by their first variable the active rows make a banded matrix: a banded LU with
+partial pivoting (LAPACK's gbtf2 / gbtrs, written out) solves for the vertex and, transposed, for the rows'
+multipliers and a pivot's row.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from numba import njit
 
 from robot_dynamics_ros.retiming.jerk.highs import HighsLP
 
-__all__ = ["basis_vertex", "PRIMAL_TOL", "DUAL_TOL"]
+__all__ = ["basis_vertex", "dual_simplex", "PRIMAL_TOL", "DUAL_TOL"]
 
 #: primal feasibility tolerance (absolute: every row is scaled to a largest coefficient of 1), HiGHS's
 #: (``primal_feasibility_tolerance``): the vertex meets the rows as closely as HiGHS's own answer would
@@ -26,6 +29,11 @@ PRIMAL_TOL = 1e-7
 DUAL_TOL = 1e-9
 #: wider bands (the active rows of some stages unevenly spread) go to HiGHS
 _MAX_BAND = 64
+#: smallest |rate| of an entering quantity in a dual simplex pivot (the rows are scaled to a largest
+#: coefficient of 1): a smaller pivot is refused, as HiGHS's ``small_matrix_value``-sized entries are
+_PIVOT_TOL = 1e-9
+#: dual infeasibility a basis on the way to the optimum may have (HiGHS's ``dual_feasibility_tolerance``)
+_DUAL_TOL_PIVOTS = 1e-7
 
 
 @njit(cache=True, nogil=True)
@@ -95,20 +103,14 @@ def _band_solve(ab, kl, ku, n, ipiv, x, trans):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band, y):  # pragma: no cover - compiled
-    # the active rows' entries (row ri, column ci, value vi; nb rows), their bound rhs (nb,), the basic
-    # columns (basic) and their order (rank: position among the unknowns), z (nv,) holding the nonbasic
-    # columns' values: fills z's basic entries and the rows' multipliers y (nb,); returns False where the band
-    # is wider than max_band or the matrix singular
-    nb = rhs.shape[0]
-    b = rhs.copy()
+def _band_factor(ri, ci, vi, basic, rank, nb, max_band):  # pragma: no cover - compiled
+    # the active rows' entries (row ri, column ci, value vi; nb rows) restricted to the basic columns (basic;
+    # rank: a column's position among the unknowns) as a band matrix, LU-factorized: (ab, kl, ku, ipiv, row_rank
+    # (the rows' positions), ok); not ok where the band is wider than max_band or the matrix singular
     first = np.full(nb, nb, np.int64)
     for e in range(ri.shape[0]):
-        c = ci[e]
-        if basic[c]:
-            first[ri[e]] = min(first[ri[e]], rank[c])
-        else:
-            b[ri[e]] -= vi[e] * z[c]
+        if basic[ci[e]]:
+            first[ri[e]] = min(first[ri[e]], rank[ci[e]])
     # the rows' ranks: by first unknown, ties in row order (a counting sort; every row has a basic entry in a
     # nonsingular matrix, first == nb otherwise and the band check or the LU refuses it)
     count = np.zeros(nb + 2, np.int64)
@@ -127,29 +129,15 @@ def _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band, y):  # pragm
             d = row_rank[ri[e]] - rank[ci[e]]
             kl = max(kl, d)
             ku = max(ku, -d)
+    ipiv = np.empty(nb, np.int64)
     if kl + ku > max_band:
-        return False
+        return np.zeros((1, 1)), kl, ku, ipiv, row_rank, False
     ab = np.zeros((2 * kl + ku + 1, nb))
     for e in range(ri.shape[0]):
         c = ci[e]
         if basic[c]:
             ab[kl + ku + row_rank[ri[e]] - rank[c], rank[c]] += vi[e]
-    ipiv = np.empty(nb, np.int64)
-    if not _band_lu(ab, kl, ku, nb, ipiv):
-        return False
-    x = np.empty(nb)
-    for r in range(nb):
-        x[row_rank[r]] = b[r]
-    _band_solve(ab, kl, ku, nb, ipiv, x, False)
-    yp = np.zeros(nb)
-    for c in range(z.shape[0]):
-        if basic[c]:
-            z[c] = x[rank[c]]
-            yp[rank[c]] = cost[c]
-    _band_solve(ab, kl, ku, nb, ipiv, yp, True)
-    for r in range(nb):
-        y[r] = yp[row_rank[r]]
-    return True
+    return ab, kl, ku, ipiv, row_rank, _band_lu(ab, kl, ku, nb, ipiv)
 
 
 #: HighsBasisStatus values (:class:`HighsLP`), as compile-time constants of the kernels
@@ -157,37 +145,17 @@ _LOWER, _BASIC, _UPPER = HighsLP.LOWER, HighsLP.BASIC, HighsLP.UPPER
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, col_status, row_status, by_key,
-                           max_band, primal_tol, dual_tol, z):  # pragma: no cover - compiled
-    # basis_vertex's test, z (nv,) filled with the vertex; True where the basis is optimal (see there)
-    nv = cost.shape[0]
+def _active_entries(eq_ptr, eq_idx, eq_val, cols, data, b, row_status, nb):  # pragma: no cover - compiled
+    # the active rows' entries (ri, ci, vi): the equalities, then the active ≤ rows (row index a in that order),
+    # their right-hand sides (nb,) and the ≤ row of each active row (-1: an equality)
     me = eq_ptr.shape[0] - 1
     m = b.shape[0]
-    for r in range(me):
-        if row_status[r] == _BASIC:
-            return False
-    basic = np.empty(nv, np.bool_)
-    nb = 0
-    for c in range(nv):
-        basic[c] = col_status[c] == _BASIC
-        if basic[c]:
-            z[c] = 0.0
-            nb += 1
-        else:
-            z[c] = hi[c] if col_status[c] == _UPPER else lo[c]
-            if not np.isfinite(z[c]):
-                return False
-    nact = 0
-    for r in range(m):
-        nact += row_status[me + r] != _BASIC
-    if me + nact != nb:
-        return False
-    # the active rows' entries: the equalities, then the active ≤ rows (row index in that order)
-    ne = eq_ptr[me] + 3 * nact
+    ne = eq_ptr[me] + 3 * (nb - me)
     ri = np.empty(ne, np.int64)
     ci = np.empty(ne, np.int64)
     vi = np.empty(ne)
     rhs = np.zeros(nb)
+    which = np.full(nb, -1, np.int64)
     e = 0
     for r in range(me):
         for k in range(eq_ptr[r], eq_ptr[r + 1]):
@@ -199,41 +167,187 @@ def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, 
     for r in range(m):
         if row_status[me + r] != _BASIC:
             rhs[a] = b[r]
+            which[a] = r
             for k in range(3):
                 ri[e] = a
                 ci[e] = cols[r, k]
                 vi[e] = data[r, k]
                 e += 1
             a += 1
-    # the basic columns' positions among the unknowns: in the order of their keys
-    rank = np.zeros(nv, np.int64)
-    nxt = 0
-    for c in by_key:
+    return ri, ci, vi, rhs, which
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _leaving(z, basic, lo, hi, cols, data, b, row_status, me, primal_tol):  # pragma: no cover - compiled
+    # the most violated basic quantity at z: (column c or -1, ≤ row r or -1, direction +1 / -1 it must move
+    # (up to lo, down to hi or b)); (-1, -1, 0) where z is primal feasible within primal_tol
+    worst = primal_tol
+    lc, lr, direction = -1, -1, 0
+    for c in range(z.shape[0]):
         if basic[c]:
-            rank[c] = nxt
-            nxt += 1
-    y = np.empty(nb)
-    if not _vertex_kernel(ri, ci, vi, rhs, basic, rank, z, cost, max_band, y):
-        return False
-    for c in range(nv):
-        if not np.isfinite(z[c]) or z[c] < lo[c] - primal_tol or z[c] > hi[c] + primal_tol:
+            if lo[c] - z[c] > worst:
+                worst, lc, lr, direction = lo[c] - z[c], c, -1, 1
+            elif z[c] - hi[c] > worst:
+                worst, lc, lr, direction = z[c] - hi[c], c, -1, -1
+    for r in range(b.shape[0]):
+        over = (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]]) - b[r]
+        if row_status[me + r] == _BASIC and over > worst:
+            worst, lc, lr, direction = over, -1, r, -1
+    return lc, lr, direction
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, col_status, row_status, by_key,
+                           max_band, primal_tol, dual_tol, max_pivots, z):  # pragma: no cover - compiled
+    # basis_vertex's test and dual_simplex's pivots: z (nv,) filled with the vertex, col_status and row_status
+    # (the basis) updated in place by the pivots; True where the final basis is optimal (see basis_vertex)
+    nv = cost.shape[0]
+    me = eq_ptr.shape[0] - 1
+    m = b.shape[0]
+    for r in range(me):
+        if row_status[r] == _BASIC:
             return False
-    for r in range(nb):
-        if not np.isfinite(y[r]) or (r >= me and y[r] > dual_tol):
+    basic = np.empty(nv, np.bool_)
+    rank = np.zeros(nv, np.int64)
+    d = np.empty(nv)
+    alpha = np.empty(nv)
+    for pivot in range(max_pivots + 1):
+        nb = 0
+        for c in range(nv):
+            basic[c] = col_status[c] == _BASIC
+            if basic[c]:
+                z[c] = 0.0
+                nb += 1
+            else:
+                z[c] = hi[c] if col_status[c] == _UPPER else lo[c]
+                if not np.isfinite(z[c]):
+                    return False
+        nact = 0
+        for r in range(m):
+            nact += row_status[me + r] != _BASIC
+        if me + nact != nb:
             return False
-    for r in range(m):
-        if b[r] - (data[r, 0] * z[cols[r, 0]] + data[r, 1] * z[cols[r, 1]] + data[r, 2] * z[cols[r, 2]]) < -primal_tol:
+        ri, ci, vi, rhs, which = _active_entries(eq_ptr, eq_idx, eq_val, cols, data, b, row_status, nb)
+        # the basic columns' positions among the unknowns: in the order of their keys
+        nxt = 0
+        for c in by_key:
+            if basic[c]:
+                rank[c] = nxt
+                nxt += 1
+        ab, kl, ku, ipiv, row_rank, ok = _band_factor(ri, ci, vi, basic, rank, nb, max_band)
+        if not ok:
             return False
-    # reduced costs c − Aᵀ y of the nonbasic columns
-    d = cost.copy()
-    for k in range(ne):
-        d[ci[k]] -= vi[k] * y[ri[k]]
-    for c in range(nv):
-        if basic[c] or lo[c] == hi[c]:
-            continue
-        if (col_status[c] == _UPPER and d[c] > dual_tol) or (col_status[c] != _UPPER and d[c] < -dual_tol):
+        # the vertex: B z_C = rhs − A_N z_N; the multipliers: Bᵀ y = c_C
+        x = np.empty(nb)
+        for e in range(ri.shape[0]):
+            if not basic[ci[e]]:
+                rhs[ri[e]] -= vi[e] * z[ci[e]]
+        for r in range(nb):
+            x[row_rank[r]] = rhs[r]
+        _band_solve(ab, kl, ku, nb, ipiv, x, False)
+        yp = np.zeros(nb)
+        for c in range(nv):
+            if basic[c]:
+                z[c] = x[rank[c]]
+                yp[rank[c]] = cost[c]
+        _band_solve(ab, kl, ku, nb, ipiv, yp, True)
+        y = np.empty(nb)
+        for r in range(nb):
+            y[r] = yp[row_rank[r]]
+            if not np.isfinite(y[r]):
+                return False
+        for c in range(nv):
+            if not np.isfinite(z[c]):
+                return False
+        # dual feasibility: the multipliers of the active ≤ rows and the reduced costs c − Aᵀ y of the nonbasic
+        # columns; the pivots keep it within HiGHS's tolerance (_DUAL_TOL_PIVOTS: rounding in near-degenerate
+        # pivots), the answer is accepted within dual_tol only
+        worst = 0.0
+        for r in range(me, nb):
+            worst = max(worst, y[r])
+        for c in range(nv):
+            d[c] = cost[c]
+        for e in range(ri.shape[0]):
+            d[ci[e]] -= vi[e] * y[ri[e]]
+        for c in range(nv):
+            if not basic[c] and lo[c] != hi[c]:
+                worst = max(worst, d[c] if col_status[c] == _UPPER else -d[c])
+        if worst > _DUAL_TOL_PIVOTS:
             return False
-    return True
+        lc, lr, direction = _leaving(z, basic, lo, hi, cols, data, b, row_status, me, primal_tol)
+        if direction == 0:
+            return worst <= dual_tol  # primal and dual feasible: optimal
+        if pivot == max_pivots:
+            return False
+        # the pivot row: the rate of change of the leaving quantity L (z_lc, or row lr's value A_lr z) per unit
+        # step of each nonbasic quantity: π = B⁻ᵀ e_lc resp. B⁻ᵀ A_lr,Cᵀ, then dL/dz_j = A_lr,j − πᵀ A_j (the
+        # first term for a row only) and dL/ds_a = −π_a for an active row's slack s_a ≥ 0
+        t = np.zeros(nb)
+        if lc >= 0:
+            t[rank[lc]] = 1.0
+        else:
+            for k in range(3):
+                if basic[cols[lr, k]]:
+                    t[rank[cols[lr, k]]] += data[lr, k]
+        _band_solve(ab, kl, ku, nb, ipiv, t, True)
+        pi = np.empty(nb)
+        for r in range(nb):
+            pi[r] = t[row_rank[r]]
+        for c in range(nv):
+            alpha[c] = 0.0
+        if lr >= 0:
+            for k in range(3):
+                alpha[cols[lr, k]] += data[lr, k]
+        for e in range(ri.shape[0]):
+            alpha[ci[e]] -= pi[ri[e]] * vi[e]
+        # dual ratio test (Harris's two passes): the entering quantity, among those whose allowed step moves L
+        # towards its bound, is the one whose dual slack (reduced cost in its allowed direction) reaches 0
+        # first, the largest |rate| among the near-ties
+        bound = np.inf
+        for phase in range(2):
+            best_rate, enter_c, enter_a = 0.0, -1, -1
+            for c in range(nv):
+                if basic[c] or lo[c] == hi[c]:
+                    continue
+                step = -1.0 if col_status[c] == _UPPER else 1.0
+                rate = alpha[c] * step * direction
+                if rate > _PIVOT_TOL:
+                    dual_slack = max(d[c] * step, 0.0)
+                    if phase == 0:
+                        bound = min(bound, (dual_slack + 0.5 * dual_tol) / rate)
+                    elif dual_slack / rate <= bound and rate > best_rate:
+                        best_rate, enter_c, enter_a = rate, c, -1
+            for a in range(me, nb):
+                rate = -pi[a] * direction
+                if rate > _PIVOT_TOL:
+                    dual_slack = max(-y[a], 0.0)
+                    if phase == 0:
+                        bound = min(bound, (dual_slack + 0.5 * dual_tol) / rate)
+                    elif dual_slack / rate <= bound and rate > best_rate:
+                        best_rate, enter_c, enter_a = rate, -1, a
+        if enter_c < 0 and enter_a < 0:
+            return False  # no entering quantity: the LP is infeasible (or numerically so); HiGHS decides
+        if lc >= 0:
+            col_status[lc] = _LOWER if direction > 0 else _UPPER
+        else:
+            row_status[me + lr] = _UPPER
+        if enter_c >= 0:
+            col_status[enter_c] = _BASIC
+        else:
+            row_status[me + which[enter_a]] = _BASIC
+    return False
+
+
+def _run(cost, A_eq, rows, lo, hi, basis, key, max_pivots):
+    col_status, row_status = basis
+    cols, data, b = rows
+    z = np.empty(cost.shape[0])
+    ok = _optimal_vertex_kernel(np.ascontiguousarray(cost, float), A_eq.indptr, A_eq.indices, A_eq.data,
+                                np.ascontiguousarray(cols), np.ascontiguousarray(data, float),
+                                np.ascontiguousarray(b, float), np.asarray(lo, float), np.asarray(hi, float),
+                                col_status, row_status, np.argsort(key, kind="stable"), _MAX_BAND, PRIMAL_TOL,
+                                DUAL_TOL, max_pivots, z)
+    return z if ok else None
 
 
 def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
@@ -249,13 +363,15 @@ def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
     columns are close together (the gridpoint of each variable). None also where the basis is not square, the
     band is wider than ``_MAX_BAND`` or the matrix singular. Compiled (:func:`_optimal_vertex_kernel`).
     """
-    col_status, row_status = basis
-    cols, data, b = rows
-    z = np.empty(cost.shape[0])
-    if not _optimal_vertex_kernel(np.ascontiguousarray(cost, float), A_eq.indptr, A_eq.indices, A_eq.data,
-                                  np.ascontiguousarray(cols), np.ascontiguousarray(data, float),
-                                  np.ascontiguousarray(b, float), np.asarray(lo, float), np.asarray(hi, float),
-                                  col_status, row_status, np.argsort(key, kind="stable"), _MAX_BAND, PRIMAL_TOL,
-                                  DUAL_TOL, z):
-        return None
-    return z
+    return _run(cost, A_eq, rows, lo, hi, (basis[0].copy(), basis[1].copy()), key, 0)
+
+
+def dual_simplex(cost, A_eq, rows, lo, hi, basis, key, max_pivots):
+    """The LP of :func:`basis_vertex` from a dual feasible ``basis`` (col_status, row_status; e.g. an optimal
+    basis of the LP with fewer rows, the added rows basic) by at most ``max_pivots`` dual simplex pivots
+    (the most violated basic quantity leaves, Harris's ratio test picks the entering one; each pivot
+    refactorizes the band matrix). Returns (z (nv,) or None, the basis reached): z where that basis passes
+    :func:`basis_vertex`'s test (the LP's optimum), None where a basis on the way is not dual feasible (the
+    cost changed), more pivots are needed, the LP is infeasible or the band matrix too wide or singular."""
+    reached = (basis[0].copy(), basis[1].copy())
+    return _run(cost, A_eq, rows, lo, hi, reached, key, max_pivots), reached
