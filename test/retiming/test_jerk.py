@@ -317,13 +317,14 @@ def test_dual_simplex_from_a_dual_feasible_basis_reaches_the_highs_optimum():
     the ≤ rows with the other rows added basic (the working-set step: dual feasible, added rows violated at
     its vertex), and from the optimal basis with its most slack row moved just past HiGHS's answer (new
     tangents), it ends at HiGHS's optimum (objective and answer), or refuses (None) where HiGHS finds the
-    moved LP infeasible; from an optimal basis under the negated cost (not dual feasible) it refuses. Half
-    the draws fix a column."""
+    moved LP infeasible; from an optimal basis under the negated cost (not dual feasible: bounds flipped,
+    slacks put at an artificial bound) it ends at HiGHS's optimum of the negated LP or refuses (an
+    artificial bound still active, more pivots needed). Half the draws fix a column."""
     from robot_dynamics_ros.retiming.jerk.highs import HighsLP
     from robot_dynamics_ros.retiming.jerk.vertex import dual_simplex
 
     rng = np.random.default_rng(17)
-    added = pivoted = moved = infeasible = refused = 0
+    added = pivoted = moved = infeasible = refused = flipped = 0
     for draw in range(40):
         A_eq, (cols, data, b), lo, hi = _random_lp(rng, upper=2.0, fixed_first=draw % 2 == 1)
         nv, m = lo.shape[0], b.shape[0]
@@ -347,7 +348,13 @@ def test_dual_simplex_from_a_dual_feasible_basis_reaches_the_highs_optimum():
         added += 1
         pivoted += int((reached[1] != start[1]).any())
         basis = full.basis()
-        refused += dual_simplex(-cost, A_eq, (cols, data, b), lo, hi, basis, key, 50)[0] is None
+        other, _ = dual_simplex(-cost, A_eq, (cols, data, b), lo, hi, basis, key, 50)
+        if other is None:
+            refused += 1
+        else:  # reached through flipped bounds: then the negated LP's optimum
+            assert -cost @ other == pytest.approx(-cost @ HighsLP(-cost, A_eq, (cols, data, b), lo, hi).solve().x,
+                                                  abs=1e-9)
+            flipped += 1
         value = (data * best.x[cols]).sum(axis=1)
         k = int(np.argmax(b - value))
         b_moved = b.copy()
@@ -362,4 +369,5 @@ def test_dual_simplex_from_a_dual_feasible_basis_reaches_the_highs_optimum():
         else:
             assert target.status == 2 and z is None
             infeasible += 1
-    assert added >= 30 and pivoted >= 20 and moved >= 20 and infeasible >= 1 and refused >= 30
+    assert added >= 30 and pivoted >= 20 and moved >= 20 and infeasible >= 1 and refused + flipped >= 30
+    assert flipped >= 10 and refused >= 5

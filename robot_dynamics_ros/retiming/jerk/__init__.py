@@ -61,12 +61,12 @@ with little slack at the new profile added as basic): between iterations the act
 the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis (that basis
 stays one, so HiGHS takes it without a rank check). The first LP after a coarse start begins from a
 guessed basis: the least-slack row of each stage at the start profile active (a vertex has about one
-active row per stage), which HiGHS repairs where it is singular. Where a basis is dual feasible — the
-previous LP's final basis when the new objective and tangents leave it so (typically the SLP's later LPs),
-and every optimal basis with violated rows added basic — the pivots to the optimum are taken without HiGHS
-(:mod:`.vertex`: dual simplex on the banded matrix of the active rows, refactorized at each pivot; a
-confirming LP takes none): HiGHS's model set-up and first factorization alone cost more than the few pivots
-these LPs need. HiGHS takes over where a basis is not dual feasible or the pivots fail.
+active row per stage), which HiGHS repairs where it is singular. From the previous LP's final basis (the
+SLP's later LPs) and from every optimal basis with violated rows added basic, the pivots to the optimum are
+taken without HiGHS (:mod:`.vertex`: dual simplex on the banded matrix of the active rows, refactorized at
+each pivot; a start that is not dual feasible made so by flipping bounds; a confirming LP takes none):
+HiGHS's model set-up and first factorization alone cost more than the few pivots these LPs need. HiGHS
+takes over from the basis reached where the pivots fail.
 
 Data layout: every inequality row has three entries (the variables of one stage), so the rows are held as
 (m, 3) column and coefficient arrays, built once per solve; an LP takes a subset by row index, the jerk

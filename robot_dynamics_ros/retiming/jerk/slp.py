@@ -22,7 +22,7 @@ _WS_SLACK = 0.05
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
-#: dual simplex pivots from a dual feasible basis before HiGHS takes over (each refactorizes the band matrix:
+#: dual simplex pivots from a previous basis before HiGHS takes over (each refactorizes the band matrix:
 #: ~10–40 µs at 40–200 gridpoints; the LPs after the first of a solve take a few)
 _PIVOTS = 30
 #: the first linearization point comes from the problem on the knots (where at most half the gridpoints)
@@ -170,9 +170,9 @@ class _WorkingSetLP:
         order, basis, guessed = self._start(keep, slack, guess)
         z, final, res = None, basis, None
         if basis is not None and not guessed:
-            # the previous LP's final basis often stays optimal, or dual feasible a few pivots from the optimum
-            # (the last SLP iterations move little): then no HiGHS, whose model set-up and factorization alone
-            # cost ~0.5 ms at 200 gridpoints
+            # the previous LP's final basis is often optimal, or a few pivots from the optimum (the last SLP
+            # iterations move little): then no HiGHS, whose model set-up and factorization alone cost ~0.5 ms
+            # at 200 gridpoints
             z, final, order = self._pivots(cost, lo_t, hi_t, order, basis, keep)
         while z is None:
             lpk = HighsLP(cost, r.A_eq, r.take(order), lo_t, hi_t, final)  # from the basis reached, if any

@@ -34,6 +34,9 @@ _MAX_BAND = 64
 _PIVOT_TOL = 1e-9
 #: dual infeasibility a basis on the way to the optimum may have (HiGHS's ``dual_feasibility_tolerance``)
 _DUAL_TOL_PIVOTS = 1e-7
+#: artificial bound of the slack of an active row whose multiplier has the wrong sign at the start (the rows
+#: are scaled to a largest coefficient of 1): a dual simplex start from a basis that is not dual feasible
+_SLACK_BOX = 1.0
 
 
 @njit(cache=True, nogil=True)
@@ -166,7 +169,7 @@ def _active_entries(eq_ptr, eq_idx, eq_val, cols, data, b, row_status, nb):  # p
     a = me
     for r in range(m):
         if row_status[me + r] != _BASIC:
-            rhs[a] = b[r]
+            rhs[a] = b[r] - (_SLACK_BOX if row_status[me + r] == _LOWER else 0.0)
             which[a] = r
             for k in range(3):
                 ri[e] = a
@@ -194,6 +197,40 @@ def _leaving(z, basic, lo, hi, cols, data, b, row_status, me, primal_tol):  # pr
         if row_status[me + r] == _BASIC and over > worst:
             worst, lc, lr, direction = over, -1, r, -1
     return lc, lr, direction
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _entering(alpha, pi, d, y, basic, col_status, row_status, which, lo, hi, me, nb, direction,
+              dual_tol):  # pragma: no cover - compiled
+    # dual ratio test (Harris's two passes): the entering quantity, among those whose allowed step moves the
+    # leaving one (rates alpha per column, -pi per active row's slack) towards its bound (direction), is the
+    # one whose dual slack (reduced cost in its allowed direction) reaches 0 first, the largest |rate| among
+    # the near-ties: (column or -1, active row index or -1)
+    nv = alpha.shape[0]
+    bound = np.inf
+    best_rate, enter_c, enter_a = 0.0, -1, -1
+    for phase in range(2):
+        for c in range(nv):
+            if basic[c] or lo[c] == hi[c]:
+                continue
+            step = -1.0 if col_status[c] == _UPPER else 1.0
+            rate = alpha[c] * step * direction
+            if rate > _PIVOT_TOL:
+                dual_slack = max(d[c] * step, 0.0)
+                if phase == 0:
+                    bound = min(bound, (dual_slack + 0.5 * dual_tol) / rate)
+                elif dual_slack / rate <= bound and rate > best_rate:
+                    best_rate, enter_c, enter_a = rate, c, -1
+        for a in range(me, nb):
+            step = -1.0 if row_status[me + which[a]] == _LOWER else 1.0  # the slack's allowed step
+            rate = -pi[a] * step * direction
+            if rate > _PIVOT_TOL:
+                dual_slack = max(-y[a] * step, 0.0)
+                if phase == 0:
+                    bound = min(bound, (dual_slack + 0.5 * dual_tol) / rate)
+                elif dual_slack / rate <= bound and rate > best_rate:
+                    best_rate, enter_c, enter_a = rate, -1, a
+    return enter_c, enter_a
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -262,21 +299,36 @@ def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, 
         # dual feasibility: the multipliers of the active ≤ rows and the reduced costs c − Aᵀ y of the nonbasic
         # columns; the pivots keep it within HiGHS's tolerance (_DUAL_TOL_PIVOTS: rounding in near-degenerate
         # pivots), the answer is accepted within dual_tol only
-        worst = 0.0
-        for r in range(me, nb):
-            worst = max(worst, y[r])
         for c in range(nv):
             d[c] = cost[c]
         for e in range(ri.shape[0]):
             d[ci[e]] -= vi[e] * y[ri[e]]
+        worst, boxed, flipped = 0.0, 0, False
+        for a in range(me, nb):
+            at_box = row_status[me + which[a]] == _LOWER  # the row's slack at its artificial bound
+            boxed += at_box
+            v = -y[a] if at_box else y[a]
+            if v > _DUAL_TOL_PIVOTS and pivot == 0 and max_pivots > 0:
+                # a start that is not dual feasible (a new objective): the row's slack s ≥ 0 is boxed by
+                # s ≤ _SLACK_BOX and put at that bound, where its multiplier has the right sign; the answer
+                # must have left every such bound (else it is not this LP's optimum)
+                row_status[me + which[a]] = _LOWER
+                flipped = True
+            worst = max(worst, v)
         for c in range(nv):
             if not basic[c] and lo[c] != hi[c]:
-                worst = max(worst, d[c] if col_status[c] == _UPPER else -d[c])
+                v = d[c] if col_status[c] == _UPPER else -d[c]
+                if v > _DUAL_TOL_PIVOTS and pivot == 0 and max_pivots > 0 and np.isfinite(lo[c] + hi[c]):
+                    col_status[c] = _LOWER if col_status[c] == _UPPER else _UPPER  # to its other bound
+                    flipped = True
+                worst = max(worst, v)
+        if flipped:
+            continue  # the start with bounds flipped: dual feasible
         if worst > _DUAL_TOL_PIVOTS:
             return False
         lc, lr, direction = _leaving(z, basic, lo, hi, cols, data, b, row_status, me, primal_tol)
-        if direction == 0:
-            return worst <= dual_tol  # primal and dual feasible: optimal
+        if direction == 0:  # primal and dual feasible: optimal, unless an artificial bound is active
+            return boxed == 0 and worst <= dual_tol
         if pivot == max_pivots:
             return False
         # the pivot row: the rate of change of the leaving quantity L (z_lc, or row lr's value A_lr z) per unit
@@ -300,31 +352,8 @@ def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, 
                 alpha[cols[lr, k]] += data[lr, k]
         for e in range(ri.shape[0]):
             alpha[ci[e]] -= pi[ri[e]] * vi[e]
-        # dual ratio test (Harris's two passes): the entering quantity, among those whose allowed step moves L
-        # towards its bound, is the one whose dual slack (reduced cost in its allowed direction) reaches 0
-        # first, the largest |rate| among the near-ties
-        bound = np.inf
-        for phase in range(2):
-            best_rate, enter_c, enter_a = 0.0, -1, -1
-            for c in range(nv):
-                if basic[c] or lo[c] == hi[c]:
-                    continue
-                step = -1.0 if col_status[c] == _UPPER else 1.0
-                rate = alpha[c] * step * direction
-                if rate > _PIVOT_TOL:
-                    dual_slack = max(d[c] * step, 0.0)
-                    if phase == 0:
-                        bound = min(bound, (dual_slack + 0.5 * dual_tol) / rate)
-                    elif dual_slack / rate <= bound and rate > best_rate:
-                        best_rate, enter_c, enter_a = rate, c, -1
-            for a in range(me, nb):
-                rate = -pi[a] * direction
-                if rate > _PIVOT_TOL:
-                    dual_slack = max(-y[a], 0.0)
-                    if phase == 0:
-                        bound = min(bound, (dual_slack + 0.5 * dual_tol) / rate)
-                    elif dual_slack / rate <= bound and rate > best_rate:
-                        best_rate, enter_c, enter_a = rate, -1, a
+        enter_c, enter_a = _entering(alpha, pi, d, y, basic, col_status, row_status, which, lo, hi, me, nb,
+                                     direction, dual_tol)
         if enter_c < 0 and enter_a < 0:
             return False  # no entering quantity: the LP is infeasible (or numerically so); HiGHS decides
         if lc >= 0:
@@ -367,11 +396,17 @@ def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
 
 
 def dual_simplex(cost, A_eq, rows, lo, hi, basis, key, max_pivots):
-    """The LP of :func:`basis_vertex` from a dual feasible ``basis`` (col_status, row_status; e.g. an optimal
-    basis of the LP with fewer rows, the added rows basic) by at most ``max_pivots`` dual simplex pivots
-    (the most violated basic quantity leaves, Harris's ratio test picks the entering one; each pivot
-    refactorizes the band matrix). Returns (z (nv,) or None, the basis reached): z where that basis passes
-    :func:`basis_vertex`'s test (the LP's optimum), None where a basis on the way is not dual feasible (the
-    cost changed), more pivots are needed, the LP is infeasible or the band matrix too wide or singular."""
+    """The LP of :func:`basis_vertex` from ``basis`` (col_status, row_status; e.g. an optimal basis of the LP
+    with fewer rows, the added rows basic, or of the previous LP) by at most ``max_pivots`` dual simplex
+    pivots (the most violated basic quantity leaves, Harris's ratio test picks the entering one; each pivot
+    refactorizes the band matrix). A start that is not dual feasible is made so first: a column with the
+    wrong reduced-cost sign to its other bound (if finite), an active row whose multiplier has the wrong
+    sign to an artificial bound of its slack (:data:`_SLACK_BOX`) that the answer must have left.
+    Returns (z (nv,) or None, the basis reached, rows at an artificial bound back at b): z where that basis
+    passes :func:`basis_vertex`'s test (the LP's optimum), None where more pivots are needed, an artificial
+    bound is still active, the LP is infeasible or the band matrix too wide or singular."""
     reached = (basis[0].copy(), basis[1].copy())
-    return _run(cost, A_eq, rows, lo, hi, reached, key, max_pivots), reached
+    z = _run(cost, A_eq, rows, lo, hi, reached, key, max_pivots)
+    ineq = reached[1][A_eq.shape[0]:]
+    ineq[ineq == HighsLP.LOWER] = HighsLP.UPPER  # slacks at an artificial bound: back at their bound 0
+    return z, reached
