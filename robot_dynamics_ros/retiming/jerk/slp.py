@@ -125,14 +125,15 @@ class _WorkingSetLP:
         slack = self.rows.slack_at(z)
         return slack, bool(((slack < -1e-9) & ~keep).any())
 
-    def _pivots(self, cost, lo, hi, order, basis, keep):
-        """This LP's answer by dual simplex pivots (:func:`~robot_dynamics_ros.retiming.jerk.vertex.dual_simplex`)
+    def _pivots(self, cost, lo, hi, order, basis, keep, pivots):
+        """This LP's answer by at most ``pivots`` dual simplex pivots
+        (:func:`~robot_dynamics_ros.retiming.jerk.vertex.dual_simplex`; 0: ``basis`` is optimal or refused)
         from ``basis`` on the rows ``order``, the rows outside the working set ``keep`` it violates added (basic:
         the basis stays dual feasible) and pivoted on until none is. Returns (z (nv,) or None, the basis
         reached, its rows): None where the pivots fail (HiGHS then goes on from the basis reached)."""
         r = self.rows
         while True:
-            z, basis = dual_simplex(cost, r.A_eq, r.take(order), lo, hi, basis, r.grid_key, _PIVOTS)
+            z, basis = dual_simplex(cost, r.A_eq, r.take(order), lo, hi, basis, r.grid_key, pivots)
             self.ws["lps"] += 1
             if z is None:
                 return None, basis, order
@@ -168,31 +169,38 @@ class _WorkingSetLP:
             lo_t[1:N - 1] = np.minimum(np.maximum(r.lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         slack, keep = r.working_set(z0, _WS_SLACK)
         order, basis, guessed = self._start(keep, slack, guess)
+        # dual simplex pivots where the objective is the traversal time's gradient; the first LP's objective
+        # has no u terms, so its optimum is often not unique: HiGHS's answer alone then, for the same solves
+        pivots = _PIVOTS if zfull is not None else 0
         z, final, res = None, basis, None
         if basis is not None and not guessed:
             # the previous LP's final basis is often optimal, or a few pivots from the optimum (the last SLP
             # iterations move little): then no HiGHS, whose model set-up and factorization alone cost ~0.5 ms
             # at 200 gridpoints
-            z, final, order = self._pivots(cost, lo_t, hi_t, order, basis, keep)
+            z, final, order = self._pivots(cost, lo_t, hi_t, order, basis, keep, pivots)
         while z is None:
             lpk = HighsLP(cost, r.A_eq, r.take(order), lo_t, hi_t, final)  # from the basis reached, if any
             res = lpk.solve()
             ws["lps"] += 1
+            while res.status == 0:
+                slack, violated = self._outside(res.x, keep)
+                if not violated:
+                    z, final = res.x, lpk.basis()
+                    break
+                add = self._added(slack, keep)
+                final = lpk.basis() if pivots else None
+                if final is not None:
+                    # HiGHS's optimal basis with the added rows basic is dual feasible: pivots from it (or, where
+                    # they fail, HiGHS again from the basis they reached)
+                    order, final = _extended(order, final, add)
+                    z, final, order = self._pivots(cost, lo_t, hi_t, order, final, keep, pivots)
+                    break
+                order = np.concatenate((order, add))
+                res = lpk.add_rows_and_solve(r.take(add))  # from the last basis (HiGHS's dual simplex)
+                ws["lps"] += 1
             if res.status != 0:
                 final = None
                 break
-            final = lpk.basis()
-            slack, violated = self._outside(res.x, keep)
-            if not violated:
-                z = res.x
-                break
-            add = self._added(slack, keep)
-            if final is None:  # HiGHS has no basis to go on from: again on the larger working set
-                order = np.concatenate((order, add))
-                continue
-            # HiGHS's optimal basis with the added rows basic is dual feasible: dual simplex pivots from it
-            order, final = _extended(order, final, add)
-            z, final, order = self._pivots(cost, lo_t, hi_t, order, final, keep)
         if z is not None:
             res = lp_result(0, z, "Optimal")
             ws["basis"] = final
