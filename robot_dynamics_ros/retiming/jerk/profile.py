@@ -82,8 +82,9 @@ class JerkSolution:
     solve_ms: float = 0.0
     lp_ms: float = 0.0
     rounds: int = 1
-    #: LP solves (working-set rounds included; an LP answered from the previous LP's basis counts one) and
-    #: rows in each SLP iteration's final working set
+    #: LP solves — HiGHS runs and dual simplex runs without HiGHS (:mod:`.vertex`), working-set rounds
+    #: included; an LP answered from the previous LP's basis counts one — and rows in each SLP iteration's
+    #: final working set
     lp_solves: int = 0
     lp_rows: list = field(default_factory=list)
     #: parts timed rest to rest: more than 1 where the torque-only profile stops inside the path

@@ -414,7 +414,7 @@ class JerkRows:
         self.all_rows = np.arange(self.b_ub.shape[0])
         # the variables by gridpoint (x_i, then u_i): every row's variables are close together in this order
         g = np.arange(self.N)
-        self.grid_key = np.concatenate((2 * g, 2 * g + 1))
+        self.grid_order = np.stack((g, self.N + g), axis=1).ravel()
 
     def slack_at(self, z, idx=None):
         """b − A z of the inequality rows ``idx`` (None: all)."""

@@ -133,7 +133,7 @@ class _WorkingSetLP:
         reached, its rows): None where the pivots fail (HiGHS then goes on from the basis reached)."""
         r = self.rows
         while True:
-            z, basis = dual_simplex(cost, r.A_eq, r.take(order), lo, hi, basis, r.grid_key, pivots)
+            z, basis = dual_simplex(cost, r.A_eq, r.take(order), lo, hi, basis, r.grid_order, pivots)
             self.ws["lps"] += 1
             if z is None:
                 return None, basis, order

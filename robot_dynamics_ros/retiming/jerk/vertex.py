@@ -234,7 +234,7 @@ def _entering(alpha, pi, d, y, basic, col_status, row_status, which, lo, hi, me,
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, col_status, row_status, by_key,
+def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, col_status, row_status, col_order,
                            max_band, primal_tol, dual_tol, max_pivots, z):  # pragma: no cover - compiled
     # basis_vertex's test and dual_simplex's pivots: z (nv,) filled with the vertex, col_status and row_status
     # (the basis) updated in place by the pivots; True where the final basis is optimal (see basis_vertex)
@@ -265,9 +265,9 @@ def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, 
         if me + nact != nb:
             return False
         ri, ci, vi, rhs, which = _active_entries(eq_ptr, eq_idx, eq_val, cols, data, b, row_status, nb)
-        # the basic columns' positions among the unknowns: in the order of their keys
+        # the basic columns' positions among the unknowns: in col_order
         nxt = 0
-        for c in by_key:
+        for c in col_order:
             if basic[c]:
                 rank[c] = nxt
                 nxt += 1
@@ -367,19 +367,19 @@ def _optimal_vertex_kernel(cost, eq_ptr, eq_idx, eq_val, cols, data, b, lo, hi, 
     return False
 
 
-def _run(cost, A_eq, rows, lo, hi, basis, key, max_pivots):
+def _run(cost, A_eq, rows, lo, hi, basis, col_order, max_pivots):
     col_status, row_status = basis
     cols, data, b = rows
     z = np.empty(cost.shape[0])
     ok = _optimal_vertex_kernel(np.ascontiguousarray(cost, float), A_eq.indptr, A_eq.indices, A_eq.data,
                                 np.ascontiguousarray(cols), np.ascontiguousarray(data, float),
                                 np.ascontiguousarray(b, float), np.asarray(lo, float), np.asarray(hi, float),
-                                col_status, row_status, np.argsort(key, kind="stable"), _MAX_BAND, PRIMAL_TOL,
+                                col_status, row_status, np.asarray(col_order, np.int64), _MAX_BAND, PRIMAL_TOL,
                                 DUAL_TOL, max_pivots, z)
     return z if ok else None
 
 
-def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
+def basis_vertex(cost, A_eq, rows, lo, hi, basis, col_order):
     """The optimum of the LP of :class:`~robot_dynamics_ros.retiming.jerk.highs.HighsLP` (same arguments:
     min cost·z, A_eq z = 0, rows A z ≤ b, lo ≤ z ≤ hi) if ``basis`` (col_status, row_status) is an optimal
     basis of it, else None.
@@ -388,14 +388,14 @@ def basis_vertex(cost, A_eq, rows, lo, hi, basis, key):
     the basic columns solved for. Optimal when primal feasible (every column within its bounds and every
     row of ``rows`` met, within :data:`PRIMAL_TOL`) and dual feasible (the multipliers of the active ≤ rows
     ≤ :data:`DUAL_TOL`, the reduced costs of the columns at their lower bound ≥ −DUAL_TOL and at their upper
-    bound ≤ DUAL_TOL; fixed columns either). ``key`` (nv,): an order of the columns in which every row's
-    columns are close together (the gridpoint of each variable). None also where the basis is not square, the
+    bound ≤ DUAL_TOL; fixed columns either). ``col_order`` (nv,): the columns in an order in which every
+    row's columns are close together (by gridpoint). None also where the basis is not square, the
     band is wider than ``_MAX_BAND`` or the matrix singular. Compiled (:func:`_optimal_vertex_kernel`).
     """
-    return _run(cost, A_eq, rows, lo, hi, (basis[0].copy(), basis[1].copy()), key, 0)
+    return _run(cost, A_eq, rows, lo, hi, (basis[0].copy(), basis[1].copy()), col_order, 0)
 
 
-def dual_simplex(cost, A_eq, rows, lo, hi, basis, key, max_pivots):
+def dual_simplex(cost, A_eq, rows, lo, hi, basis, col_order, max_pivots):
     """The LP of :func:`basis_vertex` from ``basis`` (col_status, row_status; e.g. an optimal basis of the LP
     with fewer rows, the added rows basic, or of the previous LP) by at most ``max_pivots`` dual simplex
     pivots (the most violated basic quantity leaves, Harris's ratio test picks the entering one; each pivot
@@ -406,7 +406,7 @@ def dual_simplex(cost, A_eq, rows, lo, hi, basis, key, max_pivots):
     passes :func:`basis_vertex`'s test (the LP's optimum), None where more pivots are needed, an artificial
     bound is still active, the LP is infeasible or the band matrix too wide or singular."""
     reached = (basis[0].copy(), basis[1].copy())
-    z = _run(cost, A_eq, rows, lo, hi, reached, key, max_pivots)
+    z = _run(cost, A_eq, rows, lo, hi, reached, col_order, max_pivots)
     ineq = reached[1][A_eq.shape[0]:]
     ineq[ineq == HighsLP.LOWER] = HighsLP.UPPER  # slacks at an artificial bound: back at their bound 0
     return z, reached
