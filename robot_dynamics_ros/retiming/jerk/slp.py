@@ -23,7 +23,7 @@ _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
 #: dual simplex pivots from a previous basis before HiGHS takes over (each refactorizes the band matrix:
-#: ~10–40 µs at 40–200 gridpoints; the LPs after the first of a solve take a few)
+#: ~10–80 µs at 40–200 gridpoints; the LPs after the first of a solve take a few)
 _PIVOTS = 30
 #: the first linearization point comes from the problem on the knots (where at most half the gridpoints)
 #: or every _COARSE-th gridpoint (paths of at least _COARSE_MIN gridpoints, recursively), solved with at

@@ -1,13 +1,13 @@
 """An LP's answer from a basis without HiGHS: :func:`basis_vertex` (a basis known to be optimal) and
-:func:`dual_simplex` (a dual feasible basis a few pivots from the optimum).
+:func:`dual_simplex` (a basis a few pivots from the optimum).
 
 The SLP's last iterations move the profile little, and the previous LP's final basis then often stays optimal,
-or dual feasible, for the next LP (new tangents, objective and trust region); an optimal basis with violated
-rows added basic (the working-set step) is dual feasible too. HiGHS, started from such a basis, takes none or
-a few simplex iterations, but building, scaling and factorizing its model costs ~0.5 ms at 200 gridpoints.
-Here the vertex is solved for directly, the basis checked for optimality and, where it is dual but not primal
-feasible, dual simplex pivots taken (compiled, ~20–50 µs per pivot at 200 gridpoints); where that fails the
-caller solves the LP with HiGHS. Every row holds the variables of one stage, so with the variables ordered
+or a few pivots from the optimum, for the next LP (new tangents, objective and trust region); an optimal basis
+with violated rows added basic (the working-set step) is dual feasible. HiGHS, started from such a basis,
+takes none or a few simplex iterations, but building, scaling and factorizing its model costs ~0.5 ms at 200
+gridpoints. Here the vertex is solved for directly, the basis checked for optimality and otherwise dual
+simplex pivots taken (compiled, ~10–80 µs per pivot at 40–200 gridpoints; a start that is not dual feasible
+made so by flipping bounds); where that fails the caller solves the LP with HiGHS. Every row holds the variables of one stage, so with the variables ordered
 by gridpoint and the rows by their first variable the active rows make a banded matrix: a banded LU with
 partial pivoting (LAPACK's gbtf2 / gbtrs, written out) solves for the vertex and, transposed, for the rows'
 multipliers and a pivot's row.
