@@ -309,3 +309,65 @@ def test_basis_vertex_is_the_lp_optimum_of_an_optimal_basis_and_refuses_others()
             assert basis_vertex(cost, A_eq, (cols, data, b_moved), lo, hi, basis, np.arange(nv)) is None
             moved += 1
     assert same >= 20 and refused >= 10 and moved >= 20
+
+
+def test_dual_simplex_from_a_dual_feasible_basis_reaches_the_highs_optimum():
+    """jerk.vertex.dual_simplex (dual simplex pivots on the band matrix, without HiGHS) on random LPs of the
+    solver's shape, against HiGHS's optimum of the same LP: from HiGHS's optimal basis of the LP on a third of
+    the ≤ rows with the other rows added basic (the working-set step: dual feasible, added rows violated at
+    its vertex), and from the optimal basis with its most slack row moved just past HiGHS's answer (new
+    tangents), it ends at HiGHS's optimum (objective and answer), or refuses (None) where HiGHS finds the
+    moved LP infeasible; from an optimal basis under the negated cost (not dual feasible: bounds flipped,
+    slacks put at an artificial bound) it ends at HiGHS's optimum of the negated LP or refuses (an
+    artificial bound still active, more pivots needed). Half the draws fix a column."""
+    from robot_dynamics_ros.retiming.jerk.highs import HighsLP
+    from robot_dynamics_ros.retiming.jerk.vertex import dual_simplex
+
+    rng = np.random.default_rng(17)
+    added = pivoted = moved = infeasible = refused = flipped = 0
+    for draw in range(40):
+        A_eq, (cols, data, b), lo, hi = _random_lp(rng, upper=2.0, fixed_first=draw % 2 == 1)
+        nv, m = lo.shape[0], b.shape[0]
+        key = np.arange(nv)
+        cost = rng.normal(size=nv)
+        cost /= np.abs(cost).max()
+        full = HighsLP(cost, A_eq, (cols, data, b), lo, hi)
+        best = full.solve()
+        part = rng.permutation(m)[:m // 3]
+        rest = np.setdiff1d(np.arange(m), part)
+        lp = HighsLP(cost, A_eq, (cols[part], data[part], b[part]), lo, hi)
+        if best.status != 0 or lp.solve().status != 0:
+            continue
+        col_status, row_status = lp.basis()
+        start = (col_status, np.concatenate((row_status, np.full(rest.shape[0], HighsLP.BASIC, np.int8))))
+        order = np.concatenate((part, rest))
+        z, reached = dual_simplex(cost, A_eq, (cols[order], data[order], b[order]), lo, hi, start, key, 50)
+        assert z is not None
+        assert cost @ z == pytest.approx(cost @ best.x, abs=1e-9)
+        np.testing.assert_allclose(z, best.x, atol=1e-7)
+        added += 1
+        pivoted += int((reached[1] != start[1]).any())
+        basis = full.basis()
+        other, _ = dual_simplex(-cost, A_eq, (cols, data, b), lo, hi, basis, key, 50)
+        if other is None:
+            refused += 1
+        else:  # reached through flipped bounds: then the negated LP's optimum
+            assert -cost @ other == pytest.approx(-cost @ HighsLP(-cost, A_eq, (cols, data, b), lo, hi).solve().x,
+                                                  abs=1e-9)
+            flipped += 1
+        value = (data * best.x[cols]).sum(axis=1)
+        k = int(np.argmax(b - value))
+        b_moved = b.copy()
+        b_moved[k] = value[k] - 0.02 * (b[k] - value[k])
+        target = HighsLP(cost, A_eq, (cols, data, b_moved), lo, hi).solve()
+        z, _ = dual_simplex(cost, A_eq, (cols, data, b_moved), lo, hi, basis, key, 50)
+        if target.status == 0:
+            assert z is not None
+            assert cost @ z == pytest.approx(cost @ target.x, abs=1e-9)
+            np.testing.assert_allclose(z, target.x, atol=1e-7)
+            moved += 1
+        else:
+            assert target.status == 2 and z is None
+            infeasible += 1
+    assert added >= 30 and pivoted >= 20 and moved >= 20 and infeasible >= 1 and refused + flipped >= 30
+    assert flipped >= 10 and refused >= 5

@@ -61,9 +61,12 @@ with little slack at the new profile added as basic): between iterations the act
 the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis (that basis
 stays one, so HiGHS takes it without a rank check). The first LP after a coarse start begins from a
 guessed basis: the least-slack row of each stage at the start profile active (a vertex has about one
-active row per stage), which HiGHS checks and repairs where it is singular. Where the previous LP's final
-basis is still optimal (primal and dual feasible: typically the SLP's last, confirming LP) its vertex is the
-answer, solved for without HiGHS (:mod:`.vertex`, a banded LU of the active rows).
+active row per stage), which HiGHS repairs where it is singular. From the previous LP's final basis (the
+SLP's later LPs) and from every optimal basis with violated rows added basic, the pivots to the optimum are
+taken without HiGHS (:mod:`.vertex`: dual simplex on the banded matrix of the active rows, refactorized at
+each pivot; a start that is not dual feasible made so by flipping bounds; a confirming LP takes none):
+HiGHS's model set-up and first factorization alone cost more than the few pivots these LPs need. HiGHS
+takes over from the basis reached where the pivots fail.
 
 Data layout: every inequality row has three entries (the variables of one stage), so the rows are held as
 (m, 3) column and coefficient arrays, built once per solve; an LP takes a subset by row index, the jerk
@@ -74,7 +77,7 @@ travel as int8 arrays of HiGHS's basis-status values.
 Modules: :mod:`.rounds` (:func:`solve_jerk_limited`: verification rounds on the output, stops inside the
 path), :mod:`.slp` (one solve: the coarse start, the working-set LPs and the SLP iteration), :mod:`.rows`
 (check points and every LP row, bound and equality), :mod:`.highs` (the HiGHS LP wrapper, the one import of
-scipy's private HiGHS bindings), :mod:`.vertex` (an LP's answer from an optimal basis), :mod:`.profile`
+scipy's private HiGHS bindings), :mod:`.vertex` (an LP's answer from an optimal or dual feasible basis), :mod:`.profile`
 (:class:`JerkSolution`: a timing x(s), u(s), its stage times, their gradient and its sampling),
 :mod:`.stage_time` (exact stage times and their inverse).
 """

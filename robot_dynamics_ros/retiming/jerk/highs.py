@@ -40,11 +40,12 @@ class HighsLP:
     (m, 3) distinct column indices per row, data (m, 3) their coefficients, b (m,) (in the model after A_eq,
     in that order); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status (nv,),
     row_status (me + m,)) int arrays as returned by :meth:`basis` for a model with the same columns and rows
-    (the values of HiGHS's ``HighsBasisStatus``: :attr:`LOWER`, :attr:`BASIC`, :attr:`UPPER`); alien: the
-    basis may be singular or not one of this model (a guess), so HiGHS checks and repairs it (a factorization
-    at ``setBasis``, ~0.3 ms at 1 000 rows); False for the final basis of a previous LP with basic rows added
-    or removed, which stays a basis (a rank deficiency left by changed coefficients is still repaired when
-    HiGHS factorizes it). ``solve()`` / ``add_rows_and_solve(rows)`` return an object with ``status`` (0:
+    (the values of HiGHS's ``HighsBasisStatus``: :attr:`LOWER`, :attr:`BASIC`, :attr:`UPPER`), as many
+    basic as the model has rows. It is given to HiGHS as not alien: no factorization at ``setBasis`` (~0.5 ms
+    at 1 000 rows, another one follows when the solve starts); a singular one (a guess, or a previous LP's
+    final basis under changed coefficients) is repaired when HiGHS factorizes it at the solve's start (slack
+    columns swapped in for the deficient ones). ``solve()`` / ``add_rows_and_solve(rows)`` return an object
+    with ``status`` (0:
     optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
     """
 
@@ -101,7 +102,7 @@ class HighsLP:
         h.setOptionValue("presolve", "off")
         return h
 
-    def __init__(self, cost, A_eq, rows, lo, hi, basis=None, alien=True):
+    def __init__(self, cost, A_eq, rows, lo, hi, basis=None):
         hs = self._hs = self._core()
         nc = A_eq.shape[1]
         # the columns through a HighsLp, the rows through addRows: its numpy arguments go in as buffers, while
@@ -125,7 +126,7 @@ class HighsLP:
             b.col_status = members[basis[0]].tolist()
             b.row_status = members[basis[1]].tolist()
             b.valid = True
-            b.alien = alien
+            b.alien = False
             h.setBasis(b)
 
     def solve(self):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.jerk.stage_time import position_at, time_to1
+from robot_dynamics_ros.retiming.jerk.stage_time import position_at1, time_to1
 
 #: Gauss–Legendre nodes/weights on [0, 1] for the gradient of the stage times ∫ dσ / √x(σ) (the times
 #: themselves in closed form, :mod:`.stage_time`)
@@ -26,6 +26,38 @@ def third_derivative(path, s) -> np.ndarray:
     s = np.atleast_1d(np.asarray(s, dtype=float))
     k = np.clip(np.searchsorted(path.knots, s, side="right") - 1, 0, path.knots.shape[0] - 2)
     return 6.0 * path.coefficients[0, k, :]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _path_motion_kernel(s_g, x, u, tg, d, t, i, s, sd, sdd, sddd):  # pragma: no cover - compiled
+    # s, ṡ, s̈, s⃛ at the times t (K,) in stages i (K,) of the timing (gridpoints s_g, x, u, t_grid tg, stage
+    # lengths d): a stage that starts from rest (x = 0 at its start: the first, and after a stop inside the
+    # path) or ends at rest has constant path jerk, s − s_i = x_{i+1}^{3/2} τ³ / (27 Δ²) resp. its mirror;
+    # on the others x is quadratic in σ and σ(τ) the inverse of the stage time (position_at1)
+    for k in range(t.shape[0]):
+        ii = i[k]
+        if x[ii] <= 0.0:
+            c = x[ii + 1] ** 1.5 / (27.0 * d[ii] ** 2)
+            tt = t[k] - tg[ii]
+            s[k] = s_g[ii] + c * tt ** 3
+            sd[k] = 3 * c * tt ** 2
+            sdd[k] = 6 * c * tt
+            sddd[k] = 6 * c
+        elif x[ii + 1] <= 0.0:
+            c = x[ii] ** 1.5 / (27.0 * d[ii] ** 2)
+            tt = tg[ii + 1] - t[k]
+            s[k] = s_g[ii + 1] - c * tt ** 3
+            sd[k] = 3 * c * tt ** 2
+            sdd[k] = -6 * c * tt
+            sddd[k] = 6 * c
+        else:
+            xi, ui, dd = x[ii], u[ii], d[ii]
+            v = (u[ii + 1] - ui) / dd
+            sig = position_at1(xi, ui, v, dd, t[k] - tg[ii], 60)  # ∫0^σ dσ'/√x(σ') = τ
+            s[k] = s_g[ii] + sig
+            sd[k] = math.sqrt(max(xi + 2 * ui * sig + v * sig ** 2, 0.0))
+            sdd[k] = ui + v * sig
+            sddd[k] = v * sd[k]
 
 
 @dataclass
@@ -50,8 +82,9 @@ class JerkSolution:
     solve_ms: float = 0.0
     lp_ms: float = 0.0
     rounds: int = 1
-    #: LP solves (working-set rounds included; an LP answered from the previous LP's basis counts one) and
-    #: rows in each SLP iteration's final working set
+    #: LP solves — HiGHS runs and dual simplex runs without HiGHS (:mod:`.vertex`), working-set rounds
+    #: included; an LP answered from the previous LP's basis counts one — and rows in each SLP iteration's
+    #: final working set
     lp_solves: int = 0
     lp_rows: list = field(default_factory=list)
     #: parts timed rest to rest: more than 1 where the torque-only profile stops inside the path
@@ -87,46 +120,12 @@ class JerkSolution:
             s, sd, sdd, sddd (K,) and q, qd, qdd, jerk (K, n) (rad, rad/s, rad/s², rad/s³).
         """
         t = np.clip(np.asarray(times, dtype=float), 0.0, self.duration)
-        s_g, x, u, tg = self.s, self.x, self.u, self.t_grid
+        s_g, tg = self.s, self.t_grid
         N = s_g.shape[0]
         d = np.diff(s_g)
         i = np.clip(np.searchsorted(tg, t, side="right") - 1, 0, N - 2)
-        s = np.empty_like(t)
-        sd = np.empty_like(t)
-        sdd = np.empty_like(t)
-        sddd = np.empty_like(t)
-        # stages that start from rest (x = 0 at their start: the first, and after a stop inside the path)
-        # and that end at rest: constant path jerk, s − s_i = x_{i+1}^{3/2} τ³ / (27 Δ²) and its mirror
-        first = x[i] <= 0.0
-        if first.any():
-            ii = i[first]
-            k = x[ii + 1] ** 1.5 / (27.0 * d[ii] ** 2)
-            tt = t[first] - tg[ii]
-            s[first] = s_g[ii] + k * tt ** 3
-            sd[first] = 3 * k * tt ** 2
-            sdd[first] = 6 * k * tt
-            sddd[first] = 6 * k
-        last = (x[i + 1] <= 0.0) & ~first
-        if last.any():
-            ii = i[last]
-            k = x[ii] ** 1.5 / (27.0 * d[ii] ** 2)
-            tt = tg[ii + 1] - t[last]
-            s[last] = s_g[ii + 1] - k * tt ** 3
-            sd[last] = 3 * k * tt ** 2
-            sdd[last] = -6 * k * tt
-            sddd[last] = 6 * k
-        mid = ~(first | last)
-        if mid.any():
-            im = i[mid]
-            tau = t[mid] - tg[im]
-            xi, ui, dd = x[im], u[im], d[im]
-            v = (u[im + 1] - ui) / dd
-            sig = position_at(xi, ui, v, dd, tau)  # ∫0^σ dσ'/√x(σ') = τ
-            xe = np.maximum(xi + 2 * ui * sig + v * sig ** 2, 0.0)
-            s[mid] = s_g[im] + sig
-            sd[mid] = np.sqrt(xe)
-            sdd[mid] = ui + v * sig
-            sddd[mid] = v * sd[mid]
+        s, sd, sdd, sddd = (np.empty_like(t) for _ in range(4))
+        _path_motion_kernel(s_g, self.x, self.u, tg, d, t, i, s, sd, sdd, sddd)
         q, dq, ddq = self.path.evaluate(s)
         # the path's third derivative jumps at a knot (a gridpoint): take it from inside the stage the time
         # fell in, so that it goes with that stage's path jerk (a time a rounding error off a gridpoint lands

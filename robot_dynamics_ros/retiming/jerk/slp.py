@@ -11,7 +11,7 @@ import numpy as np
 from robot_dynamics_ros.retiming.jerk.highs import HighsLP, lp_result
 from robot_dynamics_ros.retiming.jerk.profile import JerkSolution, stage_times, time_gradient
 from robot_dynamics_ros.retiming.jerk.rows import JerkRows, build_rows
-from robot_dynamics_ros.retiming.jerk.vertex import basis_vertex
+from robot_dynamics_ros.retiming.jerk.vertex import dual_simplex
 
 #: working set of an LP: the rows whose slack (rows scaled to a largest coefficient of 1) at the previous
 #: answer is below this, and the least-slack jerk rows of each stage (:meth:`JerkRows.working_set`); rows
@@ -22,12 +22,22 @@ _WS_SLACK = 0.05
 _WS_ADD = 0.02
 #: trust region of the SLP steps: x at every gridpoint within [x̄ / _TRUST, _TRUST x̄]
 _TRUST = 2.0
+#: dual simplex pivots from a previous basis before HiGHS takes over (each refactorizes the band matrix:
+#: ~10–80 µs at 40–200 gridpoints; the LPs after the first of a solve take a few)
+_PIVOTS = 30
 #: the first linearization point comes from the problem on the knots (where at most half the gridpoints)
 #: or every _COARSE-th gridpoint (paths of at least _COARSE_MIN gridpoints, recursively), solved with at
 #: most _COARSE_ITERATIONS SLP iterations
 _COARSE = 4
 _COARSE_MIN = 40
 _COARSE_ITERATIONS = 4
+
+
+def _extended(order, basis, add):
+    """The rows ``order`` and their ``basis`` (col_status, row_status) with the rows ``add`` appended, basic (a
+    basis of the larger model, dual feasible where ``basis`` was)."""
+    return np.concatenate((order, add)), (basis[0], np.concatenate((basis[1], np.full(add.shape[0], HighsLP.BASIC,
+                                                                                       np.int8))))
 
 
 class _WorkingSetLP:
@@ -50,12 +60,15 @@ class _WorkingSetLP:
         many active rows as degrees of freedom (N − 3: 2N variables, N − 1 equalities, 4 fixed), about one
         per stage, so in each stage the row with the least slack at z0 is taken active (nonbasic at its
         bound), those of the N − 3 stages with the least slack, every other row and free column basic. A
-        singular guess is repaired by HiGHS (slack columns swapped in). ``slack``: the rows' slack at z0."""
+        singular guess is repaired by HiGHS (slack columns swapped in). ``slack``: the rows' slack at z0.
+        None where fewer than N − 3 stages have a row in the working set (no jerk limit): no basis then."""
         r = self.rows
         N = r.N
         stage = r.row_stage[order]
         by = np.lexsort((slack, stage))  # by stage, least slack first
         least = by[np.r_[True, stage[by][1:] != stage[by][:-1]]]
+        if least.shape[0] < N - 3:
+            return None
         active = np.zeros(order.shape[0], bool)
         active[least[np.argsort(slack[least])][:N - 3]] = True
         col_status = np.full(r.nv, HighsLP.BASIC, np.int8)
@@ -76,7 +89,7 @@ class _WorkingSetLP:
         return cost / np.abs(cost).max()
 
     def _start(self, keep, slack, guess):
-        """The rows (order), basis and whether that basis is a guess (HighsLP's ``alien``) the LP starts
+        """The rows (order), basis and whether that basis is a guess (:meth:`guessed_basis`) the LP starts
         from; ``keep`` (m,) bool, the working set at z0 (``slack`` (m,) there), is updated to the rows in
         the model."""
         r, ws = self.rows, self.ws
@@ -103,13 +116,39 @@ class _WorkingSetLP:
         else:
             order = np.flatnonzero(keep)
             if guess:
-                return order, self.guessed_basis(order, slack[order]), True
+                basis = self.guessed_basis(order, slack[order])
+                return order, basis, basis is not None
         return order, basis, False
 
     def _outside(self, z, keep):
         """(slack (m,) of every row at z, whether a row outside the working set ``keep`` is violated there)."""
         slack = self.rows.slack_at(z)
         return slack, bool(((slack < -1e-9) & ~keep).any())
+
+    def _pivots(self, cost, lo, hi, order, basis, keep, pivots):
+        """This LP's answer by at most ``pivots`` dual simplex pivots
+        (:func:`~robot_dynamics_ros.retiming.jerk.vertex.dual_simplex`; 0: ``basis`` is optimal or refused)
+        from ``basis`` on the rows ``order``, the rows outside the working set ``keep`` it violates added (basic:
+        the basis stays dual feasible) and pivoted on until none is. Returns (z (nv,) or None, the basis
+        reached, its rows): None where the pivots fail (HiGHS then goes on from the basis reached)."""
+        r = self.rows
+        while True:
+            z, basis = dual_simplex(cost, r.A_eq, r.take(order), lo, hi, basis, r.grid_order, pivots)
+            self.ws["lps"] += 1
+            if z is None:
+                return None, basis, order
+            slack, violated = self._outside(z, keep)
+            if not violated:
+                return z, basis, order
+            order, basis = _extended(order, basis, self._added(slack, keep))
+
+    @staticmethod
+    def _added(slack, keep):
+        """The rows outside the working set ``keep`` (updated) that are violated or nearly active at a
+        point with rows' ``slack`` there (m,): the violated rows and their near neighbours."""
+        add = np.flatnonzero((slack < _WS_ADD) & ~keep)
+        keep[add] = True
+        return add
 
     def solve(self, xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
         """The LP with the jerk rows' tangents at ``xbar_pts`` (K,); objective: at the first LP (``zfull``
@@ -130,32 +169,42 @@ class _WorkingSetLP:
             lo_t[1:N - 1] = np.minimum(np.maximum(r.lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         slack, keep = r.working_set(z0, _WS_SLACK)
         order, basis, guessed = self._start(keep, slack, guess)
-        rows_k = r.take(order)
-        res = None
+        # dual simplex pivots where the objective is the traversal time's gradient; the first LP's objective
+        # has no u terms, so its optimum is often not unique: HiGHS's answer alone then, for the same solves
+        pivots = _PIVOTS if zfull is not None else 0
+        z, final, res = None, basis, None
         if basis is not None and not guessed:
-            # the previous LP's final basis often stays optimal (the last SLP iterations move little): then its
-            # vertex is this LP's answer, without HiGHS (which would take no iteration from it)
-            z = basis_vertex(cost, r.A_eq, rows_k, lo_t, hi_t, basis, r.grid_key)
-            if z is not None and not self._outside(z, keep)[1]:
-                res, rounds, final = lp_result(0, z, "Optimal (the previous LP's basis)"), 1, basis
-        if res is None:
-            lpk = HighsLP(cost, r.A_eq, rows_k, lo_t, hi_t, basis, alien=guessed)
+            # the previous LP's final basis is often optimal, or a few pivots from the optimum (the last SLP
+            # iterations move little): then no HiGHS, whose model set-up and factorization alone cost ~0.5 ms
+            # at 200 gridpoints
+            z, final, order = self._pivots(cost, lo_t, hi_t, order, basis, keep, pivots)
+        while z is None:
+            lpk = HighsLP(cost, r.A_eq, r.take(order), lo_t, hi_t, final)  # from the basis reached, if any
             res = lpk.solve()
-            rounds = 1
+            ws["lps"] += 1
             while res.status == 0:
                 slack, violated = self._outside(res.x, keep)
                 if not violated:
+                    z, final = res.x, lpk.basis()
                     break
-                add = np.flatnonzero((slack < _WS_ADD) & ~keep)  # the violated rows and their near neighbours
-                keep[add] = True
+                add = self._added(slack, keep)
+                final = lpk.basis() if pivots else None
+                if final is not None:
+                    # HiGHS's optimal basis with the added rows basic is dual feasible: pivots from it (or, where
+                    # they fail, HiGHS again from the basis they reached)
+                    order, final = _extended(order, final, add)
+                    z, final, order = self._pivots(cost, lo_t, hi_t, order, final, keep, pivots)
+                    break
                 order = np.concatenate((order, add))
-                res = lpk.add_rows_and_solve(r.take(add))  # from the last basis (dual simplex)
-                rounds += 1
-            final = lpk.basis() if res.status == 0 else None
-        if res.status == 0:
+                res = lpk.add_rows_and_solve(r.take(add))  # from the last basis (HiGHS's dual simplex)
+                ws["lps"] += 1
+            if res.status != 0:
+                final = None
+                break
+        if z is not None:
+            res = lp_result(0, z, "Optimal")
             ws["basis"] = final
             ws["order"], ws["shape"] = (order if final is not None else None), r.data.shape
-        ws["lps"] += rounds
         ws["rows"].append(int(keep.sum()))
         return res, (time.perf_counter() - t0) * 1e3
 
