@@ -173,24 +173,43 @@ def _lp2d_x(H, m, direction, first, second, out):  # pragma: no cover - compiled
     return True
 
 
-@njit(cache=True, nogil=True)
-def _u_range(H, m, x):  # pragma: no cover - compiled
-    """Interval (lo, hi) of u with H[k,0] u ≤ H[k,2] − H[k,1] x for all k < m (lo > hi: empty)."""
-    lo = -_BIG_U
-    hi = _BIG_U
+@njit(cache=True, inline="always")
+def _u_ranges(H, m, x1, x0):  # pragma: no cover - compiled
+    """The intervals (lo, hi) of u with H[k,0] u ≤ H[k,2] − H[k,1] x for all k < m at x = x1 and at x = x0, in one
+    pass over the rows (lo > hi: empty): (lo1, hi1, lo0, hi0)."""
+    lo1 = lo0 = -_BIG_U
+    hi1 = hi0 = _BIG_U
+    free1 = free0 = True
     for k in range(m):
         a = H[k, 0]
-        r = H[k, 2] - H[k, 1] * x
+        r1 = H[k, 2] - H[k, 1] * x1
+        r0 = H[k, 2] - H[k, 1] * x0
         if abs(a) <= 1e-12:  # (rows are scaled to norm ≤ 1: a round-off a is a row without u)
-            if r < -_TOL:
-                return np.inf, -np.inf
+            free1 = free1 and not r1 < -_TOL
+            free0 = free0 and not r0 < -_TOL
             continue
         # (r / a < hi  ⇔  r < hi a for a > 0; the division only when the bound moves)
         if a > 0:
-            if r < hi * a:
-                hi = r / a
-        elif r < lo * a:
-            lo = r / a
+            if r1 < hi1 * a:
+                hi1 = r1 / a
+            if r0 < hi0 * a:
+                hi0 = r0 / a
+        else:
+            if r1 < lo1 * a:
+                lo1 = r1 / a
+            if r0 < lo0 * a:
+                lo0 = r0 / a
+    if not free1:
+        lo1, hi1 = np.inf, -np.inf
+    if not free0:
+        lo0, hi0 = np.inf, -np.inf
+    return lo1, hi1, lo0, hi0
+
+
+@njit(cache=True, inline="always")
+def _u_range(H, m, x):  # pragma: no cover - compiled
+    """Interval (lo, hi) of u with H[k,0] u ≤ H[k,2] − H[k,1] x for all k < m (lo > hi: empty)."""
+    lo, hi, _, _ = _u_ranges(H, m, x, x)
     return lo, hi
 
 

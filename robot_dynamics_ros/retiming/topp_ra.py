@@ -43,7 +43,8 @@ import threading
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.stage_lp import _BIG_U, _BIG_X, _TOL, _least_violating_u, _lp2d_x, _u_range
+from robot_dynamics_ros.retiming.stage_lp import (_BIG_U, _BIG_X, _TOL, _least_violating_u, _lp2d_x, _u_range,
+                                                   _u_ranges)
 
 
 class SolveStatus(enum.IntEnum):
@@ -254,37 +255,6 @@ def _next_best(H, m, ds, x):  # pragma: no cover - compiled
     if lo > hi + 1e-9 * (1.0 + abs(hi)):
         return -np.inf
     return x + 2.0 * ds * max(hi, lo)
-
-
-@njit(cache=True, inline="always")
-def _u_ranges(H, m, x1, x0):  # pragma: no cover - compiled
-    """:func:`_u_range` at two x in one pass over the rows: (lo, hi) at x1, then at x0."""
-    lo1 = lo0 = -_BIG_U
-    hi1 = hi0 = _BIG_U
-    free1 = free0 = True
-    for k in range(m):
-        a = H[k, 0]
-        r1 = H[k, 2] - H[k, 1] * x1
-        r0 = H[k, 2] - H[k, 1] * x0
-        if abs(a) <= 1e-12:  # (as _u_range: a round-off a is a row without u)
-            free1 = free1 and not r1 < -_TOL
-            free0 = free0 and not r0 < -_TOL
-            continue
-        if a > 0:
-            if r1 < hi1 * a:
-                hi1 = r1 / a
-            if r0 < hi0 * a:
-                hi0 = r0 / a
-        else:
-            if r1 < lo1 * a:
-                lo1 = r1 / a
-            if r0 < lo0 * a:
-                lo0 = r0 / a
-    if not free1:
-        lo1, hi1 = np.inf, -np.inf
-    if not free0:
-        lo0, hi0 = np.inf, -np.inf
-    return lo1, hi1, lo0, hi0
 
 
 @njit(cache=True, inline="always")
