@@ -14,7 +14,8 @@ state of its own (simulator), a retime request answered (retiming service; the l
 activate themselves, ``autostart``). Then ``VmRSS`` of its process (``/proc/<pid>/status``, its child
 processes separately: the peak of the gravity node's start-up cross-check, from start to end) is read at
 once (``start``), sampled every 20 ms over ``--settle`` s of joint states (``peak``) and read at the end
-(``settled``, the figure judged against the target). Also printed: which
+(``settled``, the figure judged against the target), with its split into private memory (``RssAnon``) and touched
+pages of mapped files (``RssFile``: shared libraries, shared between processes). Also printed: which
 heavy libraries the process has mapped (``/proc/<pid>/maps``: numba's LLVM, scipy, mujoco, matplotlib).
 
 DDS: a private ``ROS_DOMAIN_ID`` (``--domain-id`` to choose it), localhost discovery. Exit status 0 when
@@ -187,7 +188,9 @@ def measure(node: str, settle_s: float, timeout_s: float) -> dict:
             peak = max(peak, rss_mb(proc.pid))
             time.sleep(0.02)
         settled = rss_mb(proc.pid)
+        anon, file_backed = rss_split_mb(proc.pid)
         row.update(rss_settled_mb=round(settled, 1), rss_peak_mb=round(peak, 1), states_sent=probe.sent - sent0,
+                   rss_anon_mb=round(anon, 1), rss_file_mb=round(file_backed, 1),
                    heavy=heavy_mapped(proc.pid), meets_target=settled <= TARGET_MB)
         return row
     finally:
@@ -206,13 +209,26 @@ def measure(node: str, settle_s: float, timeout_s: float) -> dict:
         probe.close()
 
 
+def rss_split_mb(pid: int) -> tuple[float, float]:
+    """(RssAnon, RssFile) of process ``pid``, MB: its private memory, and the pages of mapped files (shared
+    libraries: numba's LLVM, numpy, rclpy) it has touched, which processes mapping the same files share."""
+    parts = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("RssAnon:", "RssFile:")):
+                parts[line.split(":")[0]] = int(line.split()[1]) / 1024.0
+    return parts.get("RssAnon", float("nan")), parts.get("RssFile", float("nan"))
+
+
 def print_table(rows: list[dict]) -> None:
-    print(f"\n{'node':<26} {'start MB':>8} {'settled':>8} {'peak':>7} {'children peak':>13}  {'≤ 150 MB':<8} heavy libs")
+    print(f"\n{'node':<26} {'start MB':>8} {'settled':>8} {'private':>7} {'files':>6} {'peak':>7} {'children peak':>13}  "
+          f"{'≤ 150 MB':<8} heavy libs")
     for r in rows:
         if not r["started"]:
             print(f"{r['node']:<26} not started: {r.get('error')}")
             continue
-        print(f"{r['node']:<26} {r['rss_start_mb']:>8.1f} {r['rss_settled_mb']:>8.1f} {r['rss_peak_mb']:>7.1f} "
+        print(f"{r['node']:<26} {r['rss_start_mb']:>8.1f} {r['rss_settled_mb']:>8.1f} {r['rss_anon_mb']:>7.1f} "
+              f"{r['rss_file_mb']:>6.1f} {r['rss_peak_mb']:>7.1f} "
               f"{r['children_peak_mb']:>13.1f}  {'met' if r['meets_target'] else 'NOT met':<8} "
               f"{', '.join(r['heavy']) or '-'}")
 
