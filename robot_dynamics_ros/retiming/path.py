@@ -337,7 +337,7 @@ class JointPath:
 
 
 @njit(cache=True, nogil=True)
-def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, close):  # pragma: no cover
+def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad):  # pragma: no cover
     """Per knot interval i: dev[i] = a bound of the spline's distance from the polyline there, and
     bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
 
@@ -347,8 +347,9 @@ def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, 
     a = pts[i], b = pts[i+1] at equal distances d from the corner p = cp[k] on its two chords, whose
     offsets are coff[k] (2,)), the straight line a -> b is within d sin(turn) / 2 (Euclidean) of the
     polyline a -> p -> b (its distances from the lines p a and p b are linear along it, 0 at a resp. b),
-    so fit + that + the larger offset bounds it; where that exceeds ``close`` the finer
-    :func:`_corner_deviation` is taken too (the smaller of the two)."""
+    so fit + that + the larger offset bounds it (:func:`_corner_bounds` takes the finer bound too).
+    A joint's q is between its values at the knots ± its fit: its extremes are looked at only where
+    that range reaches [lo, hi] (the same joint is reported)."""
     nint = knots.shape[0] - 1
     n = c.shape[2]
     roots = np.empty(2)
@@ -361,16 +362,22 @@ def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, 
             c0, c1, c2, c3 = c[0, i, j], c[1, i, j], c[2, i, j], c[3, i, j]
             slope = (c0 * h + c1) * h + c2  # chord slope (q(h) - q(0)) / h
             k = _critical_points(c0, c1, c2 - slope, h, roots)
+            fit = 0.0
             for r in range(k):
                 t = roots[r]
-                d = max(d, abs(((c0 * t + c1) * t + c2 - slope) * t))
+                fit = max(fit, abs(((c0 * t + c1) * t + c2 - slope) * t))
+            d = max(d, fit)
             if bad[i] < 0:
-                k = _critical_points(c0, c1, c2, h, roots)
-                for r in range(k):
-                    t = roots[r]
-                    v = ((c0 * t + c1) * t + c2) * t + c3
-                    if not (lo[j] <= v <= hi[j]):
-                        bad[i] = j
+                q1 = ((c0 * h + c1) * h + c2) * h + c3
+                # a margin far above the rounding of the values compared
+                margin = 1e-9 * (1.0 + abs(c3) + abs(q1) + fit)
+                if not (lo[j] + margin <= min(c3, q1) - fit and max(c3, q1) + fit <= hi[j] - margin):
+                    k = _critical_points(c0, c1, c2, h, roots)
+                    for r in range(k):
+                        t = roots[r]
+                        v = ((c0 * t + c1) * t + c2) * t + c3
+                        if not (lo[j] <= v <= hi[j]):
+                            bad[i] = j
         if corner[i] < 0:
             dev[i] = d + offset[i]
         else:
@@ -387,12 +394,21 @@ def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, 
                 mm += m * m
             mid = np.sqrt(max(mm - ma * ma / aa, 0.0)) if aa > 0.0 else np.sqrt(mm)
             dev[i] = d + mid + max(coff[k, 0], coff[k, 1])
-            if dev[i] > close:
-                dev[i] = min(dev[i], _corner_deviation(c, i, h, pts[i], cp[k], pts[i + 1], coff[k, 0],
-                                                       coff[k, 1], roots))
         if dev[i] > worst:
             worst = dev[i]
     return worst
+
+
+@njit(cache=True, nogil=True)
+def _corner_bounds(knots, pts, c, corner, cp, coff, dev, close):  # pragma: no cover - compiled
+    """dev[i] of every interval across a cut corner (see :func:`_interval_bounds`) above ``close``: the
+    smaller of it and the finer bound :func:`_corner_deviation`."""
+    roots = np.empty(2)
+    for i in range(knots.shape[0] - 1):
+        k = corner[i]
+        if k >= 0 and dev[i] > close:
+            dev[i] = min(dev[i], _corner_deviation(c, i, knots[i + 1] - knots[i], pts[i], cp[k], pts[i + 1],
+                                                   coff[k, 0], coff[k, 1], roots))
 
 
 @njit(cache=True, nogil=True)
@@ -407,13 +423,13 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
         nint = knots.shape[0] - 1
         dev = np.empty(nint)
         bad = np.empty(nint, dtype=np.int64)
-        _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, np.inf)
+        _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad)
         split = 0
         for i in range(nint):
             if corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
                 split += 1
         if split == 0:  # the corners' finer bounds (not needed to split chords) once, for the caller
-            _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, 0.9 * tol)
+            _corner_bounds(knots, wp, c, corner, cp, coff, dev, 0.9 * tol)
             return wp, knots, offset, corner, c, dev, bad, 0
         if knots.shape[0] + split > max_knots:
             return wp, knots, offset, corner, c, dev, bad, 1
@@ -450,77 +466,110 @@ CORNER_PASSES = 3
 
 def _cut_corners(wp, sw, tight, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):
     """:func:`_refine` on the knots of :func:`_corner_points`, the cut distance d of every corner k with
-    tight[k - 1]
-    adjusted until the bound across each corner is within [0.9, 1] × tol (or d is at its largest, 0.45 of
-    the shorter chord, within tol). An isolated corner's deviation scales with d (the knots near it are
-    d, 2d, 4d from it): the first pass rescales d by 0.95 tol / deviation; where corners interact (short
-    chords) the later passes bracket d per corner between the largest d seen within tol and the
-    smallest seen above it (or outside the position box) and take the secant between them (a corner cut
-    by more than a quarter of a chord that went above tol keeps to a quarter). After
-    :data:`CORNER_PASSES` passes only corners above tol shrink (to their largest d seen within tol at
-    most), for up to 3 passes; the first of these with every corner within tol is taken, else the pass
-    within tol that used most of it. Returns _refine's tuple (status 2 when no pass had every corner
-    within tol: the caller then keeps every waypoint as a knot)."""
+    tight[k - 1] adjusted (:func:`_adjust_cuts`) until the bound across each corner is within [0.9, 1] × tol
+    (or d is at its largest, 0.45 of the shorter chord, within tol). The first guess: the chord between
+    the cut points passes sin(turn) d / 2 from the polyline. Returns _refine's tuple (status 2 when no pass
+    had every corner within tol: the caller then keeps every waypoint as a knot)."""
     chords = np.diff(wp, axis=0)
     length = np.diff(sw)
     e = chords / length[:, None]
     turn = np.arccos(np.clip(np.sum(e[:-1] * e[1:], axis=1), -1.0, 1.0))
     budget = tol - np.maximum(offset[:-1], offset[1:])
     shorter = np.minimum(length[:-1], length[1:])
-    d_max = 0.45 * shorter
-    cut = np.zeros(wp.shape[0])
-    inner = cut[1:-1]  # a view: the corners
     active = tight & (turn > 1e-6) & (budget > 0.0)
-    # first guess: the chord between the cut points passes sin(turn) d / 2 from the polyline
-    inner[active] = np.minimum(d_max, 2.0 * budget / np.maximum(np.sin(np.minimum(turn, 0.5 * np.pi)),
-                                                                   1e-12))[active]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        first = np.minimum(0.45 * shorter, 2.0 * budget / np.maximum(np.sin(np.minimum(turn, 0.5 * np.pi)), 1e-12))
+    cut = np.zeros(wp.shape[0])
+    cut[1:-1] = np.where(active, first, 0.0)
     cp = np.ascontiguousarray(wp[1:-1])
     coff = np.ascontiguousarray(np.stack([offset[:-1], offset[1:]], axis=1))
-    ok_d, ok_dev = np.zeros(inner.shape[0]), np.zeros(inner.shape[0])  # largest d within tol
-    no_d, no_dev = np.full(inner.shape[0], np.inf), np.zeros(inner.shape[0])  # smallest d above it
-    best, best_score = None, -1.0
+    return _adjust_cuts(wp, sw, cut, shorter, offset, cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
+                        max_rounds)
+
+
+@njit(cache=True, nogil=True)
+def _adjust_cuts(wp, sw, cut, shorter, offset, cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
+                 max_rounds):  # pragma: no cover - compiled
+    """The passes of :func:`_cut_corners` from the first guess cut (W,) (0: corner not cut; shorter (W-2,)
+    the shorter chord at each corner). An isolated corner's deviation scales with d (the knots near it are
+    d, 2d, 4d from it): the first pass rescales d by 0.95 tol / deviation; where corners interact (short
+    chords) the later passes bracket d per corner between the largest d seen within tol and the smallest
+    seen above it (or outside the position box) and take the secant between them (a corner cut by more
+    than a quarter of a chord that went above tol keeps to a quarter). After :data:`CORNER_PASSES` passes
+    only corners above tol shrink (to their largest d seen within tol at most), for up to 3 passes; the
+    first of these with every corner within tol is taken, else the pass within tol that used most of it
+    (the largest sum of the corners' bounds)."""
+    nc = cut.shape[0] - 2
+    d_max = 0.45 * shorter
+    ok_d, ok_dev = np.zeros(nc), np.zeros(nc)  # largest d within tol
+    no_d, no_dev = np.full(nc, np.inf), np.zeros(nc)  # smallest d above it
+    dev_c = np.empty(nc)
+    bad_c = np.empty(nc, dtype=np.bool_)
+    over = np.empty(nc, dtype=np.bool_)
     target = 0.95 * tol
+    out = _refine(*_corner_points(wp, sw, cut, offset), cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
+                  max_rounds)
+    best, best_score, has_best = out, -1.0, False
     for rnd in range(CORNER_PASSES + 3):
-        out = _refine(*_corner_points(wp, sw, cut, offset), cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
-                      max_rounds)
+        if rnd > 0:
+            out = _refine(*_corner_points(wp, sw, cut, offset), cp, coff, tol, lo, hi, ss, hs, es, he,
+                          max_knots, max_rounds)
         if out[7] != 0:
             return out
-        dev, bad, corner = out[5], out[6], out[3]
-        at = corner >= 0
-        dev_c = np.zeros(inner.shape[0])
-        bad_c = np.zeros(inner.shape[0], dtype=bool)
-        dev_c[corner[at]] = dev[at]
-        bad_c[corner[at]] = bad[at] >= 0
-        over = (inner > 0.0) & ((dev_c > tol) | bad_c)
-        low = (inner > 0.0) & (dev_c < 0.9 * tol) & (inner < d_max) & ~over
-        if not over.any():
-            if not low.any() or rnd >= CORNER_PASSES:
+        corner, dev, bad = out[3], out[5], out[6]
+        dev_c[:] = 0.0
+        bad_c[:] = False
+        for i in range(corner.shape[0]):
+            if corner[i] >= 0:
+                dev_c[corner[i]] = dev[i]
+                bad_c[corner[i]] = bad[i] >= 0
+        any_over = False
+        any_low = False
+        for k in range(nc):
+            d = cut[k + 1]
+            over[k] = d > 0.0 and (dev_c[k] > tol or bad_c[k])
+            any_over |= over[k]
+            any_low |= d > 0.0 and dev_c[k] < 0.9 * tol and d < d_max[k] and not over[k]
+        if not any_over:
+            if not any_low or rnd >= CORNER_PASSES:
                 return out
-            if dev_c.sum() > best_score:
-                best, best_score = out, dev_c.sum()
-        grew = ~over & (inner > ok_d)
-        ok_d[grew], ok_dev[grew] = inner[grew], dev_c[grew]
-        shrank = over & (inner < no_d)
-        no_d[shrank], no_dev[shrank] = inner[shrank], np.where(bad_c, np.inf, dev_c)[shrank]
-        if rnd >= CORNER_PASSES - 1:
-            # corners above tol shrink (to their largest d seen within tol at most), the others stay
-            with np.errstate(divide="ignore"):
-                inner[over] = np.minimum(ok_d, inner * np.where(bad_c, 0.5, target / dev_c))[over]
-            continue
-        # a corner cut by more than a quarter of a chord that went above tol interacts with its neighbour
-        # across that chord (the spline cannot straighten between them): it keeps to a quarter from now on
-        near = over & (inner > 0.25 * shorter)
-        d_max[near] = 0.25 * shorter[near]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            scaled = np.minimum(d_max, inner * np.clip(target / dev_c, 0.1, 4.0))
-            secant = ok_d + (target - ok_dev) * (no_d - ok_d) / (no_dev - ok_dev)
-            gap = no_d - ok_d
-            secant = np.where(np.isfinite(secant), np.clip(secant, ok_d + 0.1 * gap, no_d - 0.1 * gap),
-                              ok_d + 0.5 * gap)
-        new = np.where(np.isfinite(no_d), secant, scaled)
-        change = over | low
-        inner[change] = new[change]
-    return best if best is not None else (*out[:7], 2)
+            score = dev_c.sum()
+            if score > best_score:
+                best, best_score, has_best = out, score, True
+        for k in range(nc):
+            d = cut[k + 1]
+            if not over[k] and d > ok_d[k]:
+                ok_d[k], ok_dev[k] = d, dev_c[k]
+            if over[k] and d < no_d[k]:
+                no_d[k], no_dev[k] = d, np.inf if bad_c[k] else dev_c[k]
+        for k in range(nc):
+            d = cut[k + 1]
+            if rnd >= CORNER_PASSES - 1:
+                # corners above tol shrink (to their largest d seen within tol at most), the others stay
+                if over[k]:
+                    cut[k + 1] = min(ok_d[k], d * (0.5 if bad_c[k] else target / dev_c[k]))
+                continue
+            # a corner cut by more than a quarter of a chord that went above tol interacts with its
+            # neighbour across that chord (the spline cannot straighten between them): it keeps to a
+            # quarter from now on
+            if over[k] and d > 0.25 * shorter[k]:
+                d_max[k] = 0.25 * shorter[k]
+            if not (over[k] or (d > 0.0 and dev_c[k] < 0.9 * tol and d < d_max[k])):
+                continue
+            if np.isfinite(no_d[k]):
+                gap = no_d[k] - ok_d[k]
+                den = no_dev[k] - ok_dev[k]
+                secant = ok_d[k] + (target - ok_dev[k]) * (no_d[k] - ok_d[k]) / den if den != 0.0 else np.nan
+                if np.isfinite(secant):
+                    cut[k + 1] = min(max(secant, ok_d[k] + 0.1 * gap), no_d[k] - 0.1 * gap)
+                else:
+                    cut[k + 1] = ok_d[k] + 0.5 * gap
+            else:
+                ratio = target / dev_c[k] if dev_c[k] > 0.0 else np.inf
+                cut[k + 1] = min(d_max[k], d * min(max(ratio, 0.1), 4.0))
+    if has_best:
+        return best
+    return out[0], out[1], out[2], out[3], out[4], out[5], out[6], 2
 
 
 @njit(cache=True, nogil=True)
