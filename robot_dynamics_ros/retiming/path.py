@@ -296,7 +296,7 @@ class JointPath:
                 ss, hs, es, he, int(max_knots), int(max_rounds))
         no_corner = np.full(wp.shape[0] - 1, -1, dtype=np.int64)
         out = _refine(wp, knots, args[0], no_corner, wp[:0], np.zeros((0, 2)), *args[1:])
-        if cut_corners and wp.shape[0] > 2:
+        if cut_corners and out[1].shape[0] > knots.shape[0] > 2:
             # only corners the spline through the waypoints could not pass within tol (a chord next to
             # them needed knots) are cut: a smooth, dense path is left as it is
             added = np.diff(np.searchsorted(out[1], knots)) > 1
@@ -337,7 +337,7 @@ class JointPath:
 
 
 @njit(cache=True, nogil=True)
-def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad):  # pragma: no cover
+def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, state, which):  # pragma: no cover
     """Per knot interval i: dev[i] = a bound of the spline's distance from the polyline there, and
     bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
 
@@ -349,12 +349,14 @@ def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad):
     polyline a -> p -> b (its distances from the lines p a and p b are linear along it, 0 at a resp. b),
     so fit + that + the larger offset bounds it (:func:`_corner_bounds` takes the finer bound too).
     A joint's q is between its values at the knots ± its fit: its extremes are looked at only where
-    that range reaches [lo, hi] (the same joint is reported)."""
+    that range reaches [lo, hi] (the same joint is reported). Only intervals with state[i] == which."""
     nint = knots.shape[0] - 1
     n = c.shape[2]
     roots = np.empty(2)
     worst = 0.0
     for i in range(nint):
+        if state[i] != which:
+            continue
         h = knots[i + 1] - knots[i]
         d = 0.0
         bad[i] = -1
@@ -412,28 +414,79 @@ def _corner_bounds(knots, pts, c, corner, cp, coff, dev, close):  # pragma: no c
 
 
 @njit(cache=True, nogil=True)
+def _settled_chords(knots, c, offset, corner, tol, lo, hi, state):  # pragma: no cover - compiled
+    """Per knot interval i on a chord, whether :func:`_refine` splits it, decided without the exact bound
+    of :func:`_interval_bounds` where cheaper ones decide: state[i] = 1 (split), 0 (not split), -1 (not
+    decided here; intervals across corners too). Returns the count of 1s.
+
+    On a chord the spline minus the straight line between its knot values is, per joint,
+    r(t) = t (t - h) (c0 (t + h) + c1) (it vanishes at t = 0 and t = h): |r(h/2)| ≤ max|r| ≤
+    h²/4 max(|c0 h + c1|, |2 c0 h + c1|) (the last factor is linear in t). Split where the lower bound
+    plus the chord's offset is above tol; not split where the upper one is below it and every joint's
+    knot values ± the upper bound are inside [lo, hi]; each by a margin far above the rounding of the
+    exact bound."""
+    n = c.shape[2]
+    count = 0
+    for i in range(knots.shape[0] - 1):
+        state[i] = -1
+        if corner[i] >= 0:
+            continue
+        h = knots[i + 1] - knots[i]
+        quarter = 0.25 * h * h
+        low = 0.0
+        up = 0.0
+        size = 0.0
+        inside = True
+        for j in range(n):
+            c0, c1, c2, c3 = c[0, i, j], c[1, i, j], c[2, i, j], c[3, i, j]
+            e0 = c0 * h + c1
+            e1 = e0 + c0 * h
+            fit = quarter * max(abs(e0), abs(e1))
+            low = max(low, quarter * abs(e0 + 0.5 * c0 * h))
+            up = max(up, fit)
+            slope = e0 * h + c2
+            size = max(size, h * (abs(c0) * h * h + abs(c1) * h + abs(c2) + abs(slope)))
+            q1 = slope * h + c3
+            margin = 2e-9 * (1.0 + abs(c3) + abs(q1) + fit)
+            inside = inside and lo[j] + margin <= min(c3, q1) - fit and max(c3, q1) + fit <= hi[j] - margin
+        margin = 1e-9 * (size + offset[i] + tol)
+        if low + offset[i] > tol + margin:
+            state[i] = 1
+            count += 1
+        elif inside and up + offset[i] + margin < tol:
+            state[i] = 0
+    return count
+
+
+@njit(cache=True, nogil=True)
 def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
             max_rounds):  # pragma: no cover
     """Insert chord midpoints into every knot interval on a chord (corner < 0) whose spline leaves the
     tolerance tube or the position box, and solve again, until none does (status 0), the knot count would
     pass max_knots (1) or after max_rounds (2). Intervals across a cut corner are never split (the caller
-    moves their knots). Returns (points, knots, offset, corner, coefficients, dev, bad, status)."""
-    for _ in range(max_rounds + 1):
+    moves their knots). Returns (points, knots, offset, corner, coefficients, dev, bad, status).
+
+    The first round bounds every interval exactly (it is often the last: a dense path, a corner pass
+    whose chords need no knots); a later round follows a split, and settles most chords by cheaper bounds
+    first (:func:`_settled_chords`), the exact bounds of the others once the knots are final."""
+    for rnd in range(max_rounds + 1):
         c = _spline_coefficients(knots, wp, ss, hs, es, he)
         nint = knots.shape[0] - 1
         dev = np.empty(nint)
         bad = np.empty(nint, dtype=np.int64)
-        _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad)
-        split = 0
+        state = np.full(nint, -1, dtype=np.int8)
+        split = _settled_chords(knots, c, offset, corner, tol, lo, hi, state) if rnd > 0 else 0
+        _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, state, -1)
+        halve = state == 1
         for i in range(nint):
-            if corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
+            if state[i] < 0 and corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
+                halve[i] = True
                 split += 1
         if split == 0:  # the corners' finer bounds (not needed to split chords) once, for the caller
+            _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, state, 0)
             _corner_bounds(knots, wp, c, corner, cp, coff, dev, 0.9 * tol)
             return wp, knots, offset, corner, c, dev, bad, 0
-        if knots.shape[0] + split > max_knots:
-            return wp, knots, offset, corner, c, dev, bad, 1
-        if _ == max_rounds:
+        if knots.shape[0] + split > max_knots or rnd == max_rounds:
             break
         k2 = knots.shape[0] + split
         wp2 = np.empty((k2, wp.shape[1]))
@@ -447,7 +500,7 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
             off2[g] = offset[i]
             cor2[g] = corner[i]
             g += 1
-            if corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
+            if halve[i]:
                 # the midpoint of the chord: on the same (input or merged) chord, s stays its chord length
                 wp2[g, :] = 0.5 * (wp[i, :] + wp[i + 1, :])
                 kn2[g] = 0.5 * (knots[i] + knots[i + 1])
@@ -457,7 +510,10 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
         wp2[g, :] = wp[nint, :]
         kn2[g] = knots[nint]
         wp, knots, offset, corner = wp2, kn2, off2, cor2
-    return wp, knots, offset, corner, c, dev, bad, 2
+    # not within the tolerance: the bounds of the intervals settled without them too, for the caller
+    _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, state, 0)
+    _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, state, 1)
+    return wp, knots, offset, corner, c, dev, bad, 1 if knots.shape[0] + split > max_knots else 2
 
 
 #: passes of :func:`_cut_corners` adjusting the corners' cut distances
@@ -579,22 +635,29 @@ def _split_for_turn(knots, coeffs, turn, max_depth):  # pragma: no cover - compi
     largest |q''| would be several times more than its turn needs: an interval of length h is halved
     while h max|q''| ≥ 2 (h mean|q''| + turn), up to ``max_depth`` times. Gridpoints are uniform inside
     an interval (:func:`_gridpoints`), so this lets stages be short where the path turns fast and long
-    where it does not."""
+    where it does not. The pieces are counted first (:func:`_turn_pieces` without output), then written."""
+    m = _turn_pieces(knots, coeffs, turn, max_depth, np.empty(0), np.empty((4, 0, 0)), False)
+    kn = np.empty(m + 1)
+    cf = np.empty((4, m, coeffs.shape[2]))
+    _turn_pieces(knots, coeffs, turn, max_depth, kn, cf, True)
+    kn[m] = knots[knots.shape[0] - 1]
+    return kn, cf
+
+
+@njit(cache=True, nogil=True)
+def _turn_pieces(knots, coeffs, turn, max_depth, kn, cf, write):  # pragma: no cover - compiled
+    """The pieces of :func:`_split_for_turn`, in order: their count, and with ``write`` their start s into
+    kn and their coefficients (re-expanded about their start) into cf."""
     nint = knots.shape[0] - 1
     n = coeffs.shape[2]
-    cap = nint << max_depth
-    kn = np.empty(cap + 1)
-    cf = np.empty((4, cap, n))
     m = 0
-    # explicit stack of (start s, length, depth, source interval, offset of the piece in it)
+    # explicit stack of (start s, length, depth) of the pieces of interval k
     st_h = np.empty(max_depth + 2)
     st_t = np.empty(max_depth + 2)
     st_d = np.empty(max_depth + 2, dtype=np.int64)
     for k in range(nint):
-        h0 = knots[k + 1] - knots[k]
-        top = 0
         st_t[0] = 0.0
-        st_h[0] = h0
+        st_h[0] = knots[k + 1] - knots[k]
         st_d[0] = 0
         top = 1
         while top > 0:
@@ -619,13 +682,13 @@ def _split_for_turn(knots, coeffs, turn, max_depth):  # pragma: no cover - compi
                 st_d[top + 1] = d + 1
                 top += 2
                 continue
-            kn[m] = knots[k] + t0
-            for j in range(n):
-                c0, c1, c2, c3 = coeffs[0, k, j], coeffs[1, k, j], coeffs[2, k, j], coeffs[3, k, j]
-                cf[0, m, j] = c0
-                cf[1, m, j] = 3.0 * c0 * t0 + c1
-                cf[2, m, j] = (3.0 * c0 * t0 + 2.0 * c1) * t0 + c2
-                cf[3, m, j] = ((c0 * t0 + c1) * t0 + c2) * t0 + c3
+            if write:
+                kn[m] = knots[k] + t0
+                for j in range(n):
+                    c0, c1, c2, c3 = coeffs[0, k, j], coeffs[1, k, j], coeffs[2, k, j], coeffs[3, k, j]
+                    cf[0, m, j] = c0
+                    cf[1, m, j] = 3.0 * c0 * t0 + c1
+                    cf[2, m, j] = (3.0 * c0 * t0 + 2.0 * c1) * t0 + c2
+                    cf[3, m, j] = ((c0 * t0 + c1) * t0 + c2) * t0 + c3
             m += 1
-    kn[m] = knots[nint]
-    return kn[:m + 1].copy(), cf[:, :m, :].copy()
+    return m
