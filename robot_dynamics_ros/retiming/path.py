@@ -337,38 +337,72 @@ class JointPath:
 
 
 @njit(cache=True, nogil=True)
+def _chord_fit(c0, c1, c2, h, roots):  # pragma: no cover - compiled
+    """max over [0, h] of |r(t)|, r(t) = c0 t³ + c1 t² + c2 t minus its chord (vanishing at 0 and h): r is
+    largest at a root of r' (a quadratic)."""
+    slope = (c0 * h + c1) * h + c2  # chord slope (q(h) - q(0)) / h
+    k = _critical_points(c0, c1, c2 - slope, h, roots)
+    fit = 0.0
+    for r in range(k):
+        t = roots[r]
+        fit = max(fit, abs(((c0 * t + c1) * t + c2 - slope) * t))
+    return fit
+
+
+@njit(cache=True, nogil=True)
+def _chord_fit_bounds(c0, c1, c2, h):  # pragma: no cover - compiled
+    """(lower, upper bound of :func:`_chord_fit`, margin): r(t) = t (t - h) (c0 (t + h) + c1), so
+    |r(h/2)| ≤ max|r| ≤ h²/4 max(|c0 h + c1|, |2 c0 h + c1|) (the last factor is linear in t); the margin
+    is far above the rounding of _chord_fit's value."""
+    e0 = c0 * h + c1
+    quarter = 0.25 * h * h
+    slope = e0 * h + c2
+    return (quarter * abs(e0 + 0.5 * c0 * h), quarter * max(abs(e0), abs(e0 + c0 * h)),
+            1e-9 * h * (abs(c0) * h * h + abs(c1) * h + abs(c2) + abs(slope)))
+
+
+@njit(cache=True, nogil=True)
 def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, state, which):  # pragma: no cover
-    """Per knot interval i: dev[i] = a bound of the spline's distance from the polyline there, and
-    bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
+    """Per knot interval i with state[i] == which: dev[i] = a bound of the spline's distance from the
+    polyline there, and bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
 
     The spline minus the straight line between its values at the interval's two knots is a cubic
-    vanishing at both ends, whose extremes are at the roots of a quadratic: fit = its largest magnitude.
-    On a chord (corner[i] < 0) dev[i] = fit + offset[i]. Across a cut corner (corner[i] = k ≥ 0: knots
-    a = pts[i], b = pts[i+1] at equal distances d from the corner p = cp[k] on its two chords, whose
+    vanishing at both ends: fit = the largest of the joints' :func:`_chord_fit`, taken exactly for the
+    joint with the largest upper bound (:func:`_chord_fit_bounds`) and for the others whose bound can
+    exceed it. On a chord (corner[i] < 0) dev[i] = fit + offset[i]. Across a cut corner (corner[i] = k ≥ 0:
+    knots a = pts[i], b = pts[i+1] at equal distances d from the corner p = cp[k] on its two chords, whose
     offsets are coff[k] (2,)), the straight line a -> b is within d sin(turn) / 2 (Euclidean) of the
     polyline a -> p -> b (its distances from the lines p a and p b are linear along it, 0 at a resp. b),
     so fit + that + the larger offset bounds it (:func:`_corner_bounds` takes the finer bound too).
-    A joint's q is between its values at the knots ± its fit: its extremes are looked at only where
-    that range reaches [lo, hi] (the same joint is reported). Only intervals with state[i] == which."""
+    A joint's q is between its values at the knots ± its fit (or the fit's bound): its extremes are looked
+    at only where that range reaches [lo, hi] (the same joint is reported)."""
     nint = knots.shape[0] - 1
     n = c.shape[2]
     roots = np.empty(2)
+    up = np.empty(n)
+    above = np.empty(n)
     worst = 0.0
     for i in range(nint):
         if state[i] != which:
             continue
         h = knots[i + 1] - knots[i]
-        d = 0.0
+        top = 0
+        for j in range(n):
+            _, up[j], margin = _chord_fit_bounds(c[0, i, j], c[1, i, j], c[2, i, j], h)
+            above[j] = up[j] + margin
+            if up[j] > up[top]:
+                top = j
+        d = _chord_fit(c[0, i, top], c[1, i, top], c[2, i, top], h, roots)
+        d_top = d
         bad[i] = -1
         for j in range(n):
             c0, c1, c2, c3 = c[0, i, j], c[1, i, j], c[2, i, j], c[3, i, j]
-            slope = (c0 * h + c1) * h + c2  # chord slope (q(h) - q(0)) / h
-            k = _critical_points(c0, c1, c2 - slope, h, roots)
-            fit = 0.0
-            for r in range(k):
-                t = roots[r]
-                fit = max(fit, abs(((c0 * t + c1) * t + c2 - slope) * t))
-            d = max(d, fit)
+            fit = up[j]
+            if j == top:
+                fit = d_top
+            elif above[j] > d:  # else it cannot raise d
+                fit = _chord_fit(c0, c1, c2, h, roots)
+                d = max(d, fit)
             if bad[i] < 0:
                 q1 = ((c0 * h + c1) * h + c2) * h + c3
                 # a margin far above the rounding of the values compared
@@ -415,16 +449,11 @@ def _corner_bounds(knots, pts, c, corner, cp, coff, dev, close):  # pragma: no c
 
 @njit(cache=True, nogil=True)
 def _settled_chords(knots, c, offset, corner, tol, lo, hi, state):  # pragma: no cover - compiled
-    """Per knot interval i on a chord, whether :func:`_refine` splits it, decided without the exact bound
-    of :func:`_interval_bounds` where cheaper ones decide: state[i] = 1 (split), 0 (not split), -1 (not
-    decided here; intervals across corners too). Returns the count of 1s.
-
-    On a chord the spline minus the straight line between its knot values is, per joint,
-    r(t) = t (t - h) (c0 (t + h) + c1) (it vanishes at t = 0 and t = h): |r(h/2)| ≤ max|r| ≤
-    h²/4 max(|c0 h + c1|, |2 c0 h + c1|) (the last factor is linear in t). Split where the lower bound
-    plus the chord's offset is above tol; not split where the upper one is below it and every joint's
-    knot values ± the upper bound are inside [lo, hi]; each by a margin far above the rounding of the
-    exact bound."""
+    """Per knot interval i on a chord, whether :func:`_refine` splits it, decided by the bounds of
+    :func:`_chord_fit_bounds` where they decide: state[i] = 1 (split: a joint's lower bound plus the
+    chord's offset is above tol), 0 (not split: every upper bound plus the offset is below tol and every
+    joint's knot values ± its upper bound are inside [lo, hi]), -1 (not decided here; intervals across
+    corners too), each by a margin far above the rounding of the exact bound. Returns the count of 1s."""
     n = c.shape[2]
     count = 0
     for i in range(knots.shape[0] - 1):
@@ -432,28 +461,22 @@ def _settled_chords(knots, c, offset, corner, tol, lo, hi, state):  # pragma: no
         if corner[i] >= 0:
             continue
         h = knots[i + 1] - knots[i]
-        quarter = 0.25 * h * h
-        low = 0.0
-        up = 0.0
-        size = 0.0
+        slack = 1e-9 * (offset[i] + tol)
+        low = -np.inf
+        high = 0.0
         inside = True
         for j in range(n):
             c0, c1, c2, c3 = c[0, i, j], c[1, i, j], c[2, i, j], c[3, i, j]
-            e0 = c0 * h + c1
-            e1 = e0 + c0 * h
-            fit = quarter * max(abs(e0), abs(e1))
-            low = max(low, quarter * abs(e0 + 0.5 * c0 * h))
-            up = max(up, fit)
-            slope = e0 * h + c2
-            size = max(size, h * (abs(c0) * h * h + abs(c1) * h + abs(c2) + abs(slope)))
-            q1 = slope * h + c3
-            margin = 2e-9 * (1.0 + abs(c3) + abs(q1) + fit)
-            inside = inside and lo[j] + margin <= min(c3, q1) - fit and max(c3, q1) + fit <= hi[j] - margin
-        margin = 1e-9 * (size + offset[i] + tol)
-        if low + offset[i] > tol + margin:
+            lower, upper, margin = _chord_fit_bounds(c0, c1, c2, h)
+            low = max(low, lower - margin)
+            high = max(high, upper + margin)
+            q1 = ((c0 * h + c1) * h + c2) * h + c3
+            margin = 2e-9 * (1.0 + abs(c3) + abs(q1) + upper)
+            inside = inside and lo[j] + margin <= min(c3, q1) - upper and max(c3, q1) + upper <= hi[j] - margin
+        if low + offset[i] > tol + slack:
             state[i] = 1
             count += 1
-        elif inside and up + offset[i] + margin < tol:
+        elif inside and high + offset[i] + slack < tol:
             state[i] = 0
     return count
 
