@@ -299,8 +299,7 @@ class JointPath:
         if cut_corners and out[1].shape[0] > knots.shape[0] > 2:
             # only corners the spline through the waypoints could not pass within tol (a chord next to
             # them needed knots) are cut: a smooth, dense path is left as it is
-            added = np.diff(np.searchsorted(out[1], knots)) > 1
-            tight = added[:-1] | added[1:]
+            tight = _tight_corners(knots, out[1])
             if tight.any():
                 cut = _cut_corners(wp, knots, tight, *args)
                 out = cut if cut[7] == 0 else out  # else every waypoint a knot
@@ -543,34 +542,45 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
 CORNER_PASSES = 3
 
 
+@njit(cache=True, nogil=True)
+def _tight_corners(knots, refined):  # pragma: no cover - compiled
+    """(W-2,) whether a chord next to each corner got knots: knots (W,) s at the waypoints, refined (K,)
+    the knots of :func:`_refine` on them (every waypoint's s among them)."""
+    w = knots.shape[0]
+    first = np.empty(w, dtype=np.int64)  # index of each waypoint's s among the refined knots
+    g = 0
+    for k in range(w):
+        while g < refined.shape[0] and refined[g] < knots[k]:
+            g += 1
+        first[k] = g
+    tight = np.zeros(w - 2, dtype=np.bool_)
+    for k in range(w - 1):
+        if first[k + 1] - first[k] > 1:
+            if k > 0:
+                tight[k - 1] = True
+            if k < w - 2:
+                tight[k] = True
+    return tight
+
+
 def _cut_corners(wp, sw, tight, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):
     """:func:`_refine` on the knots of :func:`_corner_points`, the cut distance d of every corner k with
-    tight[k - 1] adjusted (:func:`_adjust_cuts`) until the bound across each corner is within [0.9, 1] × tol
-    (or d is at its largest, 0.45 of the shorter chord, within tol). The first guess: the chord between
-    the cut points passes sin(turn) d / 2 from the polyline. Returns _refine's tuple (status 2 when no pass
-    had every corner within tol: the caller then keeps every waypoint as a knot)."""
-    chords = np.diff(wp, axis=0)
-    length = np.diff(sw)
-    e = chords / length[:, None]
+    tight[k - 1] adjusted (:func:`_corner_passes`) until the bound across each corner is within [0.9, 1] ×
+    tol (or d is at its largest, 0.45 of the shorter chord, within tol). Returns _refine's tuple (status 2
+    when no pass had every corner within tol: the caller then keeps every waypoint as a knot). The turn
+    of the polyline at each corner (rad) and its sine are numpy's here, the passes compiled."""
+    e = np.diff(wp, axis=0) / np.diff(sw)[:, None]
     turn = np.arccos(np.clip(np.sum(e[:-1] * e[1:], axis=1), -1.0, 1.0))
-    budget = tol - np.maximum(offset[:-1], offset[1:])
-    shorter = np.minimum(length[:-1], length[1:])
-    active = tight & (turn > 1e-6) & (budget > 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        first = np.minimum(0.45 * shorter, 2.0 * budget / np.maximum(np.sin(np.minimum(turn, 0.5 * np.pi)), 1e-12))
-    cut = np.zeros(wp.shape[0])
-    cut[1:-1] = np.where(active, first, 0.0)
-    cp = np.ascontiguousarray(wp[1:-1])
-    coff = np.ascontiguousarray(np.stack([offset[:-1], offset[1:]], axis=1))
-    return _adjust_cuts(wp, sw, cut, shorter, offset, cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
-                        max_rounds)
+    return _corner_passes(wp, sw, tight, turn, np.sin(np.minimum(turn, 0.5 * np.pi)), offset, tol, lo, hi, ss,
+                          hs, es, he, max_knots, max_rounds)
 
 
 @njit(cache=True, nogil=True)
-def _adjust_cuts(wp, sw, cut, shorter, offset, cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
-                 max_rounds):  # pragma: no cover - compiled
-    """The passes of :func:`_cut_corners` from the first guess cut (W,) (0: corner not cut; shorter (W-2,)
-    the shorter chord at each corner). An isolated corner's deviation scales with d (the knots near it are
+def _corner_passes(wp, sw, tight, turn, sin_turn, offset, tol, lo, hi, ss, hs, es, he, max_knots,
+                   max_rounds):  # pragma: no cover - compiled
+    """The passes of :func:`_cut_corners`; turn, sin_turn (W-2,) the polyline's turn at each corner and
+    its sine (of at most a right angle). First guess: the chord between the cut points passes
+    sin(turn) d / 2 from the polyline. An isolated corner's deviation scales with d (the knots near it are
     d, 2d, 4d from it): the first pass rescales d by 0.95 tol / deviation; where corners interact (short
     chords) the later passes bracket d per corner between the largest d seen within tol and the smallest
     seen above it (or outside the position box) and take the secant between them (a corner cut by more
@@ -578,6 +588,19 @@ def _adjust_cuts(wp, sw, cut, shorter, offset, cp, coff, tol, lo, hi, ss, hs, es
     only corners above tol shrink (to their largest d seen within tol at most), for up to 3 passes; the
     first of these with every corner within tol is taken, else the pass within tol that used most of it
     (the largest sum of the corners' bounds)."""
+    w = wp.shape[0]
+    cut = np.zeros(w)
+    shorter = np.empty(w - 2)
+    cp = np.empty((w - 2, wp.shape[1]))
+    coff = np.empty((w - 2, 2))
+    for k in range(w - 2):
+        shorter[k] = min(sw[k + 1] - sw[k], sw[k + 2] - sw[k + 1])
+        budget = tol - max(offset[k], offset[k + 1])
+        if tight[k] and turn[k] > 1e-6 and budget > 0.0:
+            cut[k + 1] = min(0.45 * shorter[k], 2.0 * budget / max(sin_turn[k], 1e-12))
+        cp[k, :] = wp[k + 1, :]
+        coff[k, 0] = offset[k]
+        coff[k, 1] = offset[k + 1]
     nc = cut.shape[0] - 2
     d_max = 0.45 * shorter
     ok_d, ok_dev = np.zeros(nc), np.zeros(nc)  # largest d within tol
