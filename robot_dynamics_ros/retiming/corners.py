@@ -1,6 +1,8 @@
 """Cut corners of a joint-space path (:meth:`~robot_dynamics_ros.retiming.path.JointPath.within_tolerance`):
-the knots that replace a waypoint corner by points on its two chords (:func:`_corner_points`), and an exact
-upper bound of a cubic piece's distance from the two segments of a corner (:func:`_corner_deviation`).
+which corners are cut (:func:`_tight_corners`), the knots that replace a waypoint corner by points on its two
+chords (:func:`_corner_points`), and an exact upper bound of a cubic piece's distance from the two segments of a
+corner (:func:`_corner_deviation`, :func:`_corner_bounds`) or from its own chord (:func:`_chord_fit`, and
+cheaper bounds of that: :func:`_chord_fit_bounds`).
 
 A corner waypoint need not be on the path: the polyline's corner is turned on the spline through points
 at a distance d before and after it on its chords, d chosen so that this bound is close to the path
@@ -39,6 +41,31 @@ def _critical_points(c0, c1, c2, h, out):  # pragma: no cover - compiled
             out[k] = t
             k += 1
     return k
+
+
+@njit(cache=True, nogil=True)
+def _chord_fit(c0, c1, c2, h, roots):  # pragma: no cover - compiled
+    """max over [0, h] of |r(t)|, r(t) = c0 t³ + c1 t² + c2 t minus its chord (vanishing at 0 and h): r is
+    largest at a root of r' (a quadratic)."""
+    slope = (c0 * h + c1) * h + c2  # chord slope (q(h) - q(0)) / h
+    k = _critical_points(c0, c1, c2 - slope, h, roots)
+    fit = 0.0
+    for r in range(k):
+        t = roots[r]
+        fit = max(fit, abs(((c0 * t + c1) * t + c2 - slope) * t))
+    return fit
+
+
+@njit(cache=True, nogil=True)
+def _chord_fit_bounds(c0, c1, c2, h):  # pragma: no cover - compiled
+    """(lower, upper bound of :func:`_chord_fit`, margin): r(t) = t (t - h) (c0 (t + h) + c1), so
+    |r(h/2)| ≤ max|r| ≤ h²/4 max(|c0 h + c1|, |2 c0 h + c1|) (the last factor is linear in t); the margin
+    is far above the rounding of _chord_fit's value."""
+    e0 = c0 * h + c1
+    quarter = 0.25 * h * h
+    slope = e0 * h + c2
+    return (quarter * abs(e0 + 0.5 * c0 * h), quarter * max(abs(e0), abs(e0 + c0 * h)),
+            1e-9 * h * (abs(c0) * h * h + abs(c1) * h + abs(c2) + abs(slope)))
 
 
 @njit(cache=True, nogil=True)
@@ -148,6 +175,18 @@ def _corner_deviation(c, i, h, a, p, b, off_in, off_out, roots):  # pragma: no c
     return worst
 
 
+@njit(cache=True, nogil=True)
+def _corner_bounds(knots, pts, c, corner, cp, coff, dev, close):  # pragma: no cover - compiled
+    """dev[i] of every interval across a cut corner (see :func:`_interval_bounds`) above ``close``: the
+    smaller of it and the finer bound :func:`_corner_deviation`."""
+    roots = np.empty(2)
+    for i in range(knots.shape[0] - 1):
+        k = corner[i]
+        if k >= 0 and dev[i] > close:
+            dev[i] = min(dev[i], _corner_deviation(c, i, knots[i + 1] - knots[i], pts[i], cp[k], pts[i + 1],
+                                                   coff[k, 0], coff[k, 1], roots))
+
+
 #: knots a cut corner seeds on each of its chords, at d, 2d, 4d, ... from the corner (short of the chord's
 #: middle): the knot spacing grows geometrically away from the corner, so the spline's ringing is damped
 #: near it and the corner's deviation scales with d
@@ -207,3 +246,24 @@ def _corner_points(wp, sw, cut, offset):  # pragma: no cover - compiled
                 corner[g - 1] = k - 1  # corners are numbered from the first interior waypoint
             g += 1
     return pts[:g].copy(), s[:g].copy(), off[:g - 1].copy(), corner[:g - 1].copy()
+
+
+@njit(cache=True, nogil=True)
+def _tight_corners(knots, refined):  # pragma: no cover - compiled
+    """(W-2,) whether a chord next to each corner got knots: knots (W,) s at the waypoints, refined (K,)
+    the knots of :func:`_refine` on them (every waypoint's s among them)."""
+    w = knots.shape[0]
+    first = np.empty(w, dtype=np.int64)  # index of each waypoint's s among the refined knots
+    g = 0
+    for k in range(w):
+        while g < refined.shape[0] and refined[g] < knots[k]:
+            g += 1
+        first[k] = g
+    tight = np.zeros(w - 2, dtype=np.bool_)
+    for k in range(w - 1):
+        if first[k + 1] - first[k] > 1:
+            if k > 0:
+                tight[k - 1] = True
+            if k < w - 2:
+                tight[k] = True
+    return tight

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.corners import _corner_deviation, _corner_points, _critical_points
+from robot_dynamics_ros.retiming.corners import (_chord_fit, _chord_fit_bounds, _corner_bounds, _corner_points,
+                                                  _critical_points, _tight_corners)
 
 #: largest change of the path tangent q' (infinity norm) over one stage: the stage-interior bound of the
 #: velocity and torque rows is exact only up to a residual that grows with the square of this turn, and the
@@ -258,7 +259,7 @@ class JointPath:
         Corners (:func:`_cut_corners`): each interior waypoint is replaced by knots on its two chords at a
         distance d from it (and a few further ones at 2d, 4d, ... that damp the spline's ringing), d
         chosen per corner so that the exact bound of the spline's distance from the polyline across the
-        corner (:func:`_corner_deviation`) is within [0.9, 1] × ``tol`` — the speed a corner allows grows
+        corner (:func:`.corners._corner_deviation`) is within [0.9, 1] × ``tol`` — the speed a corner allows grows
         with the radius it is turned on (Kunz & Stilman 2012 blend circular arcs to the same end). Then,
         as without cutting: the spline can swing far from the straight segments between the knots (the
         segments a planner checked); every knot interval on a chord where it does, by the exact bound of
@@ -336,31 +337,6 @@ class JointPath:
 
 
 @njit(cache=True, nogil=True)
-def _chord_fit(c0, c1, c2, h, roots):  # pragma: no cover - compiled
-    """max over [0, h] of |r(t)|, r(t) = c0 t³ + c1 t² + c2 t minus its chord (vanishing at 0 and h): r is
-    largest at a root of r' (a quadratic)."""
-    slope = (c0 * h + c1) * h + c2  # chord slope (q(h) - q(0)) / h
-    k = _critical_points(c0, c1, c2 - slope, h, roots)
-    fit = 0.0
-    for r in range(k):
-        t = roots[r]
-        fit = max(fit, abs(((c0 * t + c1) * t + c2 - slope) * t))
-    return fit
-
-
-@njit(cache=True, nogil=True)
-def _chord_fit_bounds(c0, c1, c2, h):  # pragma: no cover - compiled
-    """(lower, upper bound of :func:`_chord_fit`, margin): r(t) = t (t - h) (c0 (t + h) + c1), so
-    |r(h/2)| ≤ max|r| ≤ h²/4 max(|c0 h + c1|, |2 c0 h + c1|) (the last factor is linear in t); the margin
-    is far above the rounding of _chord_fit's value."""
-    e0 = c0 * h + c1
-    quarter = 0.25 * h * h
-    slope = e0 * h + c2
-    return (quarter * abs(e0 + 0.5 * c0 * h), quarter * max(abs(e0), abs(e0 + c0 * h)),
-            1e-9 * h * (abs(c0) * h * h + abs(c1) * h + abs(c2) + abs(slope)))
-
-
-@njit(cache=True, nogil=True)
 def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, state, which):  # pragma: no cover
     """Per knot interval i with state[i] == which: dev[i] = a bound of the spline's distance from the
     polyline there, and bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
@@ -432,18 +408,6 @@ def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, 
         if dev[i] > worst:
             worst = dev[i]
     return worst
-
-
-@njit(cache=True, nogil=True)
-def _corner_bounds(knots, pts, c, corner, cp, coff, dev, close):  # pragma: no cover - compiled
-    """dev[i] of every interval across a cut corner (see :func:`_interval_bounds`) above ``close``: the
-    smaller of it and the finer bound :func:`_corner_deviation`."""
-    roots = np.empty(2)
-    for i in range(knots.shape[0] - 1):
-        k = corner[i]
-        if k >= 0 and dev[i] > close:
-            dev[i] = min(dev[i], _corner_deviation(c, i, knots[i + 1] - knots[i], pts[i], cp[k], pts[i + 1],
-                                                   coff[k, 0], coff[k, 1], roots))
 
 
 @njit(cache=True, nogil=True)
@@ -540,27 +504,6 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
 
 #: passes of :func:`_cut_corners` adjusting the corners' cut distances
 CORNER_PASSES = 3
-
-
-@njit(cache=True, nogil=True)
-def _tight_corners(knots, refined):  # pragma: no cover - compiled
-    """(W-2,) whether a chord next to each corner got knots: knots (W,) s at the waypoints, refined (K,)
-    the knots of :func:`_refine` on them (every waypoint's s among them)."""
-    w = knots.shape[0]
-    first = np.empty(w, dtype=np.int64)  # index of each waypoint's s among the refined knots
-    g = 0
-    for k in range(w):
-        while g < refined.shape[0] and refined[g] < knots[k]:
-            g += 1
-        first[k] = g
-    tight = np.zeros(w - 2, dtype=np.bool_)
-    for k in range(w - 1):
-        if first[k + 1] - first[k] > 1:
-            if k > 0:
-                tight[k - 1] = True
-            if k < w - 2:
-                tight[k] = True
-    return tight
 
 
 def _cut_corners(wp, sw, tight, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):
