@@ -511,7 +511,8 @@ def _cut_corners(wp, sw, tight, offset, tol, lo, hi, ss, hs, es, he, max_knots, 
     tight[k - 1] adjusted (:func:`_corner_passes`) until the bound across each corner is within [0.9, 1] ×
     tol (or d is at its largest, 0.45 of the shorter chord, within tol). Returns _refine's tuple (status 2
     when no pass had every corner within tol: the caller then keeps every waypoint as a knot). The turn
-    of the polyline at each corner (rad) and its sine are numpy's here, the passes compiled."""
+    of the polyline at each corner (rad) and its sine are numpy's (vectorized over the corners), the
+    passes compiled."""
     e = np.diff(wp, axis=0) / np.diff(sw)[:, None]
     turn = np.arccos(np.clip(np.sum(e[:-1] * e[1:], axis=1), -1.0, 1.0))
     return _corner_passes(wp, sw, tight, turn, np.sin(np.minimum(turn, 0.5 * np.pi)), offset, tol, lo, hi, ss,
@@ -551,6 +552,7 @@ def _corner_passes(wp, sw, tight, turn, sin_turn, offset, tol, lo, hi, ss, hs, e
     dev_c = np.empty(nc)
     bad_c = np.empty(nc, dtype=np.bool_)
     over = np.empty(nc, dtype=np.bool_)
+    low = np.empty(nc, dtype=np.bool_)
     target = 0.95 * tol
     out = _refine(*_corner_points(wp, sw, cut, offset), cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
                   max_rounds)
@@ -573,8 +575,9 @@ def _corner_passes(wp, sw, tight, turn, sin_turn, offset, tol, lo, hi, ss, hs, e
         for k in range(nc):
             d = cut[k + 1]
             over[k] = d > 0.0 and (dev_c[k] > tol or bad_c[k])
+            low[k] = d > 0.0 and dev_c[k] < 0.9 * tol and d < d_max[k] and not over[k]
             any_over |= over[k]
-            any_low |= d > 0.0 and dev_c[k] < 0.9 * tol and d < d_max[k] and not over[k]
+            any_low |= low[k]
         if not any_over:
             if not any_low or rnd >= CORNER_PASSES:
                 return out
@@ -599,12 +602,13 @@ def _corner_passes(wp, sw, tight, turn, sin_turn, offset, tol, lo, hi, ss, hs, e
             # quarter from now on
             if over[k] and d > 0.25 * shorter[k]:
                 d_max[k] = 0.25 * shorter[k]
-            if not (over[k] or (d > 0.0 and dev_c[k] < 0.9 * tol and d < d_max[k])):
+            if not (over[k] or low[k]):
                 continue
             if np.isfinite(no_d[k]):
                 gap = no_d[k] - ok_d[k]
                 den = no_dev[k] - ok_dev[k]
-                secant = ok_d[k] + (target - ok_dev[k]) * (no_d[k] - ok_d[k]) / den if den != 0.0 else np.nan
+                # no secant through two equal deviations (or above the box at both ends): the midpoint
+                secant = ok_d[k] + (target - ok_dev[k]) * gap / den if den != 0.0 else np.nan
                 if np.isfinite(secant):
                     cut[k + 1] = min(max(secant, ok_d[k] + 0.1 * gap), no_d[k] - 0.1 * gap)
                 else:
