@@ -159,6 +159,11 @@ def spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
     nint = x.shape[0] - 1
     n = c.shape[2]
     j = 0
+    # the current interval's coefficients side by side: c holds them (K-1) n apart
+    cj = np.empty((n, 4))
+    for d in range(n):
+        for r in range(4):
+            cj[d, r] = c[r, 0, d]
     for p in range(s.shape[0]):
         sp = s[p]
         # s is usually sorted: walk forward, fall back to bisection otherwise
@@ -171,9 +176,12 @@ def spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
                 else:
                     hi = mid - 1
             j = lo
+            for d in range(n):
+                for r in range(4):
+                    cj[d, r] = c[r, j, d]
         t = sp - x[j]
         for d in range(n):
-            c0, c1, c2, c3 = c[0, j, d], c[1, j, d], c[2, j, d], c[3, j, d]
+            c0, c1, c2, c3 = cj[d, 0], cj[d, 1], cj[d, 2], cj[d, 3]
             q[p, d] = ((c0 * t + c1) * t + c2) * t + c3
             dq[p, d] = (3.0 * c0 * t + 2.0 * c1) * t + c2
             ddq[p, d] = 6.0 * c0 * t + 2.0 * c1
