@@ -28,10 +28,40 @@ CURVATURE_SHARE = 0.5
 MAX_LISTED = 20
 
 
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """(first, last) index of every run of True in ``mask``."""
-    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1))
+@njit(cache=True, nogil=True)
+def _corner_runs(bound, curvature, s, knots):  # pragma: no cover - compiled
+    """Per run of True in ``bound`` (N,): its first and last gridpoint, the knot nearest to its middle
+    s (the first of equally near ones; knots (K,) increasing) and the largest curvature in it."""
+    n_pt = bound.shape[0]
+    count = 0
+    for k in range(n_pt):
+        if bound[k] and (k == 0 or not bound[k - 1]):
+            count += 1
+    first = np.empty(count, dtype=np.int64)
+    last = np.empty(count, dtype=np.int64)
+    nearest = np.empty(count, dtype=np.int64)
+    peak = np.empty(count)
+    r = -1
+    for k in range(n_pt):
+        if not bound[k]:
+            continue
+        if k == 0 or not bound[k - 1]:
+            r += 1
+            first[r] = k
+            peak[r] = curvature[k]
+        last[r] = k
+        peak[r] = max(peak[r], curvature[k])
+    for r in range(count):
+        mid = 0.5 * (s[first[r]] + s[last[r]])
+        # |knots - mid| falls up to mid and rises after it: its first smallest value is next to where mid
+        # would be inserted, or equal to it further left
+        j = min(np.searchsorted(knots, mid), knots.shape[0] - 1)
+        if j > 0 and abs(knots[j - 1] - mid) <= abs(knots[j] - mid):
+            j -= 1
+        while j > 0 and abs(knots[j - 1] - mid) == abs(knots[j] - mid):
+            j -= 1
+        nearest[r] = j
+    return first, last, nearest, peak
 
 
 @njit(cache=True, nogil=True)
@@ -94,12 +124,12 @@ def tolerance_bound(segments, velocity_limit, acceleration_limit, kept_idx, path
                                        np.ascontiguousarray(seg.x, dtype=float), vlim, alim)
         knots = seg.path.knots if seg.path.waypoint_knots is None else seg.path.waypoint_knots
         t = seg.t_grid + seg.t_offset
-        for a, b in _runs(bound):
-            lo, hi = max(a - 1, 0), min(b + 1, seg.s.shape[0] - 1)  # the stages touching the run
-            mid = 0.5 * (seg.s[a] + seg.s[b])
-            k = int(np.argmin(np.abs(knots - mid)))
-            corner = {"waypoint": int(kept_idx[seg.first + k]), "t_start": float(t[lo]), "t_end": float(t[hi]),
-                      "seconds": float(t[hi] - t[lo]), "curvature": float(curvature[a:b + 1].max())}
+        first, last, nearest, peak = _corner_runs(bound, curvature, seg.s, np.ascontiguousarray(knots, dtype=float))
+        lo, hi = np.maximum(first - 1, 0), np.minimum(last + 1, seg.s.shape[0] - 1)  # the stages touching a run
+        waypoint = kept_idx[seg.first + nearest]
+        for w, t_lo, t_hi, span, curv in zip(waypoint.tolist(), t[lo].tolist(), t[hi].tolist(),
+                                             (t[hi] - t[lo]).tolist(), peak.tolist()):
+            corner = {"waypoint": int(w), "t_start": t_lo, "t_end": t_hi, "seconds": span, "curvature": curv}
             prev = corners[-1] if corners and corners[-1]["segment"] == id(seg) else None
             if prev is not None and prev["waypoint"] == corner["waypoint"]:
                 # the bend of one corner peaks at several knots: one corner, its runs' seconds added

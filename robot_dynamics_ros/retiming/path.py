@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from robot_dynamics_ros.retiming.corners import _corner_deviation, _corner_points, _critical_points
+from robot_dynamics_ros.retiming.corners import (_chord_fit, _chord_fit_bounds, _corner_bounds, _corner_points,
+                                                  _critical_points, _tight_corners)
 
 #: largest change of the path tangent q' (infinity norm) over one stage: the stage-interior bound of the
 #: velocity and torque rows is exact only up to a residual that grows with the square of this turn, and the
@@ -158,6 +159,11 @@ def spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
     nint = x.shape[0] - 1
     n = c.shape[2]
     j = 0
+    # the current interval's coefficients side by side: c holds them (K-1) n apart
+    cj = np.empty((n, 4))
+    for d in range(n):
+        for r in range(4):
+            cj[d, r] = c[r, 0, d]
     for p in range(s.shape[0]):
         sp = s[p]
         # s is usually sorted: walk forward, fall back to bisection otherwise
@@ -170,9 +176,12 @@ def spline_eval(x, c, s, q, dq, ddq):  # pragma: no cover - compiled
                 else:
                     hi = mid - 1
             j = lo
+            for d in range(n):
+                for r in range(4):
+                    cj[d, r] = c[r, j, d]
         t = sp - x[j]
         for d in range(n):
-            c0, c1, c2, c3 = c[0, j, d], c[1, j, d], c[2, j, d], c[3, j, d]
+            c0, c1, c2, c3 = cj[d, 0], cj[d, 1], cj[d, 2], cj[d, 3]
             q[p, d] = ((c0 * t + c1) * t + c2) * t + c3
             dq[p, d] = (3.0 * c0 * t + 2.0 * c1) * t + c2
             ddq[p, d] = 6.0 * c0 * t + 2.0 * c1
@@ -258,7 +267,7 @@ class JointPath:
         Corners (:func:`_cut_corners`): each interior waypoint is replaced by knots on its two chords at a
         distance d from it (and a few further ones at 2d, 4d, ... that damp the spline's ringing), d
         chosen per corner so that the exact bound of the spline's distance from the polyline across the
-        corner (:func:`_corner_deviation`) is within [0.9, 1] × ``tol`` — the speed a corner allows grows
+        corner (:func:`.corners._corner_deviation`) is within [0.9, 1] × ``tol`` — the speed a corner allows grows
         with the radius it is turned on (Kunz & Stilman 2012 blend circular arcs to the same end). Then,
         as without cutting: the spline can swing far from the straight segments between the knots (the
         segments a planner checked); every knot interval on a chord where it does, by the exact bound of
@@ -296,11 +305,10 @@ class JointPath:
                 ss, hs, es, he, int(max_knots), int(max_rounds))
         no_corner = np.full(wp.shape[0] - 1, -1, dtype=np.int64)
         out = _refine(wp, knots, args[0], no_corner, wp[:0], np.zeros((0, 2)), *args[1:])
-        if cut_corners and wp.shape[0] > 2:
+        if cut_corners and out[1].shape[0] > knots.shape[0] > 2:
             # only corners the spline through the waypoints could not pass within tol (a chord next to
             # them needed knots) are cut: a smooth, dense path is left as it is
-            added = np.diff(np.searchsorted(out[1], knots)) > 1
-            tight = added[:-1] | added[1:]
+            tight = _tight_corners(knots, out[1])
             if tight.any():
                 cut = _cut_corners(wp, knots, tight, *args)
                 out = cut if cut[7] == 0 else out  # else every waypoint a knot
@@ -337,40 +345,58 @@ class JointPath:
 
 
 @njit(cache=True, nogil=True)
-def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, close):  # pragma: no cover
-    """Per knot interval i: dev[i] = a bound of the spline's distance from the polyline there, and
-    bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
+def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, state, which):  # pragma: no cover
+    """Per knot interval i with state[i] == which: dev[i] = a bound of the spline's distance from the
+    polyline there, and bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
 
     The spline minus the straight line between its values at the interval's two knots is a cubic
-    vanishing at both ends, whose extremes are at the roots of a quadratic: fit = its largest magnitude.
-    On a chord (corner[i] < 0) dev[i] = fit + offset[i]. Across a cut corner (corner[i] = k ≥ 0: knots
-    a = pts[i], b = pts[i+1] at equal distances d from the corner p = cp[k] on its two chords, whose
+    vanishing at both ends: fit = the largest of the joints' :func:`_chord_fit`, taken exactly for the
+    joint with the largest upper bound (:func:`_chord_fit_bounds`) and for the others whose bound can
+    exceed it. On a chord (corner[i] < 0) dev[i] = fit + offset[i]. Across a cut corner (corner[i] = k ≥ 0:
+    knots a = pts[i], b = pts[i+1] at equal distances d from the corner p = cp[k] on its two chords, whose
     offsets are coff[k] (2,)), the straight line a -> b is within d sin(turn) / 2 (Euclidean) of the
     polyline a -> p -> b (its distances from the lines p a and p b are linear along it, 0 at a resp. b),
-    so fit + that + the larger offset bounds it; where that exceeds ``close`` the finer
-    :func:`_corner_deviation` is taken too (the smaller of the two)."""
+    so fit + that + the larger offset bounds it (:func:`_corner_bounds` takes the finer bound too).
+    A joint's q is between its values at the knots ± its fit (or the fit's bound): its extremes are looked
+    at only where that range reaches [lo, hi] (the same joint is reported)."""
     nint = knots.shape[0] - 1
     n = c.shape[2]
     roots = np.empty(2)
+    up = np.empty(n)
+    above = np.empty(n)
     worst = 0.0
     for i in range(nint):
+        if state[i] != which:
+            continue
         h = knots[i + 1] - knots[i]
-        d = 0.0
+        top = 0
+        for j in range(n):
+            _, up[j], margin = _chord_fit_bounds(c[0, i, j], c[1, i, j], c[2, i, j], h)
+            above[j] = up[j] + margin
+            if up[j] > up[top]:
+                top = j
+        d = _chord_fit(c[0, i, top], c[1, i, top], c[2, i, top], h, roots)
+        d_top = d
         bad[i] = -1
         for j in range(n):
             c0, c1, c2, c3 = c[0, i, j], c[1, i, j], c[2, i, j], c[3, i, j]
-            slope = (c0 * h + c1) * h + c2  # chord slope (q(h) - q(0)) / h
-            k = _critical_points(c0, c1, c2 - slope, h, roots)
-            for r in range(k):
-                t = roots[r]
-                d = max(d, abs(((c0 * t + c1) * t + c2 - slope) * t))
+            fit = up[j]
+            if j == top:
+                fit = d_top
+            elif above[j] > d:  # else it cannot raise d
+                fit = _chord_fit(c0, c1, c2, h, roots)
+                d = max(d, fit)
             if bad[i] < 0:
-                k = _critical_points(c0, c1, c2, h, roots)
-                for r in range(k):
-                    t = roots[r]
-                    v = ((c0 * t + c1) * t + c2) * t + c3
-                    if not (lo[j] <= v <= hi[j]):
-                        bad[i] = j
+                q1 = ((c0 * h + c1) * h + c2) * h + c3
+                # a margin far above the rounding of the values compared
+                margin = 1e-9 * (1.0 + abs(c3) + abs(q1) + fit)
+                if not (lo[j] + margin <= min(c3, q1) - fit and max(c3, q1) + fit <= hi[j] - margin):
+                    k = _critical_points(c0, c1, c2, h, roots)
+                    for r in range(k):
+                        t = roots[r]
+                        v = ((c0 * t + c1) * t + c2) * t + c3
+                        if not (lo[j] <= v <= hi[j]):
+                            bad[i] = j
         if corner[i] < 0:
             dev[i] = d + offset[i]
         else:
@@ -387,12 +413,43 @@ def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, 
                 mm += m * m
             mid = np.sqrt(max(mm - ma * ma / aa, 0.0)) if aa > 0.0 else np.sqrt(mm)
             dev[i] = d + mid + max(coff[k, 0], coff[k, 1])
-            if dev[i] > close:
-                dev[i] = min(dev[i], _corner_deviation(c, i, h, pts[i], cp[k], pts[i + 1], coff[k, 0],
-                                                       coff[k, 1], roots))
         if dev[i] > worst:
             worst = dev[i]
     return worst
+
+
+@njit(cache=True, nogil=True)
+def _settled_chords(knots, c, offset, corner, tol, lo, hi, state):  # pragma: no cover - compiled
+    """Per knot interval i on a chord, whether :func:`_refine` splits it, decided by the bounds of
+    :func:`_chord_fit_bounds` where they decide: state[i] = 1 (split: a joint's lower bound plus the
+    chord's offset is above tol), 0 (not split: every upper bound plus the offset is below tol and every
+    joint's knot values ± its upper bound are inside [lo, hi]), -1 (not decided here; intervals across
+    corners too), each by a margin far above the rounding of the exact bound. Returns the count of 1s."""
+    n = c.shape[2]
+    count = 0
+    for i in range(knots.shape[0] - 1):
+        state[i] = -1
+        if corner[i] >= 0:
+            continue
+        h = knots[i + 1] - knots[i]
+        slack = 1e-9 * (offset[i] + tol)
+        low = -np.inf
+        high = 0.0
+        inside = True
+        for j in range(n):
+            c0, c1, c2, c3 = c[0, i, j], c[1, i, j], c[2, i, j], c[3, i, j]
+            lower, upper, margin = _chord_fit_bounds(c0, c1, c2, h)
+            low = max(low, lower - margin)
+            high = max(high, upper + margin)
+            q1 = ((c0 * h + c1) * h + c2) * h + c3
+            margin = 2e-9 * (1.0 + abs(c3) + abs(q1) + upper)
+            inside = inside and lo[j] + margin <= min(c3, q1) - upper and max(c3, q1) + upper <= hi[j] - margin
+        if low + offset[i] > tol + slack:
+            state[i] = 1
+            count += 1
+        elif inside and high + offset[i] + slack < tol:
+            state[i] = 0
+    return count
 
 
 @njit(cache=True, nogil=True)
@@ -401,23 +458,29 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
     """Insert chord midpoints into every knot interval on a chord (corner < 0) whose spline leaves the
     tolerance tube or the position box, and solve again, until none does (status 0), the knot count would
     pass max_knots (1) or after max_rounds (2). Intervals across a cut corner are never split (the caller
-    moves their knots). Returns (points, knots, offset, corner, coefficients, dev, bad, status)."""
-    for _ in range(max_rounds + 1):
+    moves their knots). Returns (points, knots, offset, corner, coefficients, dev, bad, status).
+
+    The first round bounds every interval exactly (it is often the last: a dense path, a corner pass
+    whose chords need no knots); a later round follows a split, and settles most chords by cheaper bounds
+    first (:func:`_settled_chords`), the exact bounds of the others once the knots are final."""
+    for rnd in range(max_rounds + 1):
         c = _spline_coefficients(knots, wp, ss, hs, es, he)
         nint = knots.shape[0] - 1
         dev = np.empty(nint)
         bad = np.empty(nint, dtype=np.int64)
-        _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, np.inf)
-        split = 0
+        state = np.full(nint, -1, dtype=np.int8)
+        split = _settled_chords(knots, c, offset, corner, tol, lo, hi, state) if rnd > 0 else 0
+        _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, state, -1)
+        halve = state == 1
         for i in range(nint):
-            if corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
+            if state[i] < 0 and corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
+                halve[i] = True
                 split += 1
         if split == 0:  # the corners' finer bounds (not needed to split chords) once, for the caller
-            _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, 0.9 * tol)
+            _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, state, 0)
+            _corner_bounds(knots, wp, c, corner, cp, coff, dev, 0.9 * tol)
             return wp, knots, offset, corner, c, dev, bad, 0
-        if knots.shape[0] + split > max_knots:
-            return wp, knots, offset, corner, c, dev, bad, 1
-        if _ == max_rounds:
+        if knots.shape[0] + split > max_knots or rnd == max_rounds:
             break
         k2 = knots.shape[0] + split
         wp2 = np.empty((k2, wp.shape[1]))
@@ -431,7 +494,7 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
             off2[g] = offset[i]
             cor2[g] = corner[i]
             g += 1
-            if corner[i] < 0 and (dev[i] > tol or bad[i] >= 0):
+            if halve[i]:
                 # the midpoint of the chord: on the same (input or merged) chord, s stays its chord length
                 wp2[g, :] = 0.5 * (wp[i, :] + wp[i + 1, :])
                 kn2[g] = 0.5 * (knots[i] + knots[i + 1])
@@ -441,7 +504,10 @@ def _refine(wp, knots, offset, corner, cp, coff, tol, lo, hi, ss, hs, es, he, ma
         wp2[g, :] = wp[nint, :]
         kn2[g] = knots[nint]
         wp, knots, offset, corner = wp2, kn2, off2, cor2
-    return wp, knots, offset, corner, c, dev, bad, 2
+    # not within the tolerance: the bounds of the intervals settled without them too, for the caller
+    _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, state, 0)
+    _interval_bounds(knots, wp, c, offset, corner, cp, coff, lo, hi, dev, bad, state, 1)
+    return wp, knots, offset, corner, c, dev, bad, 1 if knots.shape[0] + split > max_knots else 2
 
 
 #: passes of :func:`_cut_corners` adjusting the corners' cut distances
@@ -450,77 +516,117 @@ CORNER_PASSES = 3
 
 def _cut_corners(wp, sw, tight, offset, tol, lo, hi, ss, hs, es, he, max_knots, max_rounds):
     """:func:`_refine` on the knots of :func:`_corner_points`, the cut distance d of every corner k with
-    tight[k - 1]
-    adjusted until the bound across each corner is within [0.9, 1] × tol (or d is at its largest, 0.45 of
-    the shorter chord, within tol). An isolated corner's deviation scales with d (the knots near it are
-    d, 2d, 4d from it): the first pass rescales d by 0.95 tol / deviation; where corners interact (short
-    chords) the later passes bracket d per corner between the largest d seen within tol and the
-    smallest seen above it (or outside the position box) and take the secant between them (a corner cut
-    by more than a quarter of a chord that went above tol keeps to a quarter). After
-    :data:`CORNER_PASSES` passes only corners above tol shrink (to their largest d seen within tol at
-    most), for up to 3 passes; the first of these with every corner within tol is taken, else the pass
-    within tol that used most of it. Returns _refine's tuple (status 2 when no pass had every corner
-    within tol: the caller then keeps every waypoint as a knot)."""
-    chords = np.diff(wp, axis=0)
-    length = np.diff(sw)
-    e = chords / length[:, None]
+    tight[k - 1] adjusted (:func:`_corner_passes`) until the bound across each corner is within [0.9, 1] ×
+    tol (or d is at its largest, 0.45 of the shorter chord, within tol). Returns _refine's tuple (status 2
+    when no pass had every corner within tol: the caller then keeps every waypoint as a knot). The turn
+    of the polyline at each corner (rad) and its sine are numpy's (vectorized over the corners), the
+    passes compiled."""
+    e = np.diff(wp, axis=0) / np.diff(sw)[:, None]
     turn = np.arccos(np.clip(np.sum(e[:-1] * e[1:], axis=1), -1.0, 1.0))
-    budget = tol - np.maximum(offset[:-1], offset[1:])
-    shorter = np.minimum(length[:-1], length[1:])
+    return _corner_passes(wp, sw, tight, turn, np.sin(np.minimum(turn, 0.5 * np.pi)), offset, tol, lo, hi, ss,
+                          hs, es, he, max_knots, max_rounds)
+
+
+@njit(cache=True, nogil=True)
+def _corner_passes(wp, sw, tight, turn, sin_turn, offset, tol, lo, hi, ss, hs, es, he, max_knots,
+                   max_rounds):  # pragma: no cover - compiled
+    """The passes of :func:`_cut_corners`; turn, sin_turn (W-2,) the polyline's turn at each corner and
+    its sine (of at most a right angle). First guess: the chord between the cut points passes
+    sin(turn) d / 2 from the polyline. An isolated corner's deviation scales with d (the knots near it are
+    d, 2d, 4d from it): the first pass rescales d by 0.95 tol / deviation; where corners interact (short
+    chords) the later passes bracket d per corner between the largest d seen within tol and the smallest
+    seen above it (or outside the position box) and take the secant between them (a corner cut by more
+    than a quarter of a chord that went above tol keeps to a quarter). After :data:`CORNER_PASSES` passes
+    only corners above tol shrink (to their largest d seen within tol at most), for up to 3 passes; the
+    first of these with every corner within tol is taken, else the pass within tol that used most of it
+    (the largest sum of the corners' bounds)."""
+    w = wp.shape[0]
+    cut = np.zeros(w)
+    shorter = np.empty(w - 2)
+    cp = np.empty((w - 2, wp.shape[1]))
+    coff = np.empty((w - 2, 2))
+    for k in range(w - 2):
+        shorter[k] = min(sw[k + 1] - sw[k], sw[k + 2] - sw[k + 1])
+        budget = tol - max(offset[k], offset[k + 1])
+        if tight[k] and turn[k] > 1e-6 and budget > 0.0:
+            cut[k + 1] = min(0.45 * shorter[k], 2.0 * budget / max(sin_turn[k], 1e-12))
+        cp[k, :] = wp[k + 1, :]
+        coff[k, 0] = offset[k]
+        coff[k, 1] = offset[k + 1]
+    nc = cut.shape[0] - 2
     d_max = 0.45 * shorter
-    cut = np.zeros(wp.shape[0])
-    inner = cut[1:-1]  # a view: the corners
-    active = tight & (turn > 1e-6) & (budget > 0.0)
-    # first guess: the chord between the cut points passes sin(turn) d / 2 from the polyline
-    inner[active] = np.minimum(d_max, 2.0 * budget / np.maximum(np.sin(np.minimum(turn, 0.5 * np.pi)),
-                                                                   1e-12))[active]
-    cp = np.ascontiguousarray(wp[1:-1])
-    coff = np.ascontiguousarray(np.stack([offset[:-1], offset[1:]], axis=1))
-    ok_d, ok_dev = np.zeros(inner.shape[0]), np.zeros(inner.shape[0])  # largest d within tol
-    no_d, no_dev = np.full(inner.shape[0], np.inf), np.zeros(inner.shape[0])  # smallest d above it
-    best, best_score = None, -1.0
+    ok_d, ok_dev = np.zeros(nc), np.zeros(nc)  # largest d within tol
+    no_d, no_dev = np.full(nc, np.inf), np.zeros(nc)  # smallest d above it
+    dev_c = np.empty(nc)
+    bad_c = np.empty(nc, dtype=np.bool_)
+    over = np.empty(nc, dtype=np.bool_)
+    low = np.empty(nc, dtype=np.bool_)
     target = 0.95 * tol
+    out = _refine(*_corner_points(wp, sw, cut, offset), cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
+                  max_rounds)
+    best, best_score, has_best = out, -1.0, False
     for rnd in range(CORNER_PASSES + 3):
-        out = _refine(*_corner_points(wp, sw, cut, offset), cp, coff, tol, lo, hi, ss, hs, es, he, max_knots,
-                      max_rounds)
+        if rnd > 0:
+            out = _refine(*_corner_points(wp, sw, cut, offset), cp, coff, tol, lo, hi, ss, hs, es, he,
+                          max_knots, max_rounds)
         if out[7] != 0:
             return out
-        dev, bad, corner = out[5], out[6], out[3]
-        at = corner >= 0
-        dev_c = np.zeros(inner.shape[0])
-        bad_c = np.zeros(inner.shape[0], dtype=bool)
-        dev_c[corner[at]] = dev[at]
-        bad_c[corner[at]] = bad[at] >= 0
-        over = (inner > 0.0) & ((dev_c > tol) | bad_c)
-        low = (inner > 0.0) & (dev_c < 0.9 * tol) & (inner < d_max) & ~over
-        if not over.any():
-            if not low.any() or rnd >= CORNER_PASSES:
+        corner, dev, bad = out[3], out[5], out[6]
+        dev_c[:] = 0.0
+        bad_c[:] = False
+        for i in range(corner.shape[0]):
+            if corner[i] >= 0:
+                dev_c[corner[i]] = dev[i]
+                bad_c[corner[i]] = bad[i] >= 0
+        any_over = False
+        any_low = False
+        for k in range(nc):
+            d = cut[k + 1]
+            over[k] = d > 0.0 and (dev_c[k] > tol or bad_c[k])
+            low[k] = d > 0.0 and dev_c[k] < 0.9 * tol and d < d_max[k] and not over[k]
+            any_over |= over[k]
+            any_low |= low[k]
+        if not any_over:
+            if not any_low or rnd >= CORNER_PASSES:
                 return out
-            if dev_c.sum() > best_score:
-                best, best_score = out, dev_c.sum()
-        grew = ~over & (inner > ok_d)
-        ok_d[grew], ok_dev[grew] = inner[grew], dev_c[grew]
-        shrank = over & (inner < no_d)
-        no_d[shrank], no_dev[shrank] = inner[shrank], np.where(bad_c, np.inf, dev_c)[shrank]
-        if rnd >= CORNER_PASSES - 1:
-            # corners above tol shrink (to their largest d seen within tol at most), the others stay
-            with np.errstate(divide="ignore"):
-                inner[over] = np.minimum(ok_d, inner * np.where(bad_c, 0.5, target / dev_c))[over]
-            continue
-        # a corner cut by more than a quarter of a chord that went above tol interacts with its neighbour
-        # across that chord (the spline cannot straighten between them): it keeps to a quarter from now on
-        near = over & (inner > 0.25 * shorter)
-        d_max[near] = 0.25 * shorter[near]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            scaled = np.minimum(d_max, inner * np.clip(target / dev_c, 0.1, 4.0))
-            secant = ok_d + (target - ok_dev) * (no_d - ok_d) / (no_dev - ok_dev)
-            gap = no_d - ok_d
-            secant = np.where(np.isfinite(secant), np.clip(secant, ok_d + 0.1 * gap, no_d - 0.1 * gap),
-                              ok_d + 0.5 * gap)
-        new = np.where(np.isfinite(no_d), secant, scaled)
-        change = over | low
-        inner[change] = new[change]
-    return best if best is not None else (*out[:7], 2)
+            score = dev_c.sum()
+            if score > best_score:
+                best, best_score, has_best = out, score, True
+        for k in range(nc):
+            d = cut[k + 1]
+            if not over[k] and d > ok_d[k]:
+                ok_d[k], ok_dev[k] = d, dev_c[k]
+            if over[k] and d < no_d[k]:
+                no_d[k], no_dev[k] = d, np.inf if bad_c[k] else dev_c[k]
+        for k in range(nc):
+            d = cut[k + 1]
+            if rnd >= CORNER_PASSES - 1:
+                # corners above tol shrink (to their largest d seen within tol at most), the others stay
+                if over[k]:
+                    cut[k + 1] = min(ok_d[k], d * (0.5 if bad_c[k] else target / dev_c[k]))
+                continue
+            # a corner cut by more than a quarter of a chord that went above tol interacts with its
+            # neighbour across that chord (the spline cannot straighten between them): it keeps to a
+            # quarter from now on
+            if over[k] and d > 0.25 * shorter[k]:
+                d_max[k] = 0.25 * shorter[k]
+            if not (over[k] or low[k]):
+                continue
+            if np.isfinite(no_d[k]):
+                gap = no_d[k] - ok_d[k]
+                den = no_dev[k] - ok_dev[k]
+                # no secant through two equal deviations (or above the box at both ends): the midpoint
+                secant = ok_d[k] + (target - ok_dev[k]) * gap / den if den != 0.0 else np.nan
+                if np.isfinite(secant):
+                    cut[k + 1] = min(max(secant, ok_d[k] + 0.1 * gap), no_d[k] - 0.1 * gap)
+                else:
+                    cut[k + 1] = ok_d[k] + 0.5 * gap
+            else:
+                ratio = target / dev_c[k] if dev_c[k] > 0.0 else np.inf
+                cut[k + 1] = min(d_max[k], d * min(max(ratio, 0.1), 4.0))
+    if has_best:
+        return best
+    return out[0], out[1], out[2], out[3], out[4], out[5], out[6], 2
 
 
 @njit(cache=True, nogil=True)
@@ -530,22 +636,29 @@ def _split_for_turn(knots, coeffs, turn, max_depth):  # pragma: no cover - compi
     largest |q''| would be several times more than its turn needs: an interval of length h is halved
     while h max|q''| ≥ 2 (h mean|q''| + turn), up to ``max_depth`` times. Gridpoints are uniform inside
     an interval (:func:`_gridpoints`), so this lets stages be short where the path turns fast and long
-    where it does not."""
+    where it does not. The pieces are counted first (:func:`_turn_pieces` without output), then written."""
+    m = _turn_pieces(knots, coeffs, turn, max_depth, np.empty(0), np.empty((4, 0, 0)), False)
+    kn = np.empty(m + 1)
+    cf = np.empty((4, m, coeffs.shape[2]))
+    _turn_pieces(knots, coeffs, turn, max_depth, kn, cf, True)
+    kn[m] = knots[knots.shape[0] - 1]
+    return kn, cf
+
+
+@njit(cache=True, nogil=True)
+def _turn_pieces(knots, coeffs, turn, max_depth, kn, cf, write):  # pragma: no cover - compiled
+    """The pieces of :func:`_split_for_turn`, in order: their count, and with ``write`` their start s into
+    kn and their coefficients (re-expanded about their start) into cf."""
     nint = knots.shape[0] - 1
     n = coeffs.shape[2]
-    cap = nint << max_depth
-    kn = np.empty(cap + 1)
-    cf = np.empty((4, cap, n))
     m = 0
-    # explicit stack of (start s, length, depth, source interval, offset of the piece in it)
+    # explicit stack of (start s, length, depth) of the pieces of interval k
     st_h = np.empty(max_depth + 2)
     st_t = np.empty(max_depth + 2)
     st_d = np.empty(max_depth + 2, dtype=np.int64)
     for k in range(nint):
-        h0 = knots[k + 1] - knots[k]
-        top = 0
         st_t[0] = 0.0
-        st_h[0] = h0
+        st_h[0] = knots[k + 1] - knots[k]
         st_d[0] = 0
         top = 1
         while top > 0:
@@ -570,13 +683,13 @@ def _split_for_turn(knots, coeffs, turn, max_depth):  # pragma: no cover - compi
                 st_d[top + 1] = d + 1
                 top += 2
                 continue
-            kn[m] = knots[k] + t0
-            for j in range(n):
-                c0, c1, c2, c3 = coeffs[0, k, j], coeffs[1, k, j], coeffs[2, k, j], coeffs[3, k, j]
-                cf[0, m, j] = c0
-                cf[1, m, j] = 3.0 * c0 * t0 + c1
-                cf[2, m, j] = (3.0 * c0 * t0 + 2.0 * c1) * t0 + c2
-                cf[3, m, j] = ((c0 * t0 + c1) * t0 + c2) * t0 + c3
+            if write:
+                kn[m] = knots[k] + t0
+                for j in range(n):
+                    c0, c1, c2, c3 = coeffs[0, k, j], coeffs[1, k, j], coeffs[2, k, j], coeffs[3, k, j]
+                    cf[0, m, j] = c0
+                    cf[1, m, j] = 3.0 * c0 * t0 + c1
+                    cf[2, m, j] = (3.0 * c0 * t0 + 2.0 * c1) * t0 + c2
+                    cf[3, m, j] = ((c0 * t0 + c1) * t0 + c2) * t0 + c3
             m += 1
-    kn[m] = knots[nint]
-    return kn[:m + 1].copy(), cf[:, :m, :].copy()
+    return m

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from scipy.interpolate import CubicSpline
 
+from robot_dynamics_ros.retiming.corners import _chord_fit, _chord_fit_bounds, _tight_corners
 from robot_dynamics_ros.retiming.grid import gridpoints_for
 from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.waypoints import prepare_waypoints
@@ -161,3 +162,29 @@ def test_split_for_turn_keeps_the_curve_and_grades_the_stages():
     before = _min_stages(path.knots, path.coefficients, 0.02).sum()
     after = _min_stages(split.knots, split.coefficients, 0.02).sum()
     assert after < 0.85 * before
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_chord_fit_and_its_bounds_against_dense_sampling(seed):
+    """The distance of a cubic piece from its chord: _chord_fit matches the largest |q(t) - chord(t)| at
+    200 001 points to 1e-8 (relative), and _chord_fit_bounds' lower bound |r(h/2)| and upper bound
+    h²/4 max|c0 (t + h) + c1| bracket it."""
+    rng = np.random.default_rng(seed)
+    for _ in range(100):
+        c0, c1, c2 = rng.normal(size=3) * np.array([10.0, 3.0, 1.0]) * rng.choice([1e-6, 1.0], size=3)
+        h = rng.uniform(1e-3, 1.0)
+        t = np.linspace(0.0, h, 200_001)
+        q = ((c0 * t + c1) * t + c2) * t
+        sampled = np.abs(q - t * q[-1] / h).max()
+        fit = _chord_fit(c0, c1, c2, h, np.empty(2))
+        lower, upper, margin = _chord_fit_bounds(c0, c1, c2, h)
+        assert abs(fit - sampled) <= 1e-8 * sampled + 1e-15
+        assert lower <= sampled * (1 + 1e-12) and sampled <= upper * (1 + 1e-12) + margin
+
+
+def test_tight_corners_are_next_to_chords_that_got_knots():
+    """A corner is tight where a chord next to it holds a knot that is not a waypoint."""
+    knots = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    refined = np.array([0.0, 1.0, 2.0, 2.5, 3.0, 4.0, 4.25, 4.5, 5.0])  # chords 2 and 4 refined
+    assert _tight_corners(knots, refined).tolist() == [False, True, True, True]  # waypoints 1-4
+    assert not _tight_corners(knots, knots).any()

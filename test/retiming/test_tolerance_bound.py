@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from robot_dynamics_ros.retiming.binding import _corner_runs
 from robot_dynamics_testing.urdf_text import Body, serial_urdf
 
 VEL = np.array([1.0, 1.0])
@@ -137,3 +138,23 @@ def test_cli_refuses_velocity_scale_1e_300_in_one_line(tmp_path):
     summary = json.loads(ok.stdout.strip().splitlines()[-1])
     assert summary["peak_fraction"]["velocity"] <= 1 + 1e-4 and summary["peak_fraction"]["acceleration"] <= 1 + 1e-4
     assert "tolerance_bound" in summary
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_corner_runs_their_nearest_knot_and_peak(seed):
+    """_corner_runs against their definitions: runs of True, the first knot nearest to a run's middle s
+    (argmin, ties included: middles exactly between two knots) and the largest curvature in the run."""
+    rng = np.random.default_rng(seed)
+    s = np.arange(400) * 0.25
+    bound = rng.random(400) < 0.4
+    curvature = rng.random(400)
+    knots = np.sort(rng.choice(s, 30, replace=False))
+    first, last, nearest, peak = _corner_runs(bound, curvature, s, knots)
+    edges = np.diff(np.concatenate(([0], bound.astype(int), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1) - 1
+    assert first.tolist() == starts.tolist() and last.tolist() == ends.tolist()
+    mids = 0.5 * (s[starts] + s[ends])
+    assert nearest.tolist() == [int(np.argmin(np.abs(knots - m))) for m in mids]
+    assert peak.tolist() == [curvature[a:b + 1].max() for a, b in zip(starts, ends)]
+    ties = _corner_runs(np.array([True, True]), np.zeros(2), np.array([1.0, 2.0]), np.array([0.0, 1.0, 2.0, 3.0]))[2]
+    assert ties.tolist() == [1]  # 1.5 is as near to 1.0 as to 2.0: the first
