@@ -139,3 +139,31 @@ def test_reported_jerk_fraction_at_gridpoint_output_matches_a_dense_finite_diffe
     fd = np.abs(np.diff(fine.qdd, axis=0) / np.diff(fine.t)[:, None]).max() / jerk
     assert fd == pytest.approx(1.0, abs=2e-3)           # the limit binds, and holds
     assert coarse.peak_fraction["jerk"] <= fd + 2e-3, (coarse.peak_fraction, fd)
+
+
+def test_panda_jerk_limited_timing_sampled_at_any_period_is_accepted_and_holds_its_limits():
+    """A first-time user's Panda path (10 waypoints, jerk 500 rad/s³) was refused whenever an output period
+    was given: the jerk solver accepted 1.00015 of an acceleration limit between its verification samples, the
+    retimer's own check allows 1 + 1e-4. Now every period gives the same timing, and its acceleration, by
+    finite differences of the velocities at 0.1 ms (independent of the output's qdd), stays within 1 + 1e-4."""
+    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.robots import ROBOTS, bundled_joint_limits
+
+    # as `robot-dynamics retime --urdf panda` builds it: the bundled joint_limits.yaml's acceleration limits
+    entry = ROBOTS["panda"]
+    model = RobotModel.from_file(entry.path, held_joints=dict(entry.held_joints),
+                                 joint_limits=bundled_joint_limits("panda"))
+    wp = np.array([[0.0, -0.785, 0.0, -2.356, 0.0, 1.571, 0.785], [0.2, -0.6, 0.1, -2.2, 0.1, 1.7, 0.8],
+                   [0.5, -0.4, 0.2, -2.0, 0.2, 1.9, 0.9], [0.8, -0.3, 0.25, -1.8, 0.3, 2.0, 1.0],
+                   [1.0, -0.1, 0.2, -1.6, 0.2, 2.1, 1.1], [1.1, 0.1, 0.1, -1.5, 0.0, 2.0, 1.0],
+                   [0.9, 0.3, -0.1, -1.4, -0.2, 1.8, 0.8], [0.6, 0.2, -0.3, -1.6, -0.3, 1.6, 0.6],
+                   [0.3, 0.0, -0.2, -1.9, -0.1, 1.5, 0.7], [0.0, -0.3, 0.0, -2.2, 0.0, 1.6, 0.785]])
+    retimer = Retimer(model)
+    durations = []
+    for period in (1e-2, 2e-3, 1e-4):
+        res = retimer.retime(wp, options=RetimeOptions(jerk_limit=500.0, sample_period=period))
+        assert res.success, (period, res.message)
+        durations.append(res.duration)
+    assert max(durations) == pytest.approx(min(durations), rel=1e-12)
+    acc = np.diff(res.qd, axis=0) / np.diff(res.t)[:, None]
+    assert (np.abs(acc) / model.acceleration_limit).max() <= 1.0 + 1e-4

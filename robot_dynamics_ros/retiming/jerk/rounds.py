@@ -12,6 +12,7 @@ import numpy as np
 from robot_dynamics_ros.retiming.jerk.profile import JerkSolution
 from robot_dynamics_ros.retiming.jerk.rows import SUBDIVISIONS
 from robot_dynamics_ros.retiming.jerk.slp import solve_once
+from robot_dynamics_ros.retiming.request import PEAK_TOLERANCE
 
 __all__ = ["solve_jerk_limited", "STOP_RATIO", "ACCEPT_TOL"]
 
@@ -20,15 +21,20 @@ __all__ = ["solve_jerk_limited", "STOP_RATIO", "ACCEPT_TOL"]
 #: stops there too, within its stage-wise quadratic x(σ) (which cannot slow to nearly 0 and recover inside a
 #: stage: its stage time would be unbounded), and stopping costs the time of that last 1e-3 of the speed
 STOP_RATIO = 1e-6
-#: relative excess over a limit on the verification samples an output may keep after the last round (the
-#: dense checks' tolerance); a larger one is refused
-ACCEPT_TOL = 1e-3
+#: relative excess over a limit on the verification samples an output may keep after the last round: the
+#: retimer's own check of its output (``PEAK_TOLERANCE``), which would refuse a larger one anyway
+ACCEPT_TOL = PEAK_TOLERANCE
+#: relative excess over a limit on the verification samples that makes a round tighten the limits there: half
+#: of :data:`ACCEPT_TOL`, so that the output sampled at another period (between the verification samples) stays
+#: within it (a Panda path sampled at 10 ms reached 1.00015 of an acceleration limit with 2e-4 here, and the
+#: retimer refused it)
+VERIFY_TOL = 0.5 * ACCEPT_TOL
 
 
 def solve_jerk_limited(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit,
                        jerk_limit, max_iterations: int = 15, rtol: float = 1e-3, margin: float = 1e-4,
                        verify_period: float | None = 1e-3, max_rounds: int = 6,
-                       verify_tol: float = 2e-4, tool_speed=None) -> JerkSolution:
+                       verify_tol: float = VERIFY_TOL, tool_speed=None) -> JerkSolution:
     """Time-optimal rest-to-rest timing of ``path`` under velocity, acceleration, torque and jerk limits,
     verified on the output.
 
