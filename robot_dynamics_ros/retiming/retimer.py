@@ -43,9 +43,9 @@ from robot_dynamics_ros.retiming.output import (Segment, exceeded_limit, grid_ef
                                                 sample_segments)
 from robot_dynamics_ros.retiming.path import JointPath
 from robot_dynamics_ros.retiming.grid import collocation
-from robot_dynamics_ros.retiming.request import (DEFAULT_GRIDPOINTS, MAX_GRIDPOINTS, MAX_OUTPUT_SAMPLES, MAX_WORK,
-                                                 MIN_SEGMENT_GRIDPOINTS, PEAK_TOLERANCE, RetimeFailure, RetimeOptions,
-                                                 RetimeResult, RetimeStatus)
+from robot_dynamics_ros.retiming.request import (DEFAULT_GRIDPOINTS, DEFAULT_PATH_TOLERANCE, MAX_GRIDPOINTS,
+                                                 MAX_OUTPUT_SAMPLES, MAX_WORK, MIN_SEGMENT_GRIDPOINTS, PEAK_TOLERANCE,
+                                                 RetimeFailure, RetimeOptions, RetimeResult, RetimeStatus)
 from robot_dynamics_ros.retiming.topp_ra import SolveStatus, solve_topp_ra, stage_times
 from robot_dynamics_ros.retiming.validation import RequestChecks, map_request
 from robot_dynamics_ros.retiming.waypoints import prepare_waypoints, simplify_chords
@@ -71,6 +71,28 @@ def _gravity_within(c, knot_index, tlim):  # pragma: no cover - compiled
             if not abs(c[2 * knot_index[k], j]) <= tlim[j]:
                 return False
     return True
+
+
+#: a waypoint merged into the previous kept one (within path_tolerance / 2) farther than this (rad / m,
+#: infinity norm; 10 × the default path_tolerance) is a warning: the trajectory no longer passes near it (a
+#: path_tolerance given in the wrong unit merges a planner's waypoints into a straight move)
+MERGE_WARNING_DISTANCE = 10.0 * DEFAULT_PATH_TOLERANCE
+
+
+def _merge_warning(wp: np.ndarray, kept_idx: np.ndarray, dropped: np.ndarray, tol: float) -> tuple[str, ...]:
+    """One warning line when a merged waypoint lies more than :data:`MERGE_WARNING_DISTANCE` from the kept
+    waypoint it was merged into (naming how many, the farthest and its distance), else none."""
+    if not dropped.size:
+        return ()
+    into = kept_idx[np.searchsorted(kept_idx, dropped) - 1]
+    dist = np.abs(wp[dropped] - wp[into]).max(axis=1)
+    far = dist > MERGE_WARNING_DISTANCE
+    if not far.any():
+        return ()
+    k = int(np.argmax(dist))
+    return (f"path_tolerance {tol:g} merged {int(far.sum())} waypoint(s) farther than {MERGE_WARNING_DISTANCE:g} "
+            f"from the path kept (waypoint {int(dropped[k])}: {dist[k]:.4g} rad/m from waypoint {int(into[k])}): the "
+            f"trajectory does not pass through them; a smaller path_tolerance keeps them",)
 
 
 def _add_time(timings: dict, key: str, t0: float, c0: float) -> None:
@@ -229,7 +251,7 @@ class Retimer:
         if on_chords.size:
             notes.append(f"{on_chords.size} more within path_tolerance/2 of the chord between the waypoints "
                          f"around them ({kept.shape[0]} kept)")
-        warn = self.checks.warnings(options)
+        warn = self.checks.warnings(options) + _merge_warning(wp, kept_idx, dropped, tol)
         timings = {}
         if kept.shape[0] == 1:  # zero-length path: a zero-duration trajectory at rest
             if np.any(v0 != 0.0) or np.any(v1 != 0.0):

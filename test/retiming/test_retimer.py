@@ -63,6 +63,27 @@ def test_duplicates_are_dropped_with_a_note_and_do_not_change_the_result(panda):
     np.testing.assert_array_equal(b.q, a.q)
 
 
+def test_waypoints_merged_far_from_the_path_are_a_warning(panda):
+    """A path_tolerance in the wrong unit (10 instead of 0.01) merged a first-time user's 10 Panda waypoints into
+    a straight move, and the answer said so only in its message: now a warning names the count and the farthest
+    merged waypoint with its distance (infinity norm, from the waypoint data) from the one it was merged into.
+    Near-duplicates (within 10 × the default tolerance) stay a note only."""
+    model, retimer, _ = panda
+    wp = smooth_waypoints(model, 10)
+    res = retimer.retime(wp, options=RetimeOptions(path_tolerance=10.0))
+    assert res.success, res.message
+    dist = np.abs(wp[1:-1] - wp[0]).max(axis=1)   # all but the last merged into waypoint 0
+    k = int(np.argmax(dist)) + 1
+    warning = [w for w in res.warnings if "merged" in w]
+    assert len(warning) == 1, res.warnings
+    assert "merged 8 waypoint(s) farther than 0.01" in warning[0] and f"waypoint {k}: {dist.max():.4g} rad/m from " \
+        "waypoint 0" in warning[0], warning
+    dup = np.insert(wp, 3, wp[2] + 1e-4, axis=0)
+    res = retimer.retime(dup)
+    assert res.success and not [w for w in res.warnings if "merged" in w], res.warnings
+    assert "merged 1 waypoint(s)" in res.message
+
+
 def test_direction_reversal_stops_at_the_turn(panda):
     model, retimer, pm = panda
     q0 = model.neutral().copy()
