@@ -160,17 +160,21 @@ class RequestChecks:
         return jl
 
     def warnings(self, options) -> tuple[str, ...]:
-        """What the request relies on without a configured limit (one line each)."""
+        """What the request relies on without a configured limit, or asks for without effect (one line each)."""
         _, alim, tlim = self.limits(options)
         names = self.model.joint_names
+        out = ()
+        if options.jerk_scale != 1.0 and not np.isfinite(self.jerk_limits(options)).any():
+            out += (f"jerk_scale={options.jerk_scale:g} has no effect: no jerk limits are configured (joint_limits.yaml "
+                    "max_jerk) and no jerk_limit is given",)
         free = [names[j] for j in range(len(names)) if not np.isfinite(alim[j])]
         if not free:
-            return ()
+            return out
         if all(np.isfinite(tlim[self.model.index[j]]) for j in free):
-            return (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
-                    "torque limits",)
-        return (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
-                "torque limits, and not at all where a joint has no torque limit",)
+            return out + (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
+                          "torque limits",)
+        return out + (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
+                      "torque limits, and not at all where a joint has no torque limit",)
 
     def unwrap(self, wp):
         """Continuous joints take the short way between consecutive waypoints: each step wrapped into

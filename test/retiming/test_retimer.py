@@ -697,3 +697,16 @@ def test_jitter_on_a_dense_recorded_path_does_not_slow_it_down(panda):
         for q in res.q[::5]:
             t = np.clip(np.einsum("ij,ij->i", q - seg_a, d) / np.einsum("ij,ij->i", d, d), 0.0, 1.0)
             assert np.abs(q - seg_a - t[:, None] * d).max(axis=1).min() <= 1e-3 * (1 + 1e-9)
+
+
+def test_jerk_scale_without_jerk_limits_is_a_warning(panda):
+    """jerk_scale scales configured jerk limits; the Panda model here has none, so it changed nothing and the
+    answer said nothing (found by a first-time user)."""
+    model, retimer, _ = panda
+    assert not np.isfinite(getattr(model, "jerk_limit", np.full(model.n, np.inf))).any()
+    wp = smooth_waypoints(model, 4)
+    res = retimer.retime(wp, options=RetimeOptions(jerk_scale=0.5))
+    assert res.success and any("jerk_scale=0.5 has no effect" in w for w in res.warnings), res.warnings
+    plain = retimer.retime(wp)
+    assert res.duration == plain.duration
+    assert not any("jerk_scale" in w for w in plain.warnings)
