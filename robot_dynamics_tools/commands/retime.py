@@ -68,6 +68,7 @@ import numpy as np
 
 from robot_dynamics_tools.commands._args import (add_robot_arguments, check_output_path, joint_limits_file,
                                                model_from_args, named_values, print_to_pipe)
+from robot_dynamics_tools.commands._progress import heartbeat
 from robot_dynamics_ros.errors import UserError
 from robot_dynamics_ros.share import resolve_config_file
 
@@ -269,11 +270,19 @@ def run(args: argparse.Namespace) -> int:
         motor_limits = load_motor_limits(model, resolve_config_file(args.motor_limits))
     options = dataclasses.replace(options, motor_limits=motor_limits)
     retimer = Retimer(model)
+
+    def note(line: str) -> None:
+        print(f"robot-dynamics retime: {line.strip()}", file=sys.stderr, flush=True)
+
     t0 = time.perf_counter()
-    retimer.warmup()  # load the compiled kernels from numba's cache (compiles them on the very first run)
+    # the very first run compiles the kernels (~45 s; a first jerk-limited one ~15 s more): a line every 5 s
+    # says so instead of a silent terminal
+    with heartbeat(note, "loading the compiled kernels (the first run compiles them, cached afterwards)"):
+        retimer.warmup()  # load the compiled kernels from numba's cache (compiles them on the very first run)
     warmup_ms = (time.perf_counter() - t0) * 1e3
-    result = retimer.retime(values, joint_names=names, start_velocity=start, end_velocity=end, hold=hold,
-                            options=options)
+    with heartbeat(note, "retiming (a first jerk-limited request compiles its kernels, cached afterwards)"):
+        result = retimer.retime(values, joint_names=names, start_velocity=start, end_velocity=end, hold=hold,
+                                options=options)
     summary = result.summary()
     summary["warmup_ms"] = warmup_ms
     summary["joint_names"] = list(result.joint_names)
