@@ -135,33 +135,42 @@ def peak_fractions(res: RetimeResult, limits, jerk_limit=None) -> dict:
     # max over samples of |value| / limit; None where no joint has a finite limit
     out = {key: (None if peaks[k] < 0.0 else float(peaks[k]))  # (NaN stays NaN)
            for k, key in enumerate(("velocity", "acceleration", "effort"))}
-    out["jerk"] = None
-    limited = np.isfinite(jerk_limit) if jerk_limit is not None else np.zeros(len(vlim), dtype=bool)
-    if limited.any():
-        # the jerk of each jerk-limited segment at the output sample times inside it
-        peak = 0.0
-        for seg in res.segments:
-            if seg.jerk is None:
-                continue
-            sel = (res.t >= seg.t_offset) & (res.t <= seg.t_offset + seg.jerk.duration)
-            if sel.any():
-                jerk = seg.jerk.sample(res.t[sel] - seg.t_offset)[7]
-                peak = max(peak, float((np.abs(jerk[:, limited]) / jerk_limit[limited]).max()))
-        if any(seg.jerk is not None for seg in res.segments):
-            out["jerk"] = peak
+    peak = jerk_peak(res, jerk_limit)
+    out["jerk"] = None if peak is None else peak[0]
     return out
 
 
-def exceeded_limit(res: RetimeResult, limits, tolerance: float):
+def jerk_peak(res: RetimeResult, jerk_limit) -> tuple[float, int, float] | None:
+    """(largest |jerk| / limit over the output samples and joints, its joint index, its time s) of the
+    jerk-limited segments (their jerk at the output sample times inside them), or None where no joint has a
+    finite ``jerk_limit`` (n,) rad/s³ or no segment is jerk-limited."""
+    limited = np.isfinite(jerk_limit) if jerk_limit is not None else np.zeros(0, dtype=bool)
+    if not limited.any() or not any(seg.jerk is not None for seg in res.segments):
+        return None
+    best = (0.0, int(np.flatnonzero(limited)[0]), 0.0)
+    for seg in res.segments:
+        if seg.jerk is None:
+            continue
+        sel = np.flatnonzero((res.t >= seg.t_offset) & (res.t <= seg.t_offset + seg.jerk.duration))
+        if sel.size:
+            frac = np.where(limited, np.abs(seg.jerk.sample(res.t[sel] - seg.t_offset)[7]) / jerk_limit, 0.0)
+            k, j = np.unravel_index(int(np.argmax(frac)), frac.shape)
+            if frac[k, j] > best[0]:
+                best = (float(frac[k, j]), int(j), float(res.t[sel[k]]))
+    return best
+
+
+def exceeded_limit(res: RetimeResult, limits, tolerance: float, jerk_limit=None):
     """The first limit the result's own samples exceed by more than ``tolerance`` (relative), as
-    (kind "velocity" / "acceleration" / "effort" / "jerk", joint index or -1 for jerk, fraction of the
-    limit, time of the sample s or nan), or None. ``limits`` as in :func:`peak_fractions`; the jerk is
-    judged from ``res.peak_fraction["jerk"]``; with ``res.peak_fraction`` set (:func:`peak_fractions` of the
-    same limits) a result within them is passed without another look at its samples."""
+    (kind "velocity" / "acceleration" / "effort" / "jerk", joint index (-1 for jerk without ``jerk_limit``),
+    fraction of the limit, time of the sample s (nan for jerk without ``jerk_limit``)), or None. ``limits`` as
+    in :func:`peak_fractions`; the jerk is judged from ``res.peak_fraction["jerk"]`` and, past the tolerance,
+    located with ``jerk_limit`` (:func:`jerk_peak`); with ``res.peak_fraction`` set (:func:`peak_fractions` of
+    the same limits) a result within them is passed without another look at its samples."""
     jerk = res.peak_fraction.get("jerk") if res.peak_fraction else None
     if res.peak_fraction and all(res.peak_fraction[k] is None or res.peak_fraction[k] <= 1.0 + tolerance
                                  for k in ("velocity", "acceleration", "effort")):
-        return None if jerk is None or jerk <= 1.0 + tolerance else ("jerk", -1, float(jerk), float("nan"))
+        return None if jerk is None or jerk <= 1.0 + tolerance else _jerk_excess(res, jerk, jerk_limit)
     for kind, values, lim in (("velocity", res.qd, limits[0]), ("acceleration", res.qdd, limits[1]),
                               ("effort", res.tau, limits[2])):
         lim = np.asarray(lim, dtype=float)
@@ -175,5 +184,12 @@ def exceeded_limit(res: RetimeResult, limits, tolerance: float):
         if not frac[k, j] <= 1.0 + tolerance:  # (NaN counts as exceeded)
             return kind, int(j), float(frac[k, j]), float(res.t[k])
     if jerk is not None and not jerk <= 1.0 + tolerance:
-        return "jerk", -1, float(jerk), float("nan")
+        return _jerk_excess(res, jerk, jerk_limit)
     return None
+
+
+def _jerk_excess(res: RetimeResult, jerk: float, jerk_limit):
+    """:func:`exceeded_limit`'s answer for a jerk fraction past the tolerance: its joint and time where
+    ``jerk_limit`` locates it."""
+    peak = jerk_peak(res, jerk_limit)
+    return ("jerk", -1, float(jerk), float("nan")) if peak is None else ("jerk", peak[1], float(jerk), peak[2])

@@ -343,7 +343,7 @@ class Retimer:
         res.motor = motor
         res.solve_ms = (time.perf_counter() - t_start) * 1e3
         res.peak_fraction = peak_fractions(res, self.checks.limits(options), jl)
-        over = exceeded_limit(res, self.checks.limits(options), PEAK_TOLERANCE)
+        over = exceeded_limit(res, self.checks.limits(options), PEAK_TOLERANCE, jl)
         if over is not None:
             # never a success that its own report contradicts: the solver's tolerances or a discretization
             # error let a sample pass a limit
