@@ -36,17 +36,18 @@ class HighsLP:
     ships, through its bindings ``scipy.optimize._highspy._core``, because ``linprog`` can neither add rows to a
     solved model and continue from its basis nor start from a given basis).
 
-    Args: cost (nv,); A_eq (me, nv) scipy.sparse; rows: the inequality rows A z ≤ b as (cols, data, b), cols
-    (m, 3) distinct column indices per row, data (m, 3) their coefficients, b (m,) (in the model after A_eq,
-    in that order); lo, hi (nv,) (±inf: unbounded); basis: None (slack basis) or (col_status (nv,),
-    row_status (me + m,)) int arrays as returned by :meth:`basis` for a model with the same columns and rows
-    (the values of HiGHS's ``HighsBasisStatus``: :attr:`LOWER`, :attr:`BASIC`, :attr:`UPPER`), as many
-    basic as the model has rows. It is given to HiGHS as not alien: no factorization at ``setBasis`` (~0.5 ms
-    at 1 000 rows, another one follows when the solve starts); a singular one (a guess, or a previous LP's
-    final basis under changed coefficients) is repaired when HiGHS factorizes it at the solve's start (slack
-    columns swapped in for the deficient ones). ``solve()`` / ``add_rows_and_solve(rows)`` return an object
-    with ``status`` (0:
-    optimal, 2: infeasible, 3: unbounded, 4: other), ``x`` (nv,) and ``message``.
+    Args: cost (nv,); A_eq (me, nv) in CSR form (``indptr``, ``indices``, ``data``, ``nnz``, ``shape``: a
+    scipy CSR matrix or :class:`~robot_dynamics_ros.retiming.jerk.rows.EqualityRows`); rows: the inequality
+    rows A z ≤ b as (cols, data, b), cols (m, 3) distinct column indices per row, data (m, 3) their
+    coefficients, b (m,) (in the model after A_eq, in that order); lo, hi (nv,) (±inf: unbounded); basis:
+    None (slack basis) or (col_status (nv,), row_status (me + m,)) int arrays as returned by :meth:`basis`
+    for a model with the same columns and rows (the values of HiGHS's ``HighsBasisStatus``: :attr:`LOWER`,
+    :attr:`BASIC`, :attr:`UPPER`), as many basic as the model has rows. It is given to HiGHS as not alien:
+    no factorization at ``setBasis`` (~0.5 ms at 1 000 rows, another one follows when the solve starts); a
+    singular one (a guess, or a previous LP's final basis under changed coefficients) is repaired when HiGHS
+    factorizes it at the solve's start (slack columns swapped in for the deficient ones). ``solve()`` /
+    ``add_rows_and_solve(rows)`` return an object with ``status`` (0: optimal, 2: infeasible, 3: unbounded,
+    4: other), ``x`` (nv,) and ``message``.
     """
 
     @staticmethod
@@ -105,16 +106,13 @@ class HighsLP:
     def __init__(self, cost, A_eq, rows, lo, hi, basis=None):
         hs = self._hs = self._core()
         nc = A_eq.shape[1]
-        # the columns through a HighsLp, the rows through addRows: its numpy arguments go in as buffers, while
-        # HighsLp's matrix fields convert element by element
-        lp = hs.HighsLp()
-        lp.num_col_ = nc
-        lp.col_cost_ = np.asarray(cost, float)
-        lp.col_lower_ = np.asarray(lo, float)
-        lp.col_upper_ = np.asarray(hi, float)
         me = A_eq.shape[0]
         h = self._instance()
-        h.passModel(lp)
+        # columns and rows through addCols / addRows, whose numpy arguments go in as buffers (a HighsLp's
+        # fields convert element by element: ~20 µs more per LP at 200 gridpoints)
+        none = np.zeros(0, np.int32)
+        h.addCols(nc, np.asarray(cost, float), np.asarray(lo, float), np.asarray(hi, float), 0, none, none,
+                  np.zeros(0))
         h.addRows(me, np.zeros(me), np.zeros(me), A_eq.nnz, A_eq.indptr[:-1].astype(np.int32),
                   A_eq.indices.astype(np.int32), A_eq.data)
         self._h = h

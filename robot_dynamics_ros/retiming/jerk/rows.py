@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -300,9 +301,24 @@ def _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed):
                               np.ascontiguousarray(tlim_p), ta, tb, tc, dup, mids)
 
 
+class EqualityRows(NamedTuple):
+    """A sparse matrix in CSR form, as the LP code reads it (the attributes of a scipy CSR matrix it uses,
+    without scipy.sparse's construction and validation, ~40 µs per solve level): indptr (me + 1,) and
+    indices (nnz,) int32 (column indices ascending in each row), data (nnz,), shape (me, nv)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1])
+
+
 def _equalities(s):
-    """A_eq (N − 1, 2N) scipy.sparse CSR (column indices ascending in each row), A_eq z = 0: interior
-    stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0; u_1 = 2 x_1 / (3 Δ_0); u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})."""
+    """A_eq (N − 1, 2N) :class:`EqualityRows`, A_eq z = 0: interior stages x_{i+1} - x_i - Δ(u_i + u_{i+1}) = 0;
+    u_1 = 2 x_1 / (3 Δ_0); u_{N-2} = -2 x_{N-2} / (3 Δ_{N-2})."""
     N = s.shape[0]
     d = np.diff(s)
     i = np.arange(1, N - 2)
@@ -311,9 +327,7 @@ def _equalities(s):
     data = np.concatenate((np.stack([-np.ones(m), np.ones(m), -d[i], -d[i]], 1).ravel(),
                            [-2.0 / (3.0 * d[0]), 1.0, 2.0 / (3.0 * d[N - 2]), 1.0]))
     indptr = np.concatenate((np.arange(0, 4 * m + 1, 4), [4 * m + 2, 4 * m + 4]))
-    import scipy.sparse as sp   # (here: a retiming node without jerk-limited requests never loads it)
-
-    return sp.csr_matrix((data, indices.astype(np.int32), indptr.astype(np.int32)), shape=(m + 2, 2 * N))
+    return EqualityRows(indptr.astype(np.int32), indices.astype(np.int32), data, (m + 2, 2 * N))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -381,7 +395,7 @@ class JerkRows:
         s (N,) gridpoints; N; nv = 2N variables (x_0..x_{N-1}, u_0..u_{N-1}).
         X, var (K, 3): x at each check point as a linear form in the variables ``var``; interior (K,) bool;
         points_s (K,): the check points' path positions.
-        A_eq: (N − 1, nv) equalities (CSR); lo, hi (nv,) bounds; u_box: the bound on |u|.
+        A_eq: (N − 1, nv) equalities (:class:`EqualityRows`); lo, hi (nv,) bounds; u_box: the bound on |u|.
         cols (m, 3) int32, data (m, 3), b_ub (m,): the inequality rows (the fixed rows, then the jerk rows,
         + then −, which :meth:`set_jerk_rows` rewrites); row_stage (m,): the stage of each row.
         w_grid (N,): trapezoid weights of the gridpoints (the first LP's objective).
@@ -394,7 +408,7 @@ class JerkRows:
     var: np.ndarray
     interior: np.ndarray
     points_s: np.ndarray
-    A_eq: object
+    A_eq: EqualityRows
     lo: np.ndarray
     hi: np.ndarray
     u_box: float

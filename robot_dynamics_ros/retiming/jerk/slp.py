@@ -333,8 +333,10 @@ def solve_once(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, 
         z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]))
         xbar_pts = np.interp(rows.points_s, s, x_ref)
     else:
-        z_ref = np.concatenate(start._profile(s))
-        xbar_pts = start._profile(rows.points_s)[0]
+        # the start's profile at the gridpoints and at the check points, in one evaluation
+        xq, uq = start._profile(np.concatenate((s, rows.points_s)))
+        z_ref = np.concatenate((xq[:N], uq[:N]))
+        xbar_pts = xq[N:]
     wlp = _WorkingSetLP(rows, z_ref, warm)
     z, T, it, lp_ms = _first_lp(wlp, start, xbar_pts, max_iterations)
     durations = [float(T)]
