@@ -163,8 +163,10 @@ def simulator_bags(tmp_path_factory):
         from rclpy.parameter import Parameter
 
         # slowed down (no controller here): the arm falls, but in the recorded 0.6 s of wall time never faster
-        # than the control cores' plausible velocity (2 x the limit), whose states would rightly get no command
-        sim = SimulatorNode(context=ctx, parameter_overrides=[Parameter("real_time_factor", value=0.2)])
+        # than the control cores' plausible velocity (2 x the limit), whose states would rightly get no command;
+        # free running (the bundled config holds the pose until a controller's first command)
+        sim = SimulatorNode(context=ctx, parameter_overrides=[Parameter("real_time_factor", value=0.2),
+                                                              Parameter("start_on_first_command", value=False)])
         rec = rclpy.create_node("recorder", context=ctx)
         rec.create_subscription(JointState, "/joint_states",
                                 lambda raw: records.append((time.time_ns(), bytes(raw))), 1000, raw=True)
