@@ -33,6 +33,8 @@ toppra C++ from its x at the gridpoints) and the peak fraction of each limit on 
 output (Pinocchio RNEA) — > 1 means the output overshoots a limit.
 
 Run:  .venv/bin/python benchmarks/bench_retiming.py [--repeat 15] [--json out.json]
+      .venv/bin/python benchmarks/bench_retiming.py --steps --waypoints 10 100 1000 --gridpoints 0 1000
+      (``--steps``: only the table of where our call's time goes, :func:`steps`)
 (re-executes itself with MALLOC_TOP_PAD_=67108864, see shared NOTES "Benchmarks"; the garbage collector is
 off inside each timed call, as in ``timeit``).
 """
@@ -284,6 +286,38 @@ def run_case(robot, model, retimer, toppra_side, n_wp, n_grid, dt, repeat, inter
             "ours_dense_peak": ours_peak, "toppra_dense_peak": ta_peak}
 
 
+def steps(robots, waypoints, gridpoints, dt, repeat) -> None:
+    """Where our call's time goes: per case, thread-CPU medians over ``repeat`` warm calls of the whole call and
+    of its steps (``RetimeResult.timings``: solve, constraints, sampling; path is wall time), of
+    ``binding.tolerance_bound`` timed on the same result, and the rest (validation, merging, checks, Python)."""
+    from robot_dynamics_ros.retiming.binding import tolerance_bound
+
+    print("| case (gridpoints) | call | solve | constraints | sampling | path | `tolerance_bound` | rest |")
+    print("|---|---|---|---|---|---|---|---|")
+    for robot in robots:
+        model = load_model(robot)
+        retimer = Retimer(model)
+        retimer.warmup()
+        for n_wp, n_grid in itertools.product(waypoints, gridpoints):
+            wp = smooth_waypoints(model, n_wp)
+            opts = RetimeOptions(gridpoints=n_grid or None, torque_margin=TORQUE_MARGIN, sample_period=dt or None)
+            vlim, alim, _ = retimer.checks.limits(retimer.resolved_options(opts))
+            res = retimer.retime(wp, options=opts)
+            rows = []
+            for _ in range(repeat):
+                c0 = time.thread_time()
+                res = retimer.retime(wp, options=opts)
+                call = time.thread_time() - c0
+                c0 = time.thread_time()
+                tolerance_bound(res.segments, vlim, alim, np.arange(n_wp), opts.path_tolerance)
+                bound = time.thread_time() - c0
+                t = res.timings
+                rows.append((1e3 * call, t["solve_cpu"], t["constraints_cpu"], t["sampling_cpu"], t["path"], 1e3 * bound))
+            m = np.median(np.array(rows), axis=0)
+            print(f"| {robot} W={n_wp} ({res.gridpoints}) | " + " | ".join(f"{v:.2f}" for v in m)
+                  + f" | {m[0] - m[1:].sum():.2f} |", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
@@ -298,8 +332,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="rounds of (ours block, toppra block); each block "
                     "has ceil(repeat / rounds) calls (default 5)")
     ap.add_argument("--json", help="write the results to this file")
+    ap.add_argument("--steps", action="store_true", help="only where our call's time goes: a table of its steps "
+                    "(thread CPU medians of --repeat warm calls), no peers")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
+    if args.steps:
+        steps(args.robots, args.waypoints, args.gridpoints, args.dt[0], args.repeat)
+        return 0
     rows = []
     print(f"MALLOC_TOP_PAD_={os.environ.get('MALLOC_TOP_PAD_')}  repeat={args.repeat}  dt={args.dt} s (0: gridpoints)  "
           f"payload+margin {TORQUE_MARGIN}, acceleration limit {ACCELERATION_LIMIT} rad/s²")
