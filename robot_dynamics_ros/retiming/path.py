@@ -347,7 +347,7 @@ class JointPath:
 @njit(cache=True, nogil=True)
 def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, state, which):  # pragma: no cover
     """Per knot interval i with state[i] == which: dev[i] = a bound of the spline's distance from the
-    polyline there, and bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1. Returns max(dev).
+    polyline there, and bad[i] = a joint whose q leaves [lo, hi] inside the interval, or -1.
 
     The spline minus the straight line between its values at the interval's two knots is a cubic
     vanishing at both ends: fit = the largest of the joints' :func:`_chord_fit`, taken exactly for the
@@ -364,7 +364,6 @@ def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, 
     roots = np.empty(2)
     up = np.empty(n)
     above = np.empty(n)
-    worst = 0.0
     for i in range(nint):
         if state[i] != which:
             continue
@@ -413,9 +412,6 @@ def _interval_bounds(knots, pts, c, offset, corner, cp, coff, lo, hi, dev, bad, 
                 mm += m * m
             mid = np.sqrt(max(mm - ma * ma / aa, 0.0)) if aa > 0.0 else np.sqrt(mm)
             dev[i] = d + mid + max(coff[k, 0], coff[k, 1])
-        if dev[i] > worst:
-            worst = dev[i]
-    return worst
 
 
 @njit(cache=True, nogil=True)
