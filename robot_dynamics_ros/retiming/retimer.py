@@ -146,17 +146,28 @@ class Retimer:
         self._model = model
         self.checks = RequestChecks(model)
 
-    def warmup(self) -> None:
-        """Compile / load the numba kernels (a 3-waypoint retiming), so the first request is fast."""
+    def warmup(self, jerk: bool = False) -> None:
+        """Compile / load the numba kernels, so the first request is fast: a 3-waypoint retiming sampled at a
+        period and at its gridpoints, and a path through two corners that the default path_tolerance cuts
+        (the corner search and its bounds: without it a first planner path compiled ~4 s more after warm-up
+        on a cold cache). A model with jerk limits times all of these jerk-limited; ``jerk`` adds one with a
+        request's ``jerk_limit`` for a model without them (the jerk-limited solve's kernels and HiGHS cost a
+        first such request ~17 s on a cold cache, ~0.25 s on a warm one, and ~40 MB: not without a reason)."""
         m = self.model
         q0 = m.neutral()
         span = np.where(np.isfinite(m.upper - m.lower), 0.05 * (m.upper - m.lower), 0.1)
-        wp = np.stack((q0, q0 + span, q0 + 2 * span))
-        wp = np.clip(wp, m.lower, m.upper)
+        wp = np.clip(np.stack((q0, q0 + span, q0 + 2 * span)), m.lower, m.upper)
+        # two corners: out along the first joint, across along the others, back along the first
+        step = np.zeros_like(span)
+        step[0] = span[0]
+        corners = np.clip(np.stack((q0, q0 + step, q0 + span, q0 + span - step)), m.lower, m.upper)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.retime(wp, options=RetimeOptions(gridpoints=10, sample_period=0.01))
             self.retime(wp, options=RetimeOptions(gridpoints=10))  # (output at the gridpoints: other kernels)
+            self.retime(corners, options=RetimeOptions(sample_period=0.01))
+            if jerk:
+                self.retime(wp, options=RetimeOptions(sample_period=0.01, jerk_limit=100.0))
 
     def retime(self, waypoints, *, joint_names: Sequence[str] | None = None,
                start_velocity=None, end_velocity=None, hold: Mapping[str, float] | None = None,

@@ -278,7 +278,10 @@ def run(args: argparse.Namespace) -> int:
     # the very first run compiles the kernels (~45 s; a first jerk-limited one ~15 s more): a line every 5 s
     # says so instead of a silent terminal
     with heartbeat(note, "loading the compiled kernels (the first run compiles them, cached afterwards)"):
-        retimer.warmup()  # load the compiled kernels from numba's cache (compiles them on the very first run)
+        # load the compiled kernels from numba's cache (compiles them on the very first run); the jerk-limited
+        # solve's where this request uses it (jerk or motor limits)
+        retimer.warmup(jerk=bool(np.isfinite(retimer.checks.jerk_limits(options)).any())
+                       or options.motor_limits is not None)
     warmup_ms = (time.perf_counter() - t0) * 1e3
     with heartbeat(note, "retiming (a first jerk-limited request compiles its kernels, cached afterwards)"):
         result = retimer.retime(values, joint_names=names, start_velocity=start, end_velocity=end, hold=hold,

@@ -9,6 +9,7 @@ import json
 import math
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pinocchio as pin
@@ -710,3 +711,43 @@ def test_jerk_scale_without_jerk_limits_is_a_warning(panda):
     plain = retimer.retime(wp)
     assert res.duration == plain.duration
     assert not any("jerk_scale" in w for w in plain.warnings)
+
+
+@pytest.mark.parametrize("jerk", [False, True])
+def test_warmup_leaves_no_kernel_to_load_for_a_planner_path(jerk):
+    """After ``Retimer.warmup`` a planner's path (10 Panda waypoints with corners the default tolerance cuts,
+    output at 2 ms) needs no compiled kernel it has not loaded: on a cold cache the first such request used to
+    compile ~4 s more after warm-up (~17 s for a first jerk-limited one). ``warmup(jerk=True)`` covers a
+    request's jerk_limit on a model without jerk limits (the retime CLI's --jerk-limit). Counted in a fresh
+    interpreter as the signatures numba's dispatchers of the package hold before and after the request (a
+    kernel called from Python, loaded from the cache or compiled, adds one; without the jerk warm-up the
+    jerk-limited request adds them)."""
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np, sys
+from numba.core.registry import CPUDispatcher
+import robot_dynamics_ros.retiming.retimer as R
+from robot_dynamics_ros.retiming.request import RetimeOptions
+from robot_dynamics_testing.retiming_cases import load_model, smooth_waypoints
+
+def signatures():
+    return sum(len(v.signatures) for name, mod in list(sys.modules.items()) if name.startswith("robot_dynamics_ros")
+               for v in vars(mod).values() if isinstance(v, CPUDispatcher))
+
+model = load_model("panda")
+jerk = sys.argv[1] == "True"
+retimer = R.Retimer(model)
+retimer.warmup(jerk=jerk)
+before = signatures()
+res = retimer.retime(smooth_waypoints(model, 10), options=RetimeOptions(sample_period=0.002,
+                                                                       jerk_limit=500.0 if jerk else None))
+print(res.success, before, signatures(), res.jerk_limits is not None)
+"""
+    out = subprocess.run([sys.executable, "-c", script, str(jerk)], capture_output=True, text=True, timeout=600,
+                         cwd=str(Path(__file__).resolve().parents[2]))
+    assert out.returncode == 0, out.stderr[-2000:]
+    ok, before, after, jerk_limited = out.stdout.split()
+    assert ok == "True" and jerk_limited == str(jerk), out.stdout
+    assert int(before) > 0 and after == before, out.stdout
