@@ -134,8 +134,9 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
     """Header names and (W, k) values of a waypoint CSV ('nan' cells stay NaN for the retimer to report).
 
     Raises:
-        UserError: missing/unreadable file, empty header, a joint named twice in the header, a row of the
-            wrong length, a non-numeric cell.
+        UserError: missing/unreadable file, empty header, a header in one column separated by ';', tab or
+            '|' instead of commas, a joint named twice in the header, a row of the wrong length, a non-numeric
+            cell.
     """
     p = Path(path)
     try:
@@ -154,6 +155,11 @@ def read_waypoints(path: str) -> tuple[list[str], np.ndarray]:
     if not rows:
         raise UserError(f"--waypoints '{path}': empty file (expected a header of joint names)")
     names = [c.strip() for c in rows[0]]
+    if len(names) == 1:
+        other = next((d for d in (";", "\t", "|") if d in names[0]), None)
+        if other is not None:
+            raise UserError(f"--waypoints '{path}': the header is one column '{names[0]}'; columns are separated "
+                            f"by commas, this file uses {other!r}")
     if not all(names):
         raise UserError(f"--waypoints '{path}': empty joint name in the header {rows[0]}")
     for j, name in enumerate(names):

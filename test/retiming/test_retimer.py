@@ -381,6 +381,12 @@ def test_cli_bad_files_are_one_line_errors(tmp_path, capsys):
     code, _, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "bad.csv"), "--out", "x.csv")
     assert code == 1 and "line 2, joint 'panda_joint2': 'abc' is not a number" in err
     assert len(err.strip().splitlines()) == 1
+    # a spreadsheet's semicolon export (decimal commas too): the delimiter is named, not a cell
+    (tmp_path / "semi.csv").write_text("panda_joint1;panda_joint2\n0,1;0,2\n")
+    code, _, err = _cli(capsys, "--urdf", "panda", "--waypoints", str(tmp_path / "semi.csv"), "--out", "x.csv")
+    assert code == 1 and err.strip() == (f"robot-dynamics retime: error: --waypoints '{tmp_path / 'semi.csv'}': "
+                                         "the header is one column 'panda_joint1;panda_joint2'; columns are "
+                                         "separated by commas, this file uses ';'")
 
 
 def test_cli_missing_joints_same_file_and_atomic_write(tmp_path, capsys, monkeypatch):
