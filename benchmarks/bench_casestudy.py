@@ -18,6 +18,12 @@ on a shared machine disturb least: one wall sample of either is easily doubled b
 (``ratio`` wall, ``cpu_ratio``), and an independent dense check of
 the full output at 1 kHz (Pinocchio RNEA with the payload, jerk from finite differences of the returned
 accelerations): the largest |value| / limit over velocity, torque and jerk (≤ 1 + 1e-3 passes).
+* ``copp``    — COPP (copp-py 0.2.3, Rust + Clarabel; :mod:`robot_dynamics_testing.copp_peer`, pip-installed in
+  /tmp on first use, never a package dependency; ``--no-copp`` skips it) on the same stations, path
+  derivatives and limits: its TOPP2 profile, then ``topp3_lp`` rounds re-linearized at each answer until the
+  duration gains < 1e-4. Reported: its duration after the first round and at convergence, its solve's CPU
+  time / our full solve's (``copp_over_ours_cpu``), our duration / its (``ours_over_copp_s``), and the
+  same dense check on its output (s(t) from its inverse time map, finite differences of q(t)).
 
 Paths: the case study's line (UR10 + 15 kg, 200 points, jerk 50 rad/s³), then ``--paths`` random ones,
 alternately UR10 straight tool lines (random start in front of the robot, random direction, 0.5–1.2 m,
@@ -25,7 +31,7 @@ alternately UR10 straight tool lines (random start in front of the robot, random
 Paths where the torque-only solution stops inside the path are timed through the stop (rest to rest on each
 part), and the S-curve baseline is one double-S per part.
 
-Run:  .venv/bin/python benchmarks/bench_casestudy.py [--paths 100] [--json out.json] [--full-repeat 3]
+Run:  .venv/bin/python benchmarks/bench_casestudy.py [--paths 100] [--json out.json] [--full-repeat 3] [--no-copp]
 """
 from __future__ import annotations
 
@@ -96,7 +102,31 @@ def joint_bound(model, path, jerk, samples=4001):
     return bound
 
 
-def one(model, pm, waypoints, jerk, gridpoints=None, repeat=5, full_repeat=3):
+def copp_side(copp, model, pm, seg, tlim, jerk, ours_cpu_ms, ours_s):
+    """COPP on the same stations, derivatives and limits as our full solve (:mod:`robot_dynamics_testing.copp_peer`);
+    its times against ours (thread CPU) and its output's dense peaks."""
+    import pinocchio as pin
+
+    from robot_dynamics_ros.retiming.jerk import third_derivative
+    from robot_dynamics_testing import copp_peer
+
+    q, dq, ddq = seg.path.evaluate(seg.s)
+    data = pm.createData()
+    jl = np.full(model.n, jerk)
+    try:
+        r = copp_peer.solve(copp, seg.s, q, dq, ddq, third_derivative(seg.path, seg.s),
+                            lambda q_, qd_, qdd_: pin.rnea(pm, data, q_, qd_, qdd_), model.velocity_limit,
+                            model.acceleration_limit, tlim, jl)
+    except Exception as exc:  # noqa: BLE001 - a peer's failure is reported, not fatal
+        return {"copp_failed": f"{type(exc).__name__}: {exc}"}
+    peaks = copp_peer.dense_peaks(copp, r, seg.s, seg.path, pm, model.velocity_limit, tlim, jl)
+    return {"copp_s": r.duration, "copp_first_s": r.first_duration, "copp_rounds": r.rounds,
+            "copp_build_ms": r.build_ms, "copp_solve_cpu_ms": r.solve_cpu_ms,
+            "copp_first_cpu_ms": r.first_solve_cpu_ms, "copp_over_ours_cpu": r.solve_cpu_ms / ours_cpu_ms,
+            "ours_over_copp_s": ours_s / r.duration, "copp_peak": peaks}
+
+
+def one(model, pm, waypoints, jerk, gridpoints=None, repeat=5, full_repeat=3, copp=None):
     retimer = Retimer(model)
     opts = RetimeOptions(torque_margin=MARGIN, gridpoints=gridpoints)
     res = retimer.retime(waypoints, options=opts)
@@ -128,6 +158,8 @@ def one(model, pm, waypoints, jerk, gridpoints=None, repeat=5, full_repeat=3):
            "dense_max_fraction": _dense(pm, sol, model, tlim, jerk)}
     sc = cs.scurve_baseline(model, seg.path, res, jerk, tlim, ne)  # one double-S per part between stops
     bound = joint_bound(model, seg.path, jerk)
+    if copp is not None:
+        row.update(copp_side(copp, model, pm, seg, tlim, jerk, full_cpu, sol.duration))
     return {**row, "topp_ra_s": res.duration, "full_s": sol.duration,
             "scurve_s": sc.duration, "closer": bool(sol.duration - res.duration < sc.duration - sol.duration),
             "joint_bound_s": bound, "full_over_bound": sol.duration / bound,
@@ -160,6 +192,25 @@ def _cpu_summary(done):
     return out
 
 
+def _copp_summary(done):
+    """Per family: COPP's solve CPU time / ours (median, min) and our duration / COPP's (median, max), its
+    worst dense peak (velocity, torque, jerk) and how many paths it failed."""
+    out = {}
+    for family, prefix in (("case", "case study"), ("ur10_lines", "ur10 line"), ("panda", "panda")):
+        rows = [r for r in done if r["path"].startswith(prefix)]
+        ran = [r for r in rows if "copp_s" in r]
+        if not ran:
+            continue
+        out[f"copp_{family}"] = {
+            "ran": len(ran), "failed": sum("copp_failed" in r for r in rows),
+            "cpu_ratio_median": statistics.median(r["copp_over_ours_cpu"] for r in ran),
+            "cpu_ratio_min": min(r["copp_over_ours_cpu"] for r in ran),
+            "ours_over_copp_s_median": statistics.median(r["ours_over_copp_s"] for r in ran),
+            "ours_over_copp_s_max": max(r["ours_over_copp_s"] for r in ran),
+            "copp_worst_peak": {k: max(r["copp_peak"][k] for r in ran) for k in ("velocity", "torque", "jerk")}}
+    return out
+
+
 def main(argv=None) -> int:
     from robot_dynamics_testing.jerk_cases import package_model, pinocchio_model, random_panda_waypoints
 
@@ -168,8 +219,17 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default=None)
     ap.add_argument("--full-repeat", type=int, default=3, help="full solves per path (their median is timed)")
+    ap.add_argument("--no-copp", action="store_true", help="skip COPP (else pip-installed beside ours on first use)")
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")
+    copp = None
+    if not args.no_copp:
+        from robot_dynamics_testing import copp_peer
+
+        try:
+            copp = copp_peer.load()
+        except RuntimeError as exc:
+            print(f"COPP skipped: {exc}", file=sys.stderr)
     t_run = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     ur10, panda = cs.case_model(), package_model("panda")
@@ -183,7 +243,7 @@ def main(argv=None) -> int:
                        jerk_limit=np.full(ur10.n, cs.JERK))
     rows = []
     line = cs.case_line(ur10)
-    case = one(ur10, pm_ur10, line.q, cs.JERK, full_repeat=args.full_repeat)
+    case = one(ur10, pm_ur10, line.q, cs.JERK, full_repeat=args.full_repeat, copp=copp)
     case["path"] = "case study"
     # the case's full solution with the motor-limit loop (what `robot-dynamics casestudy` runs)
     res = Retimer(ur10).retime(line.q, options=RetimeOptions(torque_margin=MARGIN))
@@ -196,11 +256,11 @@ def main(argv=None) -> int:
     print(json.dumps(case))
     for k in range(args.paths):
         if k % 2 == 0:
-            row = one(ur10, pm_ur10, random_ur10_line(ur10, rng), cs.JERK, full_repeat=args.full_repeat)
+            row = one(ur10, pm_ur10, random_ur10_line(ur10, rng), cs.JERK, full_repeat=args.full_repeat, copp=copp)
             row["path"] = f"ur10 line {k}"
         else:
             row = one(panda, pm_panda, random_panda_waypoints(1000 + k), 500.0, gridpoints=40,
-                      full_repeat=args.full_repeat)
+                      full_repeat=args.full_repeat, copp=copp)
             row["path"] = f"panda {k}"
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -217,7 +277,7 @@ def main(argv=None) -> int:
                "median_solve_ratio": statistics.median(r["ratio"] for r in done),
                "max_solve_ratio": max(r["ratio"] for r in done),
                "median_full_ms": statistics.median(r["full_ms"] for r in done),
-               **_cpu_summary(done),
+               **_cpu_summary(done), **_copp_summary(done),
                "seconds": round(time.perf_counter() - t_run, 1)}
     print(json.dumps(summary))
     if args.json:
