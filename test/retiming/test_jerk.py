@@ -371,3 +371,58 @@ def test_dual_simplex_from_a_dual_feasible_basis_reaches_the_highs_optimum():
             infeasible += 1
     assert added >= 30 and pivoted >= 20 and moved >= 20 and infeasible >= 1 and refused + flipped >= 30
     assert flipped >= 10 and refused >= 5
+
+
+@pytest.mark.parametrize("objective", ["time gradient", "x alone"])
+def test_first_lp_without_a_start_is_the_full_lps_unique_optimum(objective):
+    """The first LP of a solve without a start (tangents and objective at the torque-only TOPP-RA profile, the
+    case line on its 30-point grid) answers the full LP's optimum, and that optimum is unique: HiGHS's dual
+    simplex and its interior point method on every row (scipy's linprog, from no basis) reach the same x (to
+    1e-6 of the largest), where the working set and the guessed basis take another path. The objective is the traversal time's gradient at the
+    reference profile, or (the fallback where that answer stops the path) the gradient of Σ w x^{-1/2} at the
+    gridpoints; with the columns fixed at rest (x̄ = 0) given a cost, the latter's free costs fell below
+    HiGHS's dual tolerance and its answer was whichever feasible vertex HiGHS reached first."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    from robot_dynamics_ros.retiming.jerk import slp
+    from robot_dynamics_ros.retiming.jerk.rows import build_rows
+    from robot_dynamics_tools.commands.casestudy import case_line
+
+    model = package_model("ur10")
+    with corners_kept():
+        res = Retimer(model).retime(case_line(model, points=30).q, options=RetimeOptions(torque_margin=0.9))
+    seg = res.segments[0]
+    s, x_ref = seg.s, seg.x
+    N = s.shape[0]
+    rows = build_rows(seg.path, s, x_ref, NewtonEulerDynamics(model), velocity_limit=model.velocity_limit,
+                      acceleration_limit=model.acceleration_limit, torque_limit=0.9 * model.effort_limit,
+                      jerk_limit=np.full(model.n, 50.0), margin=1e-4, tool_speed=None)
+    u_stage = np.diff(x_ref) / (2.0 * np.diff(s))
+    z_ref = np.concatenate((x_ref, [0.0], 0.5 * (u_stage[1:] + u_stage[:-1]), [0.0]))
+    xbar_pts = np.interp(rows.points_s, s, x_ref)
+    wlp = slp._WorkingSetLP(rows, z_ref, None)
+    zfull = z_ref if objective == "time gradient" else None
+    lp, _ = wlp.solve(xbar_pts, x_ref, zfull, trust=False, guess=zfull is not None)
+    assert lp.status == 0
+    cost = wlp._cost(x_ref, zfull)
+    assert np.isfinite(cost).all() and cost[[0, N - 1, N, 2 * N - 1]].tolist() == [0.0] * 4
+    # the full LP, every row, independently of the working set and bases
+    A_ub = sp.csr_matrix((rows.data.ravel(), rows.cols.ravel(), np.arange(0, 3 * rows.b_ub.shape[0] + 1, 3)),
+                         shape=(rows.b_ub.shape[0], rows.nv))
+    A_eq = sp.csr_matrix((rows.A_eq.data, rows.A_eq.indices, rows.A_eq.indptr), shape=rows.A_eq.shape)
+    bounds = np.stack((rows.lo, rows.hi), axis=1)
+    full = linprog(cost, A_ub=A_ub, b_ub=rows.b_ub, A_eq=A_eq, b_eq=np.zeros(A_eq.shape[0]), bounds=bounds,
+                   method="highs-ds")
+    assert full.status == 0
+    assert cost @ lp.x == pytest.approx(full.fun, rel=1e-8)  # both within HiGHS's 1e-7 feasibility tolerance
+    assert (A_ub @ lp.x - rows.b_ub).max() <= 1e-7
+    # unique: HiGHS's interior point method (its crossover ends at a vertex of the optimal face, by another
+    # path than either dual simplex) answers the same x
+    ipm = linprog(cost, A_ub=A_ub, b_ub=rows.b_ub, A_eq=A_eq, b_eq=np.zeros(A_eq.shape[0]), bounds=bounds,
+                  method="highs-ipm")
+    assert ipm.status == 0
+    for other in (full.x, ipm.x):
+        assert np.abs(lp.x[:N] - other[:N]).max() <= 1e-6 * x_ref.max()
+        # u from x by the equalities x_{i+1} − x_i = Δ_i (u_i + u_{i+1}): x's differences over Δ
+        assert np.abs(lp.x[N:] - other[N:]).max() <= 2e-6 * x_ref.max() / np.diff(s).min()

@@ -41,7 +41,13 @@ solution of the same problem on a coarser grid — the knots where they are at m
 (each coarse stage one knot interval), else every 4th gridpoint (a stage may then hold several knots and
 the third derivative is taken at its midpoint, which only moves the start) — recursively, down to fewer
 than 40 gridpoints, where the torque-only TOPP-RA profile is the start. Any x̄ > 0 gives a feasible
-answer (inner approximation); near the answer it is also a good one. Then, at the current profile z:
+answer (inner approximation); near the answer it is also a good one. That first LP is an SLP step (below)
+from the starting profile, without the trust region where the start is the TOPP-RA profile (far above the
+answer) or the trust region leaves no feasible point; its objective has u terms, so its optimum is as
+well defined as the later LPs' and does not depend on the simplex's pivot order. Only where its answer
+stops the path (x = 0 inside a stage) do LPs on x alone (the gradient of Σ w_i x_i^{-1/2}, the columns
+fixed at rest without cost) follow, the linearization point moved towards the answer each time. Then, at
+the current profile z:
 tangents at z, objective the gradient of the traversal time T = Σ ∫ ds/√x(s) at z (x and u,
 the stage-time quadrature differentiated), x at every gridpoint within a trust region [z/2, 2z]. z is
 feasible for that LP (the tangent is exact at z) and T is convex, so a backtracking line search on the
@@ -59,7 +65,7 @@ none is violated: the answer is then the full LP's optimum. Each SLP iteration's
 starts from the previous LP's final basis and rows (its inactive rows with much slack dropped, the rows
 with little slack at the new profile added as basic): between iterations the active set changes little, so
 the dual simplex needs a few dozen pivots instead of the ~1 000 of a start from the slack basis (that basis
-stays one, so HiGHS takes it without a rank check). The first LP after a coarse start begins from a
+stays one, so HiGHS takes it without a rank check). The first LP of a solve begins from a
 guessed basis: the least-slack row of each stage at the start profile active (a vertex has about one
 active row per stage), which HiGHS repairs where it is singular. From the previous LP's final basis (the
 SLP's later LPs) and from every optimal basis with violated rows added basic, the pivots to the optimum are

@@ -398,7 +398,7 @@ class JerkRows:
         A_eq: (N − 1, nv) equalities (:class:`EqualityRows`); lo, hi (nv,) bounds; u_box: the bound on |u|.
         cols (m, 3) int32, data (m, 3), b_ub (m,): the inequality rows (the fixed rows, then the jerk rows,
         + then −, which :meth:`set_jerk_rows` rewrites); row_stage (m,): the stage of each row.
-        w_grid (N,): trapezoid weights of the gridpoints (the first LP's objective).
+        w_grid (N,): trapezoid weights of the gridpoints (the fallback first LP's objective).
     """
 
     s: np.ndarray

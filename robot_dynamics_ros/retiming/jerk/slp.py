@@ -78,14 +78,21 @@ class _WorkingSetLP:
         return col_status, row_status
 
     def _cost(self, xbar_grid, zfull):
+        """The LP's objective (nv,), scaled to a largest |entry| of 1: the traversal time's gradient at
+        ``zfull`` (2N,), or where that is None or not finite (a reference profile whose quadratic x(σ) reaches
+        0 inside a stage) the gradient of Σ w_i x_i^{-1/2} at the gridpoint x̄ ``xbar_grid`` (N,). Both are
+        0 on the columns fixed at rest (x and u at the ends): a cost there, where x̄ = 0, would be the largest
+        by orders of magnitude and scale every free column's cost below HiGHS's dual feasibility tolerance
+        (1e-7), so that any feasible vertex would pass as optimal and the answer depend on HiGHS's pivots."""
         r = self.rows
         N = r.N
-        xg = np.maximum(xbar_grid, 1e-6 * max(float(xbar_grid.max()), 1e-12))
-        if zfull is None:  # d/dx of Σ w_i x_i^{-1/2} (the gridpoint x̄ only: the first LP, no u yet)
-            cost = np.zeros(r.nv)
-            cost[:N] = -r.w_grid * xg ** -1.5
-        else:  # the gradient of the traversal time at z
+        cost = None
+        if zfull is not None:
             cost = time_gradient(r.s, np.maximum(zfull[:N], 1e-300), zfull[N:])
+        if cost is None or not np.isfinite(cost).all():
+            xg = np.maximum(xbar_grid, 1e-6 * max(float(xbar_grid.max()), 1e-12))
+            cost = np.zeros(r.nv)
+            cost[1:N - 1] = -r.w_grid[1:N - 1] * xg[1:N - 1] ** -1.5
         return cost / np.abs(cost).max()
 
     def _start(self, keep, slack, guess):
@@ -151,9 +158,9 @@ class _WorkingSetLP:
         return add
 
     def solve(self, xbar_pts, xbar_grid, zfull=None, trust=True, guess=False):
-        """The LP with the jerk rows' tangents at ``xbar_pts`` (K,); objective: at the first LP (``zfull``
-        None) the gridpoint x̄ ``xbar_grid``'s weighted Σ x^{-1/2} gradient, else the traversal time's gradient
-        at ``zfull`` (2N,), with x within the trust region around it when ``trust``; ``guess``: start a cold
+        """The LP with the jerk rows' tangents at ``xbar_pts`` (K,); objective (:meth:`_cost`): the traversal
+        time's gradient at ``zfull`` (2N,), with x within the trust region around it when ``trust``, or with
+        ``zfull`` None the gridpoint x̄ ``xbar_grid``'s weighted Σ x^{-1/2} gradient; ``guess``: start a cold
         LP from :meth:`guessed_basis`. Returns (result, wall time ms)."""
         r, ws = self.rows, self.ws
         N = r.N
@@ -169,8 +176,9 @@ class _WorkingSetLP:
             lo_t[1:N - 1] = np.minimum(np.maximum(r.lo[1:N - 1], zfull[1:N - 1] / _TRUST), hi_t[1:N - 1])
         slack, keep = r.working_set(z0, _WS_SLACK)
         order, basis, guessed = self._start(keep, slack, guess)
-        # dual simplex pivots where the objective is the traversal time's gradient; the first LP's objective
-        # has no u terms, so its optimum is often not unique: HiGHS's answer alone then, for the same solves
+        # dual simplex pivots where the objective is the traversal time's gradient; the fallback objective on
+        # x alone (the reference profile's answer stops somewhere) leaves u to the equalities, so HiGHS's
+        # answer alone there, for the same answers as before that fallback existed
         pivots = _PIVOTS if zfull is not None else 0
         z, final, res = None, basis, None
         if basis is not None and not guessed:
@@ -239,28 +247,29 @@ def _coarse_start(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limi
 
 
 def _first_lp(wlp: _WorkingSetLP, start, xbar_pts, max_iterations):
-    """The first feasible profile with positive speed: an SLP step from ``start``'s profile when there is
-    one, else LPs with tangents at the reference profile (an upper bound of every feasible x, where the
-    tangent is conservative; any x̄ > 0 gives a feasible answer). If that answer stops somewhere (x = 0
-    inside a stage), the linearization point moves towards it (geometric mean, at most 8× down) and again.
-    Returns (z, T, iterations, LP ms)."""
+    """The first feasible profile with positive speed: an SLP step from the reference profile ``wlp.z_ref``
+    (``start``'s profile, else the TOPP-RA one: an upper bound of every feasible x, where the tangent is
+    conservative; any x̄ > 0 gives a feasible answer). If that answer stops somewhere (x = 0 inside a
+    stage), LPs whose objective is the gradient of Σ w_i x_i^{-1/2} at the gridpoints, the linearization
+    point moved towards the last answer (geometric mean, at most 8× down) each time. Returns (z, T,
+    iterations, LP ms)."""
     rows = wlp.rows
     s, N = rows.s, rows.N
     z_ref = wlp.z_ref
     xbar = z_ref[:N].copy()
     lp_ms, it, T, best = 0.0, 0, np.inf, None
-    if start is not None:
-        # the start profile is near the answer but need not meet every row on these gridpoints: the first LP
-        # is an SLP step from it (its time gradient, the trust region around it) and without the trust region
-        # if that has no feasible point
-        res, ms = wlp.solve(xbar_pts, xbar, z_ref, guess=True)
-        if res.status != 0:
-            res, ms2 = wlp.solve(xbar_pts, xbar, z_ref, trust=False)
-            ms += ms2
-        lp_ms += ms
-        it += 1
-        if res.status == 0:
-            best, T = res.x, stage_times(s, res.x[:N], res.x[N:]).sum()
+    # an SLP step from the reference profile (the traversal time's gradient there, from a guessed basis):
+    # a start profile is near the answer but need not meet every row on these gridpoints, so its trust region
+    # is dropped if it has no feasible point; the TOPP-RA profile (no start) is far above the answer, no trust
+    # region
+    res, ms = wlp.solve(xbar_pts, xbar, z_ref, trust=start is not None, guess=True)
+    if res.status != 0 and start is not None:
+        res, ms2 = wlp.solve(xbar_pts, xbar, z_ref, trust=False)
+        ms += ms2
+    lp_ms += ms
+    it += 1
+    if res.status == 0:
+        best, T = res.x, stage_times(s, res.x[:N], res.x[N:]).sum()
     while not np.isfinite(T) and it < max(1, max_iterations // 2):
         res, ms = wlp.solve(xbar_pts, xbar)
         lp_ms += ms
