@@ -40,7 +40,9 @@ Iteration (sequential linear programming). The first LP takes its tangents at a 
 solution of the same problem on a coarser grid — the knots where they are at most half the gridpoints
 (each coarse stage one knot interval), else every 4th gridpoint (a stage may then hold several knots and
 the third derivative is taken at its midpoint, which only moves the start) — recursively, down to fewer
-than 40 gridpoints, where the torque-only TOPP-RA profile is the start. Any x̄ > 0 gives a feasible
+than 40 gridpoints, where the torque-only TOPP-RA profile is the start (a coarse grid whose own start
+leaves no feasible point in its first trust region — stages over several knots of a winding path — is
+solved again from the TOPP-RA profile). Any x̄ > 0 gives a feasible
 answer (inner approximation); near the answer it is also a good one. That first LP is an SLP step (below)
 from the starting profile, without the trust region where the start is the TOPP-RA profile (far above the
 answer) or the trust region leaves no feasible point; its objective has u terms, so its optimum is as
