@@ -426,3 +426,62 @@ def test_first_lp_without_a_start_is_the_full_lps_unique_optimum(objective):
         assert np.abs(lp.x[:N] - other[:N]).max() <= 1e-6 * x_ref.max()
         # u from x by the equalities x_{i+1} − x_i = Δ_i (u_i + u_{i+1}): x's differences over Δ
         assert np.abs(lp.x[N:] - other[N:]).max() <= 2e-6 * x_ref.max() / np.diff(s).min()
+
+
+def test_a_coarse_start_without_a_feasible_trust_region_is_refused_when_strict():
+    """On a Panda path (the benchmark's Panda path 1) the solution on every 4th knot, a start for the problem
+    on the knots, exceeds the jerk limit between its check points so far that the first LP's trust region
+    around it has no feasible point — HiGHS's dual simplex on every row (scipy's linprog) says infeasible.
+    With ``strict_start`` the solve refuses that start (the coarse chain then solves the knot grid again from
+    the TOPP-RA profile); without it the LPs that follow the start without the trust region stop the path.
+    The knot grid solved from the TOPP-RA profile meets every row."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog
+
+    from robot_dynamics_ros.retiming.jerk import slp
+    from robot_dynamics_ros.retiming.jerk.rows import build_rows
+
+    model = package_model("panda")
+    # the benchmark's path and grid (bench_casestudy.py retimes without corners_kept)
+    res = Retimer(model).retime(random_panda_waypoints(1001), options=RetimeOptions(torque_margin=0.9, gridpoints=40))
+    seg = res.segments[0]
+    path, s = seg.path, seg.s
+    kn = path.knots
+    k = np.clip(np.searchsorted(kn, s), 1, kn.shape[0] - 1)
+    on_knot = np.flatnonzero(np.minimum(np.abs(s - kn[k - 1]), np.abs(s - kn[k])) <= 1e-12 * s[-1])
+    knots = np.unique(np.r_[0, on_knot, s.shape[0] - 1])
+    assert 40 <= knots.shape[0] <= s.shape[0] // 2  # the knot grid, itself started from a coarser one
+    sk, xk = s[knots], seg.x[knots]
+    coarse = np.unique(np.r_[np.arange(0, sk.shape[0], 4), sk.shape[0] - 1])
+    limits = dict(velocity_limit=model.velocity_limit, acceleration_limit=model.acceleration_limit,
+                  torque_limit=0.9 * model.effort_limit, jerk_limit=np.full(model.n, 500.0))
+    ne = NewtonEulerDynamics(model)
+    start = slp.solve_once(path, sk[coarse], xk[coarse], ne, max_iterations=4, **limits)
+    # the knot grid's first LP as the solve poses it: tangents at the start's profile, x within the trust region
+    N = sk.shape[0]
+    rows = build_rows(path, sk, xk, ne, margin=1e-4, tool_speed=None, **limits)
+    xq, uq = start._profile(np.concatenate((sk, rows.points_s)))
+    rows.set_jerk_rows(xq[N:])
+    lo, hi = rows.lo.copy(), rows.hi.copy()
+    hi[1:N - 1] = np.minimum(hi[1:N - 1], slp._TRUST * xq[1:N - 1])
+    lo[1:N - 1] = np.minimum(np.maximum(lo[1:N - 1], xq[1:N - 1] / slp._TRUST), hi[1:N - 1])
+    A_ub = sp.csr_matrix((rows.data.ravel(), rows.cols.ravel(), np.arange(0, 3 * rows.b_ub.shape[0] + 1, 3)),
+                         shape=(rows.b_ub.shape[0], rows.nv))
+    A_eq = sp.csr_matrix((rows.A_eq.data, rows.A_eq.indices, rows.A_eq.indptr), shape=rows.A_eq.shape)
+    lp = linprog(np.zeros(rows.nv), A_ub=A_ub, b_ub=rows.b_ub, A_eq=A_eq, b_eq=np.zeros(A_eq.shape[0]),
+                 bounds=np.stack((lo, hi), axis=1), method="highs-ds")
+    assert lp.status == 2  # infeasible
+    with pytest.raises(ValueError, match="trust region"):
+        slp.solve_once(path, sk, xk, ne, max_iterations=4, start=start, strict_start=True, **limits)
+    # followed without the trust region, that start leaves no positive-speed profile within the coarse
+    # iterations (the LP answers stop the path inside a stage)
+    with pytest.raises(ValueError, match="positive speed"):
+        slp.solve_once(path, sk, xk, ne, max_iterations=4, start=start, **limits)
+    # the knot grid from the TOPP-RA profile instead: an answer that meets every row of the grid (tangents at
+    # the answer: the jerk rows are then the true limits at the check points)
+    sol = slp.solve_once(path, sk, xk, ne, max_iterations=slp._RETRY_ITERATIONS, coarse=False, **limits)
+    assert np.isfinite(sol.duration) and sol.duration > res.duration
+    z = np.concatenate((sol.x, sol.u))
+    rows.set_jerk_rows(rows.at_points(z))
+    assert (A_ub @ z - rows.b_ub).max() <= 1e-7
+    assert np.abs(A_eq @ z).max() <= 1e-9 * np.abs(z).max() and (z >= rows.lo - 1e-12).all()
