@@ -485,3 +485,93 @@ def test_a_coarse_start_without_a_feasible_trust_region_is_refused_when_strict()
     rows.set_jerk_rows(rows.at_points(z))
     assert (A_ub @ z - rows.b_ub).max() <= 1e-7
     assert np.abs(A_eq @ z).max() <= 1e-9 * np.abs(z).max() and (z >= rows.lo - 1e-12).all()
+
+
+def _stage_lp(rng, N, per_stage):
+    """A random feasible LP of the jerk solver's banded shape: columns x_0..x_{N-1}, u_0..u_{N-1} (x in
+    [0, 5], u in [-20, 20]), the equalities x_{i+1} − x_i − Δ (u_i + u_{i+1}) = 0, and ``per_stage`` ≤ rows
+    of three entries (x_i, u_i, x_{i+1}) on every stage, built to hold at a feasible profile z0 with slack
+    in [0, 0.3]. Returns (A_eq (CSR), (cols, data, b), lo, hi, col_order (by gridpoint), z0)."""
+    import scipy.sparse as sp
+
+    d = 1.0 / (N - 1)
+    u = 0.5 * np.sin(np.linspace(0.0, 3.0, N) + rng.uniform(0, 6))
+    x = np.empty(N)
+    x[0] = 1.0
+    for i in range(N - 1):
+        x[i + 1] = x[i] + d * (u[i] + u[i + 1])
+    z0 = np.concatenate((x, u))
+    i = np.arange(N - 1)
+    one = np.ones(N - 1)
+    A_eq = sp.csr_matrix((np.stack([-one, one, -d * one, -d * one], 1).ravel(),
+                          np.stack([i, i + 1, N + i, N + i + 1], 1).ravel(), np.arange(0, 4 * N - 3, 4)),
+                         shape=(N - 1, 2 * N))
+    stage = np.repeat(i, per_stage)
+    cols = np.stack([stage, N + stage, stage + 1], 1)
+    data = rng.normal(size=cols.shape)
+    data /= np.abs(data).max(axis=1, keepdims=True)
+    b = (data * z0[cols]).sum(axis=1) + rng.uniform(0.0, 0.3, cols.shape[0])
+    lo = np.r_[np.zeros(N), np.full(N, -20.0)]
+    hi = np.r_[np.full(N, 5.0), np.full(N, 20.0)]
+    return A_eq, (cols, data, b), lo, hi, np.stack([np.arange(N), N + np.arange(N)], 1).ravel(), z0
+
+
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_dual_simplex_takes_many_pivots_on_banded_lps_to_the_highs_optimum(degenerate):
+    """jerk.vertex.dual_simplex on LPs of the solver's banded shape (60 gridpoints, 4 rows per stage), from
+    HiGHS's optimal basis of the LP on a quarter of the rows with the others added basic (refused where an
+    equality's slack is basic in it): many pivots (over 30 on most draws) end at HiGHS's optimum of the full
+    LP (objective to 1e-9, answer to 1e-7); with ``degenerate``, rows through HiGHS's optimum added (copies
+    of its active rows and random rows meeting it with equality: a degenerate vertex, many tied ratio tests)
+    do not change that. A pivot limit below the pivots needed returns None and a basis HiGHS goes on from
+    to the same optimum."""
+    from robot_dynamics_ros.retiming.jerk.highs import HighsLP
+    from robot_dynamics_ros.retiming.jerk.vertex import dual_simplex
+
+    rng = np.random.default_rng(23)
+    many = compared = 0
+    for draw in range(12):
+        A_eq, (cols, data, b), lo, hi, key, z0 = _stage_lp(rng, 60, 4)
+        nv, N = lo.shape[0], 60
+        cost = np.r_[-rng.uniform(0.5, 1.0, N), rng.normal(scale=0.05, size=N)]
+        best = HighsLP(cost, A_eq, (cols, data, b), lo, hi).solve()
+        assert best.status == 0
+        if degenerate:
+            value = (data * best.x[cols]).sum(axis=1)
+            tight = np.flatnonzero(b - value < 1e-9)
+            extra = rng.choice(N - 1, 20)
+            ecols = np.stack([extra, N + extra, extra + 1], 1)
+            edata = rng.normal(size=ecols.shape)
+            edata /= np.abs(edata).max(axis=1, keepdims=True)
+            cols = np.concatenate((cols, cols[tight], ecols))
+            data = np.concatenate((data, data[tight], edata))
+            b = np.concatenate((b, b[tight], (edata * best.x[ecols]).sum(axis=1)))
+            best = HighsLP(cost, A_eq, (cols, data, b), lo, hi).solve()
+            assert best.status == 0
+        m = b.shape[0]
+        part = np.sort(rng.permutation(m)[:m // 4])
+        rest = np.setdiff1d(np.arange(m), part)
+        lp = HighsLP(cost, A_eq, (cols[part], data[part], b[part]), lo, hi)
+        assert lp.solve().status == 0
+        col_status, row_status = lp.basis()
+        start = (col_status, np.concatenate((row_status, np.full(rest.shape[0], HighsLP.BASIC, np.int8))))
+        order = np.concatenate((part, rest))
+        rows = (cols[order], data[order], b[order])
+        z, reached = dual_simplex(cost, A_eq, rows, lo, hi, start, key, 2000)
+        if (row_status[:N - 1] == HighsLP.BASIC).any():  # an equality's slack basic: refused, HiGHS's to solve
+            assert z is None
+            continue
+        assert z is not None
+        assert cost @ z == pytest.approx(cost @ best.x, abs=1e-9)
+        if not degenerate:  # a unique optimum (a degenerate vertex may have several optimal bases, one vertex)
+            np.testing.assert_allclose(z, best.x, atol=1e-7)
+        np.testing.assert_allclose(z, best.x, atol=1e-6)
+        compared += 1
+        needed = int((reached[0] != start[0]).sum() + (reached[1] != start[1]).sum())
+        if needed > 60:  # each pivot changes at most two statuses: over 30 pivots
+            many += 1
+            short, part_basis = dual_simplex(cost, A_eq, rows, lo, hi, start, key, 10)
+            assert short is None
+            full = HighsLP(cost, A_eq, rows, lo, hi, part_basis).solve()  # HiGHS goes on from the basis reached
+            assert full.status == 0 and cost @ full.x == pytest.approx(cost @ best.x, abs=1e-9)
+    assert compared >= 8 and many >= 6
