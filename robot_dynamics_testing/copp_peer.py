@@ -42,18 +42,24 @@ def load():
     """``copp_py`` imported from :data:`TARGET` (installed there first when absent).
 
     Raises:
-        RuntimeError: pip could not install it (e.g. no network); the message says why.
+        RuntimeError: pip could not install it (e.g. no network) or it does not import; the message says why.
     """
     if not (TARGET / "copp_py").is_dir():
         cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(TARGET),
                f"copp-py=={COPP_VERSION}"]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise RuntimeError(f"pip could not install copp-py {COPP_VERSION} into {TARGET}: {exc}") from None
         if done.returncode != 0:
             raise RuntimeError(f"pip could not install copp-py {COPP_VERSION} into {TARGET}: "
                                f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
     if str(TARGET) not in sys.path:
         sys.path.insert(0, str(TARGET))
-    return importlib.import_module("copp_py")
+    try:
+        return importlib.import_module("copp_py")
+    except ImportError as exc:
+        raise RuntimeError(f"copp-py in {TARGET} does not import: {exc}") from None
 
 
 @dataclass
