@@ -34,7 +34,7 @@ import threading
 import time
 
 from robot_dynamics_testing import REPO, child_env
-from robot_dynamics_testing.attack import build_request, child_pids, rss_mb
+from robot_dynamics_testing.attack import build_request, child_pids, rss_mb, status_mb
 from robot_dynamics_testing.latency import isolate_dds, machine_description
 from robot_dynamics_testing.reference import ProbeRobot, expected_gravity
 from robot_dynamics_testing.ros_world import SpinThread
@@ -188,7 +188,7 @@ def measure(node: str, settle_s: float, timeout_s: float) -> dict:
             peak = max(peak, rss_mb(proc.pid))
             time.sleep(0.02)
         settled = rss_mb(proc.pid)
-        anon, file_backed = rss_split_mb(proc.pid)
+        anon, file_backed = status_mb(proc.pid, "RssAnon", "RssFile")
         row.update(rss_settled_mb=round(settled, 1), rss_peak_mb=round(peak, 1), states_sent=probe.sent - sent0,
                    rss_anon_mb=round(anon, 1), rss_file_mb=round(file_backed, 1),
                    heavy=heavy_mapped(proc.pid), meets_target=settled <= TARGET_MB)
@@ -207,17 +207,6 @@ def measure(node: str, settle_s: float, timeout_s: float) -> dict:
             row["log_tail"] = log.read().decode(errors="replace")[-400:]
         log.close()
         probe.close()
-
-
-def rss_split_mb(pid: int) -> tuple[float, float]:
-    """(RssAnon, RssFile) of process ``pid``, MB: its private memory, and the pages of mapped files (shared
-    libraries: numba's LLVM, numpy, rclpy) it has touched, which processes mapping the same files share."""
-    parts = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(("RssAnon:", "RssFile:")):
-                parts[line.split(":")[0]] = int(line.split()[1]) / 1024.0
-    return parts.get("RssAnon", float("nan")), parts.get("RssFile", float("nan"))
 
 
 def print_table(rows: list[dict]) -> None:

@@ -240,16 +240,24 @@ class TargetConfig:
         return "\n".join(out) + "\n"
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory (MB) of process ``pid`` (VmRSS), NaN when it is gone."""
+def status_mb(pid: int, *fields: str) -> tuple[float, ...]:
+    """The memory ``fields`` of process ``pid`` from ``/proc/<pid>/status`` (e.g. "VmRSS", "RssAnon",
+    "RssFile"; kB there), MB each, NaN for a field absent or a process gone."""
+    found = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024.0
+                key = line.split(":", 1)[0]
+                if key in fields:
+                    found[key] = int(line.split()[1]) / 1024.0
     except OSError:
         pass
-    return math.nan
+    return tuple(found.get(key, math.nan) for key in fields)
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory (MB) of process ``pid`` (VmRSS), NaN when it is gone."""
+    return status_mb(pid, "VmRSS")[0]
 
 
 def child_pids(pid: int) -> list[int]:

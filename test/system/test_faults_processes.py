@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 from rclpy._rclpy_pybind11 import NodeNameNonExistentError  # rclpy raises it from its C extension only
 from robot_dynamics_ros.nodes.runtime import middleware_environment
+from robot_dynamics_testing.attack import rss_mb
 from robot_dynamics_testing.dds_probe import NAMES, PANDA, Probe, gravity_of
 from test_faults_entry_points import BIN, _stop
 
@@ -512,12 +513,12 @@ def test_a_burst_of_1000_requests_from_20_clients_is_answered_every_one():
     probe = Probe()
     proc, service = _start_retiming(probe)
     try:
-        rss0 = _rss_mb(proc.pid)
+        rss0 = rss_mb(proc.pid)
         clients = _clients(service, 20, "--mode", "burst", "--count", "50", "--timeout", "60")
         _discovered(probe, clients)
         _go(clients)
         results = _results(clients, 120.0)
-        rss1 = _rss_mb(proc.pid)
+        rss1 = rss_mb(proc.pid)
         assert proc.poll() is None
         again = _retime(probe, service, 30.0)
     finally:
@@ -580,7 +581,7 @@ def test_a_burst_of_1000_calls_to_the_small_services_is_answered_every_one():
                                               "--mode", "burst", "--count", "200", "--timeout", "30"]])
         shm = {exe: _shm_threads(proc.pid) for exe, proc in nodes.items()}
         assert not any(shm.values()), f"node processes running Fast DDS's shared-memory transport: {shm}"
-        rss0 = {exe: _rss_mb(proc.pid) for exe, proc in nodes.items()}
+        rss0 = {exe: rss_mb(proc.pid) for exe, proc in nodes.items()}
         _discovered(probe, [*clients, victim])   # discovery settles first: the queue depth is what is checked
         _go([victim])
         _go(clients)
@@ -588,7 +589,7 @@ def test_a_burst_of_1000_calls_to_the_small_services_is_answered_every_one():
         victim.kill()
         victim.wait(5)
         results = _results(clients, 60.0)
-        rss1 = {exe: _rss_mb(proc.pid) for exe, proc in nodes.items()}
+        rss1 = {exe: rss_mb(proc.pid) for exe, proc in nodes.items()}
         dead = {exe: proc.poll() for exe, proc in nodes.items() if proc.poll() is not None}
         assert not dead, f"node processes ended: {dead}"
     finally:
@@ -649,12 +650,12 @@ def test_a_50_mb_description_is_not_kept_by_a_node_process(tmp_path):
 
         _wait(lambda: commanding(0.2) > 0 or node.poll() is not None, 60.0, "no command from the loaded model")
         commanding(2.0)
-        rss0 = _rss_mb(node.pid)
+        rss0 = rss_mb(node.pid)
         probe.desc_pub.publish(String(data="x" * (50 * 1024 * 1024)))
         _wait(lambda: "robot_description rejected" in err.read_text() or node.poll() is not None, 30.0,
               "the 50 MB description was never refused")
         after = commanding(3.0)
-        rss1 = _rss_mb(node.pid)
+        rss1 = rss_mb(node.pid)
         assert node.poll() is None, err.read_text()[-2000:]
     finally:
         if node.poll() is None:
@@ -664,13 +665,6 @@ def test_a_50_mb_description_is_not_kept_by_a_node_process(tmp_path):
           f"{[ln for ln in err.read_text().splitlines() if 'robot_description rejected' in ln][:1]}")
     assert after > 0
     assert rss1 - rss0 < 20.0, (rss0, rss1)
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return float(line.split()[1]) / 1024.0
-    return math.nan
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "publish":
