@@ -9,8 +9,9 @@ Along a path q(s) with q' = dq/ds, q'' = d²q/ds² (Pham & Pham 2018, §II; Bobr
 
 (C(q, qd) qd is quadratic in qd, so C(q, q' sd) q' sd = C(q, q') q' x). With RNEA(q, qd, qdd) =
 M qdd + C(q, qd) qd + g (Featherstone 2008, §5.3) the coefficients come from three batched inverse-dynamics
-calls: c = RNEA(q, 0, 0), a = RNEA(q, 0, q') − c, b = RNEA(q, q', q'') − c (:func:`torque_coefficients`,
-stacked into one call of the batched in-package Newton–Euler engine).
+calls: c = RNEA(q, 0, 0), a = RNEA(q, 0, q') − c, b = RNEA(q, q', q'') − c, stacked into one batched call
+(:func:`torque_coefficients`; the in-package Newton–Euler engine's ``path_torque_terms`` computes the three in
+one pass per point instead).
 
 Limits become rows ``G[p, r, 0] u + G[p, r, 1] x ≤ h[p, r]`` at every collocation point p:
     acceleration:  ±(q'_j u + q''_j x) ≤ A_j
@@ -36,7 +37,8 @@ from numba import njit
 
 
 def torque_coefficients(dynamics, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray):
-    """a(s), b(s), c(s) of eq. (1) at P path points at once (one stacked batched RNEA call).
+    """a(s), b(s), c(s) of eq. (1) at P path points at once: the engine's ``path_torque_terms`` where it has
+    one (one compiled pass per point), else one stacked batched RNEA call (:func:`_stacked_torques`).
 
     Args:
         dynamics: an engine with a batched ``rnea(q, qd, qdd)`` taking (N, n) arrays (N·m out), e.g.
@@ -46,13 +48,9 @@ def torque_coefficients(dynamics, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray
         a, b, c: (P, n) each (N·m per unit sdd, N·m per unit sd², N·m).
     """
     p = q.shape[0]
-    zeros = np.zeros_like(q)
-    tau = np.asarray(dynamics.rnea(np.concatenate((q, q, q)), np.concatenate((zeros, zeros, dq)),
-                                   np.concatenate((zeros, dq, ddq))))
-    c = tau[:p]
-    a = tau[p:2 * p] - c
-    b = tau[2 * p:] - c
-    return a, b, c
+    tau, relative = _stacked_torques(dynamics, q, dq, ddq, np.arange(p))
+    c, a, b = tau[:p], tau[p:2 * p], tau[2 * p:]
+    return (a - c, b - c, c) if relative else (a, b, c)
 
 
 @njit(cache=True, nogil=True)

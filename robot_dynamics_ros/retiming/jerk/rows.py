@@ -466,14 +466,6 @@ class JerkRows:
         return (self.X * z[self.var]).sum(axis=1)
 
 
-def _torque_terms(dynamics, q, dq, ddq):
-    """a, b, c (P, n) of τ = a s̈ + b ṡ² + c at the path points q, dq, ddq (P, n): the engine's
-    ``path_torque_terms`` where it has one (one compiled pass per point, the in-package engine; ~0.6× the
-    time of three RNEA passes), else :func:`~robot_dynamics_ros.retiming.constraints.torque_coefficients`."""
-    terms = getattr(dynamics, "path_torque_terms", None)
-    return terms(q, dq, ddq) if terms is not None else torque_coefficients(dynamics, q, dq, ddq)
-
-
 def build_rows(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, torque_limit, jerk_limit,
                margin, tool_speed) -> JerkRows:
     """The rows of the LPs on gridpoints ``s`` (N,); arguments as
@@ -491,7 +483,7 @@ def build_rows(path, s, x_ref, dynamics, *, velocity_limit, acceleration_limit, 
     s_eval = np.append((s[:-1, None] + d[:, None] * (np.arange(M) / M)[None, :]).ravel(), s[-1])
     q, dq, ddq = path.evaluate(s_eval)
     dddq = third_derivative(path, 0.5 * (s[:-1] + s[1:]))  # (N-1, n) per stage
-    torque = _torque_terms(dynamics, q, dq, ddq) if np.isfinite(tlim).any() else None
+    torque = torque_coefficients(dynamics, q, dq, ddq) if np.isfinite(tlim).any() else None
     pts = check_points(s)
     p, st, var, X, U, V, interior = pts
     fixed_c, fixed_d, fixed_b = _limit_rows(pts, q, dq, ddq, vlim, alim, tlim, torque, margin, tool_speed)
