@@ -107,11 +107,15 @@ def _corner_deviation(c, i, h, a, p, b, off_in, off_out, roots):  # pragma: no c
     second derivative is q''(t), linear in t, so it is within Δ²/8 max(|q''(t0)|, |q''(t1)|) of its chord
     between its values at the piece's ends (Δ = t1 - t0; the linear interpolation error bound)."""
     n = c.shape[2]
+    w_in = np.empty(n)  # the two segments' directions (unnormalized): p − a and b − p
+    w_out = np.empty(n)
     dd_in = 0.0
     dd_out = 0.0
     for j in range(n):
-        dd_in += (p[j] - a[j]) * (p[j] - a[j])
-        dd_out += (b[j] - p[j]) * (b[j] - p[j])
+        w_in[j] = p[j] - a[j]
+        w_out[j] = b[j] - p[j]
+        dd_in += w_in[j] * w_in[j]
+        dd_out += w_out[j] * w_out[j]
     x = np.empty((CORNER_PIECES + 1, n))
     al_in = np.zeros(CORNER_PIECES + 1)
     al_out = np.zeros(CORNER_PIECES + 1)
@@ -123,8 +127,8 @@ def _corner_deviation(c, i, h, a, p, b, off_in, off_out, roots):  # pragma: no c
         for j in range(n):
             xj = ((c[0, i, j] * t + c[1, i, j]) * t + c[2, i, j]) * t + c[3, i, j]
             x[m, j] = xj
-            r_in += (xj - a[j]) * (p[j] - a[j])
-            r_out += (xj - p[j]) * (b[j] - p[j])
+            r_in += (xj - a[j]) * w_in[j]
+            r_out += (xj - p[j]) * w_out[j]
             scale = max(scale, abs(xj), abs(a[j]), abs(p[j]), abs(b[j]))
         if dd_in > 0.0:
             al_in[m] = min(max(r_in / dd_in, 0.0), 1.0)
@@ -141,22 +145,15 @@ def _corner_deviation(c, i, h, a, p, b, off_in, off_out, roots):  # pragma: no c
             curv = max(abs(6.0 * c[0, i, j] * t0 + 2.0 * c[1, i, j]),
                        abs(6.0 * c[0, i, j] * (t0 + step) + 2.0 * c[1, i, j]))
             bend = 0.125 * step * step * curv
-            w_in = p[j] - a[j]
-            w_out = b[j] - p[j]
-            e_in = max(e_in, max(abs(x[m, j] - a[j] - al_in[m] * w_in),
-                                 abs(x[m + 1, j] - a[j] - al_in[m + 1] * w_in)) + bend)
-            e_out = max(e_out, max(abs(x[m, j] - p[j] - al_out[m] * w_out),
-                                   abs(x[m + 1, j] - p[j] - al_out[m + 1] * w_out)) + bend)
+            e_in = max(e_in, max(abs(x[m, j] - a[j] - al_in[m] * w_in[j]),
+                                 abs(x[m + 1, j] - a[j] - al_in[m + 1] * w_in[j])) + bend)
+            e_out = max(e_out, max(abs(x[m, j] - p[j] - al_out[m] * w_out[j]),
+                                   abs(x[m + 1, j] - p[j] - al_out[m + 1] * w_out[j])) + bend)
         cheap[m] = min(e_in + off_in, e_out + off_out)
         if cheap[m] != cheap[m]:  # NaN: bounded exactly
             cheap[m] = np.inf
     # margin for the rounding of both bounds (relative 1e-9 of the coordinates: far above it)
     margin = 1e-9 * (scale + h + 1.0)
-    w_in_v = np.empty(n)
-    w_out_v = np.empty(n)
-    for j in range(n):
-        w_in_v[j] = p[j] - a[j]
-        w_out_v[j] = b[j] - p[j]
     worst = 0.0
     for _ in range(CORNER_PIECES):
         m = 0
@@ -168,9 +165,9 @@ def _corner_deviation(c, i, h, a, p, b, off_in, off_out, roots):  # pragma: no c
         cheap[m] = -np.inf
         t0 = h * m / CORNER_PIECES
         t1 = h * (m + 1) / CORNER_PIECES
-        e = _piece_to_segment(c, i, t0, t1, al_in[m], al_in[m + 1], a, w_in_v, roots) + off_in
+        e = _piece_to_segment(c, i, t0, t1, al_in[m], al_in[m + 1], a, w_in, roots) + off_in
         if e > worst:  # else the piece cannot raise the maximum
-            e = min(e, _piece_to_segment(c, i, t0, t1, al_out[m], al_out[m + 1], p, w_out_v, roots) + off_out)
+            e = min(e, _piece_to_segment(c, i, t0, t1, al_out[m], al_out[m + 1], p, w_out, roots) + off_out)
             worst = max(worst, e)
     return worst
 
