@@ -170,11 +170,10 @@ class RequestChecks:
         free = [names[j] for j in range(len(names)) if not np.isfinite(alim[j])]
         if not free:
             return out
-        if all(np.isfinite(tlim[self.model.index[j]]) for j in free):
-            return out + (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
-                          "torque limits",)
+        unbounded = "" if all(np.isfinite(tlim[self.model.index[j]]) for j in free) else \
+            ", and not at all where a joint has no torque limit"
         return out + (f"no acceleration limits configured for joints {free}: accelerations are bounded only by "
-                      "torque limits, and not at all where a joint has no torque limit",)
+                      f"torque limits{unbounded}",)
 
     def unwrap(self, wp):
         """Continuous joints take the short way between consecutive waypoints: each step wrapped into
