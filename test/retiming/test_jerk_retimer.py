@@ -189,3 +189,28 @@ def test_a_jerk_excess_is_located_by_joint_and_time(ur10_line):
     assert kind == "jerk" and j == j_ref, (kind, j, j_ref)
     assert frac == pytest.approx(fd.max(), rel=2e-3)
     assert abs(at - res.t[k_ref]) <= 2e-3, (at, res.t[k_ref])
+
+
+@pytest.mark.parametrize("urdf, seed", [("solo.urdf", 1), ("solo12.urdf", 0), ("bolt.urdf", 0)])
+def test_legged_robots_of_example_robot_data_get_a_jerk_limited_timing(urdf, seed):
+    """Their 6-waypoint paths at jerk 200 rad/s³ were refused ("no profile with positive speed found") when
+    the first LP became a time-gradient step from the TOPP-RA profile: it took one of the LPs whose
+    tangents come down towards a moving profile, and these paths need 7 or more. Their timings hold every
+    limit: jerk by finite differences of the 1 kHz accelerations, torque by Pinocchio RNEA on the URDF."""
+    import pinocchio as pin
+
+    from robot_dynamics_ros.model import RobotModel
+    from robot_dynamics_ros.robots import example_robot_data_dir
+    from robot_dynamics_testing.retiming_cases import smooth_waypoints
+
+    path = next(example_robot_data_dir().rglob(urdf))
+    model = RobotModel.from_urdf(path)
+    res = Retimer(model).retime(smooth_waypoints(model, 6, seed=seed),
+                                options=RetimeOptions(jerk_limit=200.0, torque_margin=0.9, sample_period=1e-3))
+    assert res.success, res.message
+    pm = pin.buildModelFromUrdf(str(path))
+    assert pm.nq == model.n and [pm.names[i] for i in range(1, pm.njoints)] == list(model.joint_names)
+    jerk, tau = dense_check(pm, res.t, res.q, res.qd, res.qdd)
+    assert np.abs(jerk).max() <= 200.0 * (1 + TOL)
+    limited = np.isfinite(model.effort_limit)
+    assert (np.abs(tau[:, limited]) <= 0.9 * model.effort_limit[limited] * (1 + TOL)).all()

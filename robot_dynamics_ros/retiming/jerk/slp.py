@@ -35,10 +35,6 @@ _COARSE_ITERATIONS = 4
 #: with at most this many SLP iterations: the climb from that first profile (far below the answer) takes
 #: more than the iterations from a good start
 _RETRY_ITERATIONS = 8
-#: LPs at least that the first profile from the TOPP-RA profile may take (its first answer and the LPs on x
-#: alone after it, :func:`_first_lp`): on Panda paths the first answer stops the path and one more LP does
-#: not yet give a positive-speed profile, while the third or fourth does
-_FIRST_MIN = 4
 
 
 def _extended(order, basis, add):
@@ -272,7 +268,9 @@ def _first_lp(wlp: _WorkingSetLP, start, xbar_pts, max_iterations, strict=False)
     conservative; any x̄ > 0 gives a feasible answer). If that answer stops somewhere (x = 0 inside a
     stage), LPs whose objective is the gradient of Σ w_i x_i^{-1/2} at the gridpoints, the linearization
     point moved towards the last answer (geometric mean, at most 8× down) each time: at most
-    max_iterations // 2 LPs in all (from the TOPP-RA profile at least :data:`_FIRST_MIN`). ``strict``: a
+    max_iterations // 2 LPs in all from a start profile, max_iterations from the TOPP-RA one (the tangents
+    there may have to come down several times: legged robots' paths of example-robot-data took 7 LPs and
+    more). ``strict``: a
     start whose trust region has no feasible point raises ValueError (else its LP is solved without the
     trust region). Returns (z, T, iterations, LP ms)."""
     rows = wlp.rows
@@ -294,7 +292,7 @@ def _first_lp(wlp: _WorkingSetLP, start, xbar_pts, max_iterations, strict=False)
     it += 1
     if res.status == 0:
         best, T = res.x, stage_times(s, res.x[:N], res.x[N:]).sum()
-    while not np.isfinite(T) and it < max(_FIRST_MIN if start is None else 1, max_iterations // 2):
+    while not np.isfinite(T) and it < (max_iterations if start is None else max(1, max_iterations // 2)):
         res, ms = wlp.solve(xbar_pts, xbar)
         lp_ms += ms
         it += 1
