@@ -393,13 +393,23 @@ def _started(calls: list[list[str]]) -> list[subprocess.Popen]:
     test_a_client_killed_mid_request_stalls_no_one_else never ended (60 s). The node processes are checked to
     run no SHM transport, so they exchange UDP with every client whatever the clients run: what is tested
     is unchanged, only the harness no longer wedges itself."""
+    import tempfile
+
     env = {**os.environ, **middleware_environment()}
+    # each client's stderr in a file (not a pipe nobody drains), to say why one that never got READY ended
+    errs = [tempfile.TemporaryFile(mode="w+") for _ in calls]
     procs = [subprocess.Popen([sys.executable, "-m", "robot_dynamics_testing.retiming_load", "calls", *args],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env) for args in calls]
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+             for args, err in zip(calls, errs)]
     _CLIENTS.extend(procs)
-    for proc in procs:
+    for proc, err in zip(procs, errs):
         line = proc.stdout.readline()
-        assert line.startswith("READY"), line
+        if not line.startswith("READY"):
+            err.seek(0)
+            raise AssertionError(f"client {proc.pid} {proc.args[4:]} printed {line!r} instead of READY (exit "
+                                 f"{proc.poll()}); its stderr: {err.read()[-2000:]}")
+    for err in errs:
+        err.close()
     return procs
 
 
